@@ -1,0 +1,63 @@
+"""What every benchmark records next to its numbers: the machine, the date, the code version."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import platform
+import statistics
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+RESULTS = Path(__file__).parent / "results"
+
+
+def hardware() -> dict[str, Any]:
+    model = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            model = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    mem = None
+    try:
+        with open("/proc/meminfo") as f:
+            mem = next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemTotal:"))
+    except (OSError, StopIteration):
+        pass
+    return {"cpu": model, "cores": len(os.sched_getaffinity(0)), "memory_bytes": mem,
+            "python": platform.python_version(), "machine": platform.machine()}
+
+
+def git_revision() -> str:
+    try:
+        out = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True,
+                             check=False, cwd=Path(__file__).parent)
+        return out.stdout.strip() or "unknown"
+    except OSError:
+        return "unknown"
+
+
+def envelope(name: str, results: Any, **extra: Any) -> dict[str, Any]:
+    return {"benchmark": name, "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            "git": git_revision(), "hardware": hardware(), **extra, "results": results}
+
+
+def write(name: str, payload: dict[str, Any], out: Path | None = None) -> Path:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = out or RESULTS / f"{name}-{dt.date.today().isoformat()}.json"
+    path.write_text(json.dumps(payload, indent=2) + "\n")
+    return path
+
+
+def median_time(fn: Callable[[], Any], reps: int) -> tuple[float, list[float]]:
+    samples = []
+    for _ in range(reps):
+        start = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples), samples

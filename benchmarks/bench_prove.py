@@ -1,0 +1,140 @@
+"""CPU proof time for 2^k constraints, broken into synthesis, NTTs and each MSM.
+
+For each size: insecure parameters are generated (timed), the MiMC circuit is synthesised (timed),
+then the proof is timed `--reps` times (median). Next to it, the bare kernels the proof is made of
+are timed alone: the seven NTT-type passes of the H polynomial and the py-arkworks multiexp calls
+on exactly the scalars the prover feeds them. `overhead` = proof time / sum of bare kernels, i.e.
+what the Python around the kernels costs.
+
+    python benchmarks/bench_prove.py --sizes 10,12,14,16 --reps 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import sys
+import time
+from concurrent.futures import wait
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _common import envelope, median_time, write  # noqa: E402
+
+from cuzk.circuits.registry import lookup  # noqa: E402
+from cuzk.curve.msm import _split_by_value, cpu_count, msm_pool, scalars_to_native  # noqa: E402
+from cuzk.curve.points import G1Point, G2Point  # noqa: E402
+from cuzk.field import fr_vec  # noqa: E402
+from cuzk.field.ntt import Domain  # noqa: E402
+from cuzk.groth16.assignment import Assignment  # noqa: E402
+from cuzk.groth16.prover import compute_h, prove, select_query_scalars  # noqa: E402
+from cuzk.groth16.setup import ToxicWaste, generate_insecure_parameters  # noqa: E402
+from cuzk.groth16.synthesis import synthesize_for_proving  # noqa: E402
+from cuzk.groth16.verifier import verify_proof  # noqa: E402
+
+
+def bare_msm_seconds(points: list, scalars: np.ndarray, reps: int) -> float:
+    """The multiexp calls alone, split over the cores exactly like the prover does."""
+    _, big = _split_by_value(scalars)
+    pts = [points[i] for i in big.tolist()]
+    native = scalars_to_native(scalars[big])
+    multiexp = G1Point.multiexp_unchecked if isinstance(points[0], G1Point) else G2Point.multiexp_unchecked
+    bounds = np.linspace(0, len(pts), cpu_count() + 1).astype(int)
+
+    def run() -> None:
+        futs = [msm_pool().submit(multiexp, pts[lo:hi], native[lo:hi])
+                for lo, hi in zip(bounds[:-1], bounds[1:], strict=True) if hi > lo]
+        wait(futs)
+
+    return median_time(run, reps)[0]
+
+
+def bare_ntt_seconds(domain: Domain, reps: int) -> float:
+    """Three inverse NTTs, three coset NTTs and one inverse coset NTT (the H polynomial's passes)."""
+    rng = np.random.default_rng(1)
+    data = fr_vec.to_montgomery(rng.integers(0, 2**63, size=(domain.size, 4), dtype=np.uint64) >> np.uint64(2))
+
+    def run() -> None:
+        for _ in range(3):
+            domain.intt(data)
+            domain.coset_ntt(data)
+        domain.icoset_ntt(data)
+
+    return median_time(run, reps)[0]
+
+
+def bench_size(k: int, reps: int) -> dict:
+    spec = lookup(f"mimc-{k}")
+    t0 = time.perf_counter()
+    pk = generate_insecure_parameters(spec.blank(), waste=ToxicWaste.random(random.Random(k)))
+    keygen = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    for bases in (pk.h, pk.l, pk.a, pk.b_g1, pk.b_g2):
+        bases.points()
+    decode = time.perf_counter() - t0
+
+    circuit = spec.example(random.Random(k))
+    synth_samples = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        asg = Assignment.from_proving_assignment(synthesize_for_proving(circuit))
+        synth_samples.append(time.perf_counter() - t0)
+
+    runs = []
+    for _ in range(reps):
+        timings: dict[str, float] = {}
+        t0 = time.perf_counter()
+        proof = prove(pk, asg, timings=timings)
+        timings["total"] = time.perf_counter() - t0
+        runs.append(timings)
+    assert verify_proof(pk.vk, proof, asg.public_inputs()), "benchmark proof does not verify"
+    prove_median = {key: statistics.median(r[key] for r in runs) for key in runs[0]}
+
+    q = select_query_scalars(pk, asg)
+    h = compute_h(pk, asg)
+    bare = {
+        "ntt": bare_ntt_seconds(Domain(k), reps),
+        "msm_h": bare_msm_seconds(pk.h.points(), h, reps),
+        "msm_l": bare_msm_seconds(pk.l.points(), q.l, reps),
+        "msm_a": bare_msm_seconds(pk.a.points(), q.a, reps),
+        "msm_b_g1": bare_msm_seconds(pk.b_g1.points(), q.b, reps),
+        "msm_b_g2": bare_msm_seconds(pk.b_g2.points(), q.b, reps),
+    }
+    bare_total = sum(bare.values())
+    return {
+        "circuit": spec.circuit_id,
+        "constraints": asg.num_constraints,
+        "aux": int(asg.aux.shape[0]),
+        "keygen_s": keygen,
+        "key_decode_s": decode,
+        "synthesis_s": statistics.median(synth_samples),
+        "prove_s": prove_median,
+        "prove_samples_s": [r["total"] for r in runs],
+        "bare_kernels_s": bare,
+        "overhead": prove_median["total"] / bare_total,
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sizes", default="10,12,14,16,18", help="log2 constraint counts")
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--out", type=Path)
+    args = ap.parse_args()
+    results = []
+    for k in (int(x) for x in args.sizes.split(",")):
+        row = bench_size(k, args.reps)
+        results.append(row)
+        p = row["prove_s"]
+        print(f"2^{k}: synth {row['synthesis_s']:.2f}s  prove {p['total']:.2f}s  (h {p['h']:.2f}, "
+              f"msm h/l/a/b1/b2 {p['msm_h']:.2f}/{p['msm_l']:.2f}/{p['msm_a']:.2f}/{p['msm_b_g1']:.2f}/"
+              f"{p['msm_b_g2']:.2f})  overhead x{row['overhead']:.3f}  keygen {row['keygen_s']:.1f}s", flush=True)
+    path = write("prove-cpu", envelope("prove-cpu", results, reps=args.reps), args.out)
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()

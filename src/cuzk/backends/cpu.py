@@ -1,0 +1,55 @@
+"""The CPU backend: numba NTTs and py-arkworks MSMs on all cores (the embedded default)."""
+
+from __future__ import annotations
+
+import platform
+from collections.abc import MutableMapping
+
+from cuzk.backends.base import DeviceInfo, ProverBackend
+from cuzk.curve.msm import cpu_count
+from cuzk.groth16 import prover
+from cuzk.groth16.assignment import Assignment
+from cuzk.groth16.keys import ProvingKey
+from cuzk.groth16.proof import Proof
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _mem_total() -> int | None:
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemTotal:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+class CpuBackend(ProverBackend):
+    name = "cpu"
+
+    def devices(self) -> list[DeviceInfo]:
+        return [DeviceInfo(name=_cpu_model(), kind="cpu", memory_total=_mem_total(),
+                           extra={"threads": str(cpu_count())})]
+
+    def load_key(self, pk: ProvingKey) -> None:
+        for bases in (pk.h, pk.l, pk.a, pk.b_g1, pk.b_g2):
+            bases.points()
+
+    def unload_key(self, pk: ProvingKey) -> None:
+        for bases in (pk.h, pk.l, pk.a, pk.b_g1, pk.b_g2):
+            bases.release_points()
+
+    def prove(self, pk: ProvingKey, asg: Assignment, *, r: int | None = None, s: int | None = None,
+              timings: MutableMapping[str, float] | None = None) -> Proof:
+        return prover.prove(pk, asg, r=r, s=s, timings=timings)

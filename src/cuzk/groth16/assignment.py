@@ -1,0 +1,53 @@
+"""What the prover needs from synthesis, as flat arrays.
+
+The Python constraint system records Python ints; the prover works on (n, 4) uint64 limb arrays
+(canonical form), which is also the layout a compiled circuit or a GPU backend produces directly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from cuzk.field.limbs import ints_to_limbs
+from cuzk.r1cs import ProvingAssignment
+
+
+@dataclass(eq=False)
+class Assignment:
+    """Per-constraint evaluations of A, B, C, the witness, and the query densities."""
+
+    a: np.ndarray  #: (constraints, 4) canonical
+    b: np.ndarray
+    c: np.ndarray
+    inputs: np.ndarray  #: (num_inputs, 4) canonical, inputs[0] == 1
+    aux: np.ndarray  #: (num_aux, 4) canonical
+    a_aux_density: np.ndarray  #: bool (num_aux,)
+    b_input_density: np.ndarray  #: bool (num_inputs,)
+    b_aux_density: np.ndarray  #: bool (num_aux,)
+
+    @property
+    def num_constraints(self) -> int:
+        return self.a.shape[0]
+
+    @classmethod
+    def from_proving_assignment(cls, cs: ProvingAssignment) -> Assignment:
+        def density(d: bytearray) -> np.ndarray:
+            return np.frombuffer(bytes(d), dtype=np.uint8).astype(bool)
+
+        return cls(
+            a=ints_to_limbs(cs.a),
+            b=ints_to_limbs(cs.b),
+            c=ints_to_limbs(cs.c),
+            inputs=ints_to_limbs(cs.input_assignment),
+            aux=ints_to_limbs(cs.aux_assignment),
+            a_aux_density=density(cs.a_aux_density),
+            b_input_density=density(cs.b_input_density),
+            b_aux_density=density(cs.b_aux_density),
+        )
+
+    def public_inputs(self) -> list[int]:
+        """The inputs a verifier is given (ONE excluded)."""
+        raw = self.inputs[1:].tobytes()
+        return [int.from_bytes(raw[k:k + 32], "little") for k in range(0, len(raw), 32)]

@@ -1,0 +1,157 @@
+"""The Groth16 prover (bellperson's algorithm), on the CPU.
+
+Given the assignment, the proof is
+
+    A = α + Σ w_j·A_j + r·δ                      (G1)
+    B = β + Σ w_j·B_j + s·δ                      (G2; B_G1 is the same sum in G1)
+    C = s·α + r·β + r·s·δ + s·ΣA + r·ΣB_G1 + Σ h_i·H_i + Σ_aux w_j·L_j
+
+where h are the coefficients of (A(x)·B(x) − C(x)) / Z(x) for the polynomials interpolating the
+per-constraint evaluations. The steps are separate functions so that another backend can replace
+the heavy ones (H polynomial, MSMs) and still share `assemble_proof` bit for bit.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import MutableMapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from cuzk.curve.msm import msm
+from cuzk.curve.points import G1Point, G2Point, Scalar
+from cuzk.errors import CuzkError
+from cuzk.field import fr_vec
+from cuzk.field.constants import FR_GENERATOR, R_MODULUS
+from cuzk.field.ntt import Domain
+from cuzk.groth16.assignment import Assignment
+from cuzk.groth16.keys import HBasis, ProvingKey, VerifyingKey
+from cuzk.groth16.proof import Proof
+
+
+class KeyMismatchError(CuzkError):
+    """The assignment does not fit the proving key (wrong circuit or wrong parameters)."""
+
+
+def _padded_montgomery(values: np.ndarray, size: int) -> np.ndarray:
+    out = np.zeros((size, 4), dtype=np.uint64)
+    out[: values.shape[0]] = values
+    return fr_vec.to_montgomery(out)
+
+
+def compute_h(pk: ProvingKey, asg: Assignment) -> np.ndarray:
+    """The scalars of the H query, canonical (len(pk.h), 4)."""
+    m = pk.domain_size
+    if asg.num_constraints > m:
+        raise KeyMismatchError(f"the circuit has {asg.num_constraints} constraints but the key's domain "
+                               f"holds {m}")
+    domain = Domain(m.bit_length() - 1, pk.domain_root)
+    if pk.h_basis is HBasis.COEFFICIENTS:
+        # bellperson execute_fft: to coefficients, evaluate on the coset g·D where Z is the constant
+        # g^m − 1, divide, come back to coefficients; the top coefficient is zero and dropped.
+        a, b, c = (domain.coset_ntt_inplace(domain.intt_inplace(_padded_montgomery(v, m)), FR_GENERATOR)
+                   for v in (asg.a, asg.b, asg.c))
+        fr_vec.mul_inplace(a, b)
+        del b
+        a = fr_vec.sub(a, c)
+        del c
+        z_inv = pow(domain.vanishing_on_coset(FR_GENERATOR), -1, R_MODULUS)
+        h = domain.icoset_ntt_inplace(fr_vec.mul_scalar(a, z_inv), FR_GENERATOR)
+        return fr_vec.from_montgomery(h[: m - 1])
+    # snarkjs: evaluations of A·B − C on the "odd" coset ω_{2m}·D; the key's points absorb 1/Z.
+    shift = pk.odd_coset_shift
+    if shift is None:
+        raise KeyMismatchError("an odd-coset proving key needs its coset shift")
+    a, b, c = (domain.coset_ntt_inplace(domain.intt_inplace(_padded_montgomery(v, m)), shift)
+               for v in (asg.a, asg.b, asg.c))
+    fr_vec.mul_inplace(a, b)
+    return fr_vec.from_montgomery(fr_vec.sub(a, c))
+
+
+@dataclass(frozen=True)
+class QueryScalars:
+    """The witness values each query is multiplied with, after density selection."""
+
+    a: np.ndarray
+    b: np.ndarray  #: shared by B_G1 and B_G2
+    l: np.ndarray
+
+
+def select_query_scalars(pk: ProvingKey, asg: Assignment) -> QueryScalars:
+    """Pick the witness entries matching the density-filtered A/B queries, checking sizes."""
+    n_in = asg.inputs.shape[0]
+    if n_in != pk.num_inputs:
+        raise KeyMismatchError(f"the circuit has {n_in} inputs (ONE included) but the key has {pk.num_inputs}")
+    if asg.aux.shape[0] != pk.num_aux:
+        raise KeyMismatchError(f"the circuit has {asg.aux.shape[0]} aux variables but the key's L query "
+                               f"has {pk.num_aux}")
+    a = np.concatenate([asg.inputs, asg.aux[asg.a_aux_density]])
+    b = np.concatenate([asg.inputs[asg.b_input_density], asg.aux[asg.b_aux_density]])
+    for name, got, want in (("A", len(a), len(pk.a)), ("B_G1", len(b), len(pk.b_g1)),
+                            ("B_G2", len(b), len(pk.b_g2))):
+        if got != want:
+            raise KeyMismatchError(f"the key's {name} query has {want} points but the circuit has {got} "
+                                   f"variables of non-zero {name[0]} density")
+    return QueryScalars(a=a, b=b, l=asg.aux)
+
+
+@dataclass(frozen=True)
+class MsmResults:
+    h: G1Point
+    l: G1Point
+    a: G1Point
+    b_g1: G1Point
+    b_g2: G2Point
+
+
+def assemble_proof(vk: VerifyingKey, sums: MsmResults, r: int, s: int) -> Proof:
+    """Combine the MSM results with the randomisers r, s (bellperson's order of operations)."""
+    r_sc = Scalar.from_le_bytes(r.to_bytes(32, "little"))
+    s_sc = Scalar.from_le_bytes(s.to_bytes(32, "little"))
+    rs_sc = Scalar.from_le_bytes((r * s % R_MODULUS).to_bytes(32, "little"))
+    g_a = vk.alpha_g1 + sums.a + vk.delta_g1 * r_sc
+    g_b = vk.beta_g2 + sums.b_g2 + vk.delta_g2 * s_sc
+    g_c = (vk.delta_g1 * rs_sc + vk.alpha_g1 * s_sc + vk.beta_g1 * r_sc
+           + sums.a * s_sc + sums.b_g1 * r_sc + sums.h + sums.l)
+    return Proof(g_a, g_b, g_c)
+
+
+def random_nonzero_scalar() -> int:
+    return 1 + secrets.randbelow(R_MODULUS - 1)
+
+
+def prove(pk: ProvingKey, asg: Assignment, *, r: int | None = None, s: int | None = None,
+          timings: MutableMapping[str, float] | None = None) -> Proof:
+    """One Groth16 proof on the CPU. `timings` (seconds) receives: h, msm_h, msm_l, msm_a,
+    msm_b_g1, msm_b_g2, select, assemble."""
+    clock = time.perf_counter
+    t = timings if timings is not None else {}
+
+    start = clock()
+    h_scalars = compute_h(pk, asg)
+    t["h"] = clock() - start
+
+    start = clock()
+    q = select_query_scalars(pk, asg)
+    t["select"] = clock() - start
+
+    def timed(name: str, bases, scalars):  # noqa: ANN001, ANN202 - G1 or G2
+        begin = clock()
+        out = msm(bases.points(), scalars)
+        t[name] = clock() - begin
+        return out
+
+    sums = MsmResults(
+        b_g2=timed("msm_b_g2", pk.b_g2, q.b),
+        h=timed("msm_h", pk.h, h_scalars),
+        l=timed("msm_l", pk.l, q.l),
+        a=timed("msm_a", pk.a, q.a),
+        b_g1=timed("msm_b_g1", pk.b_g1, q.b),
+    )
+    start = clock()
+    proof = assemble_proof(pk.vk, sums, random_nonzero_scalar() if r is None else r % R_MODULUS,
+                           random_nonzero_scalar() if s is None else s % R_MODULUS)
+    t["assemble"] = clock() - start
+    return proof

@@ -1,0 +1,48 @@
+"""Shared fixtures. Insecure parameters are generated once per test run and shared by all tests."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from cuzk.circuits.registry import lookup
+from cuzk.groth16.keys import ProvingKey
+from cuzk.groth16.params_file import write_params, write_vk
+from cuzk.groth16.setup import ToxicWaste, generate_insecure_parameters
+
+
+@dataclass(frozen=True)
+class ParamsFixture:
+    circuit_id: str
+    pk: ProvingKey
+    params_path: Path
+    vk_path: Path
+
+
+def _make(circuit_id: str, seed: int, root: Path) -> ParamsFixture:
+    pk = generate_insecure_parameters(lookup(circuit_id).blank(), waste=ToxicWaste.random(random.Random(seed)))
+    params_path = root / f"{circuit_id}.params"
+    vk_path = root / f"{circuit_id}.vk"
+    write_params(params_path, pk)
+    write_vk(vk_path, pk.vk)
+    return ParamsFixture(circuit_id, pk, params_path, vk_path)
+
+
+@pytest.fixture(scope="session")
+def params_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("params")
+
+
+@pytest.fixture(scope="session")
+def mimc_params(params_dir: Path) -> ParamsFixture:
+    """MiMC, 2^10 constraints: dense random witness."""
+    return _make("mimc-10", 1, params_dir)
+
+
+@pytest.fixture(scope="session")
+def bits_params(params_dir: Path) -> ParamsFixture:
+    """Bit decompositions: a witness that is mostly 0/1, several public inputs."""
+    return _make("bits-3", 2, params_dir)
