@@ -17,23 +17,24 @@ import statistics
 import sys
 import time
 from concurrent.futures import wait
+from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import envelope, median_time, write  # noqa: E402
+from _common import envelope, median_time, write
 
-from cuzk.circuits.registry import lookup  # noqa: E402
-from cuzk.curve.msm import _split_by_value, cpu_count, msm_pool, scalars_to_native  # noqa: E402
-from cuzk.curve.points import G1Point, G2Point  # noqa: E402
-from cuzk.field import fr_vec  # noqa: E402
-from cuzk.field.ntt import Domain  # noqa: E402
-from cuzk.groth16.assignment import Assignment  # noqa: E402
-from cuzk.groth16.prover import compute_h, prove, select_query_scalars  # noqa: E402
-from cuzk.groth16.setup import ToxicWaste, generate_insecure_parameters  # noqa: E402
-from cuzk.groth16.synthesis import synthesize_for_proving  # noqa: E402
-from cuzk.groth16.verifier import verify_proof  # noqa: E402
+from cuzk.circuits.registry import lookup
+from cuzk.curve.msm import _split_by_value, cpu_count, msm_pool, scalars_to_native
+from cuzk.curve.points import G1Point, G2Point
+from cuzk.field import fr_vec
+from cuzk.field.ntt import Domain
+from cuzk.groth16.assignment import Assignment
+from cuzk.groth16.prover import compute_h, prove, select_query_scalars
+from cuzk.groth16.setup import ToxicWaste, generate_insecure_parameters
+from cuzk.groth16.synthesis import synthesize_for_proving
+from cuzk.groth16.verifier import verify_proof
 
 
 def bare_msm_seconds(points: list, scalars: np.ndarray, reps: int) -> float:
@@ -46,7 +47,7 @@ def bare_msm_seconds(points: list, scalars: np.ndarray, reps: int) -> float:
 
     def run() -> None:
         futs = [msm_pool().submit(multiexp, pts[lo:hi], native[lo:hi])
-                for lo, hi in zip(bounds[:-1], bounds[1:], strict=True) if hi > lo]
+                for lo, hi in pairwise(bounds.tolist()) if hi > lo]
         wait(futs)
 
     return median_time(run, reps)[0]

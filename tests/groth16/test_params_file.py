@@ -30,7 +30,7 @@ from cuzk.groth16.synthesis import circuit_shape, synthesize_for_proving
 from cuzk.groth16.verifier import verify_proof
 
 
-def test_params_round_trip_is_byte_identical(mimc_params, tmp_path: Path) -> None:  # noqa: ANN001
+def test_params_round_trip_is_byte_identical(mimc_params, tmp_path: Path) -> None:
     original = mimc_params.params_path.read_bytes()
     pk = read_params(mimc_params.params_path)
     again = tmp_path / "again.params"
@@ -43,7 +43,7 @@ def test_params_round_trip_is_byte_identical(mimc_params, tmp_path: Path) -> Non
     assert original.startswith(mimc_params.vk_path.read_bytes())
 
 
-def test_reading_gives_back_the_same_points(mimc_params) -> None:  # noqa: ANN001
+def test_reading_gives_back_the_same_points(mimc_params) -> None:
     pk = read_params(mimc_params.params_path)
     assert pk.vk == mimc_params.pk.vk
     for name in ("h", "l", "a", "b_g1", "b_g2"):
@@ -52,7 +52,7 @@ def test_reading_gives_back_the_same_points(mimc_params) -> None:  # noqa: ANN00
         assert ours.points() == theirs.points()
 
 
-def test_layout_matches_the_circuit(mimc_params) -> None:  # noqa: ANN001
+def test_layout_matches_the_circuit(mimc_params) -> None:
     layout = scan_layout(mimc_params.params_path)
     shape = circuit_shape(lookup(mimc_params.circuit_id).blank())
     assert layout.num_ic == shape.num_inputs
@@ -63,7 +63,7 @@ def test_layout_matches_the_circuit(mimc_params) -> None:  # noqa: ANN001
     assert layout.file_size == mimc_params.params_path.stat().st_size
 
 
-def test_proving_from_a_memory_mapped_file(mimc_params) -> None:  # noqa: ANN001
+def test_proving_from_a_memory_mapped_file(mimc_params) -> None:
     pk = read_params(mimc_params.params_path)
     circuit = lookup(mimc_params.circuit_id).example(random.Random(5))
     asg = Assignment.from_proving_assignment(synthesize_for_proving(circuit))
@@ -71,7 +71,7 @@ def test_proving_from_a_memory_mapped_file(mimc_params) -> None:  # noqa: ANN001
 
 
 @pytest.mark.parametrize("cut", [0, 50, VK_HEADER_BYTES - 2, VK_HEADER_BYTES + 10, -1000, -1])
-def test_truncated_params_name_the_offset(mimc_params, tmp_path: Path, cut: int) -> None:  # noqa: ANN001
+def test_truncated_params_name_the_offset(mimc_params, tmp_path: Path, cut: int) -> None:
     data = mimc_params.params_path.read_bytes()
     bad = tmp_path / "cut.params"
     bad.write_bytes(data[:cut])  # cut < 0 drops the tail; 0 leaves an empty file
@@ -81,7 +81,7 @@ def test_truncated_params_name_the_offset(mimc_params, tmp_path: Path, cut: int)
     assert str(bad) in msg and "offset" in msg
 
 
-def test_trailing_bytes_and_bad_lengths(mimc_params, tmp_path: Path) -> None:  # noqa: ANN001
+def test_trailing_bytes_and_bad_lengths(mimc_params, tmp_path: Path) -> None:
     data = mimc_params.params_path.read_bytes()
     bad = tmp_path / "long.params"
     bad.write_bytes(data + b"\0")
@@ -96,7 +96,7 @@ def test_trailing_bytes_and_bad_lengths(mimc_params, tmp_path: Path) -> None:  #
         read_params(bad)
 
 
-def test_corrupted_vk_point_is_named(mimc_params, tmp_path: Path) -> None:  # noqa: ANN001
+def test_corrupted_vk_point_is_named(mimc_params, tmp_path: Path) -> None:
     data = bytearray(mimc_params.vk_path.read_bytes())
     data[96 + 95] ^= 1  # last byte of beta_g1.y: no longer on the curve
     bad = tmp_path / "bad.vk"
@@ -106,7 +106,7 @@ def test_corrupted_vk_point_is_named(mimc_params, tmp_path: Path) -> None:  # no
     assert "vk.beta_g1" in str(info.value) and "offset 96" in str(info.value)
 
 
-def test_corrupted_vector_point_is_found_by_check(mimc_params, tmp_path: Path) -> None:  # noqa: ANN001
+def test_corrupted_vector_point_is_found_by_check(mimc_params, tmp_path: Path) -> None:
     layout = scan_layout(mimc_params.params_path)
     data = bytearray(mimc_params.params_path.read_bytes())
     row = 3
@@ -119,7 +119,7 @@ def test_corrupted_vector_point_is_found_by_check(mimc_params, tmp_path: Path) -
     assert f"l[{row}]" in str(info.value)
 
 
-def test_official_names_are_refused_unless_forced(mimc_params, tmp_path: Path) -> None:  # noqa: ANN001
+def test_official_names_are_refused_unless_forced(mimc_params, tmp_path: Path) -> None:
     name = tmp_path / "v28-stacked-proof-of-replication-test.params"
     with pytest.raises(OfficialNameError, match="v28-"):
         write_params(name, mimc_params.pk)
@@ -128,7 +128,7 @@ def test_official_names_are_refused_unless_forced(mimc_params, tmp_path: Path) -
     assert name.exists()
 
 
-def test_vk_bytes_round_trip_and_size(mimc_params) -> None:  # noqa: ANN001
+def test_vk_bytes_round_trip_and_size(mimc_params) -> None:
     raw = vk_to_bytes(mimc_params.pk.vk)
     assert len(raw) == VK_HEADER_BYTES + 96 * len(mimc_params.pk.vk.ic)
     assert vk_from_bytes(raw) == mimc_params.pk.vk
@@ -136,7 +136,7 @@ def test_vk_bytes_round_trip_and_size(mimc_params) -> None:  # noqa: ANN001
         vk_from_bytes(raw + b"x")
 
 
-def test_proof_bytes_round_trip(mimc_params) -> None:  # noqa: ANN001
+def test_proof_bytes_round_trip(mimc_params) -> None:
     circuit = lookup(mimc_params.circuit_id).example(random.Random(8))
     asg = Assignment.from_proving_assignment(synthesize_for_proving(circuit))
     proof = prove(mimc_params.pk, asg)
@@ -149,16 +149,16 @@ def test_proof_bytes_round_trip(mimc_params) -> None:  # noqa: ANN001
     assert len(multi) == 3 * PROOF_BYTES and proofs_from_bytes(multi, expected=3) == [proof] * 3
     with pytest.raises(FormatError, match="expected 2 partition proofs"):
         proofs_from_bytes(multi, expected=2)
-    with pytest.raises(FormatError, match="multiple of 192"):
+    with pytest.raises(FormatError, match=r"multiple of 192"):
         proofs_from_bytes(multi[:-1])
 
 
-def test_bad_proof_bytes(mimc_params) -> None:  # noqa: ANN001
+def test_bad_proof_bytes(mimc_params) -> None:
     circuit = lookup(mimc_params.circuit_id).example(random.Random(9))
     asg = Assignment.from_proving_assignment(synthesize_for_proving(circuit))
     raw = bytearray(prove(mimc_params.pk, asg).to_bytes())
     identity = bytes([0xC0]) + bytes(47)
-    with pytest.raises(PointDecodeError, match="proof.A"):
+    with pytest.raises(PointDecodeError, match=r"proof\.A"):
         Proof.from_bytes(identity + bytes(raw[48:]))
     raw[150] ^= 0xFF  # C's x coordinate: almost surely not on the curve
     with pytest.raises(PointDecodeError) as info:

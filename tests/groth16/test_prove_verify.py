@@ -25,12 +25,12 @@ def _assignment(circuit_id: str, seed: int) -> Assignment:
 
 
 @pytest.fixture(scope="module")
-def mimc_proof(mimc_params):  # noqa: ANN001, ANN201
+def mimc_proof(mimc_params):
     asg = _assignment(mimc_params.circuit_id, 11)
     return asg, prove(mimc_params.pk, asg)
 
 
-def test_proof_verifies_with_ours_and_py_ecc(mimc_params, mimc_proof) -> None:  # noqa: ANN001
+def test_proof_verifies_with_ours_and_py_ecc(mimc_params, mimc_proof) -> None:
     asg, proof = mimc_proof
     publics = asg.public_inputs()
     assert len(publics) == 1
@@ -38,7 +38,7 @@ def test_proof_verifies_with_ours_and_py_ecc(mimc_params, mimc_proof) -> None:  
     assert reference_verifier.verify(vk_to_bytes(mimc_params.pk.vk), proof.to_bytes(), publics)
 
 
-def test_wrong_public_input_is_rejected_by_both(mimc_params, mimc_proof) -> None:  # noqa: ANN001
+def test_wrong_public_input_is_rejected_by_both(mimc_params, mimc_proof) -> None:
     asg, proof = mimc_proof
     wrong = [(asg.public_inputs()[0] + 1) % R_MODULUS]
     assert not verify_proof(mimc_params.pk.vk, proof, wrong)
@@ -46,7 +46,7 @@ def test_wrong_public_input_is_rejected_by_both(mimc_params, mimc_proof) -> None
 
 
 @pytest.mark.parametrize("part", ["a", "b", "c"])
-def test_tampered_proof_is_rejected_by_both(mimc_params, mimc_proof, part: str) -> None:  # noqa: ANN001
+def test_tampered_proof_is_rejected_by_both(mimc_params, mimc_proof, part: str) -> None:
     asg, proof = mimc_proof
     two = Scalar.from_le_bytes((2).to_bytes(32, "little"))
     parts = {"a": proof.a, "b": proof.b, "c": proof.c}
@@ -57,7 +57,7 @@ def test_tampered_proof_is_rejected_by_both(mimc_params, mimc_proof, part: str) 
     assert not reference_verifier.verify(vk_to_bytes(mimc_params.pk.vk), bad.to_bytes(), publics)
 
 
-def test_proofs_are_randomised_and_r_s_are_honoured(mimc_params) -> None:  # noqa: ANN001
+def test_proofs_are_randomised_and_r_s_are_honoured(mimc_params) -> None:
     asg = _assignment(mimc_params.circuit_id, 12)
     p1 = prove(mimc_params.pk, asg, r=5, s=9)
     p2 = prove(mimc_params.pk, asg, r=5, s=9)
@@ -67,7 +67,7 @@ def test_proofs_are_randomised_and_r_s_are_honoured(mimc_params) -> None:  # noq
         assert verify_proof(mimc_params.pk.vk, p, asg.public_inputs())
 
 
-def test_mostly_binary_witness(bits_params) -> None:  # noqa: ANN001
+def test_mostly_binary_witness(bits_params) -> None:
     """The 0/1 scalar path of the MSMs, several public inputs, checked by both verifiers."""
     asg = _assignment(bits_params.circuit_id, 13)
     proof = prove(bits_params.pk, asg)
@@ -79,7 +79,7 @@ def test_mostly_binary_witness(bits_params) -> None:  # noqa: ANN001
     assert not verify_proof(bits_params.pk.vk, proof, publics)
 
 
-def test_batch_verification(mimc_params) -> None:  # noqa: ANN001
+def test_batch_verification(mimc_params) -> None:
     asgs = [_assignment(mimc_params.circuit_id, seed) for seed in (21, 22, 23)]
     proofs = [prove(mimc_params.pk, a) for a in asgs]
     publics = [a.public_inputs() for a in asgs]
@@ -89,7 +89,7 @@ def test_batch_verification(mimc_params) -> None:  # noqa: ANN001
     assert verify_proofs_batch(mimc_params.pk.vk, [], [])
 
 
-def test_public_input_errors(mimc_params, mimc_proof) -> None:  # noqa: ANN001
+def test_public_input_errors(mimc_params, mimc_proof) -> None:
     _, proof = mimc_proof
     with pytest.raises(PublicInputError, match="takes 1 public inputs, got 2"):
         verify_proof(mimc_params.pk.vk, proof, [1, 2])
@@ -97,7 +97,7 @@ def test_public_input_errors(mimc_params, mimc_proof) -> None:  # noqa: ANN001
         verify_proof(mimc_params.pk.vk, proof, [R_MODULUS])
 
 
-def test_assignment_for_another_circuit_is_refused(mimc_params) -> None:  # noqa: ANN001
+def test_assignment_for_another_circuit_is_refused(mimc_params) -> None:
     asg = _assignment("bits-1", 3)
     with pytest.raises(KeyMismatchError):
         prove(mimc_params.pk, asg)

@@ -39,7 +39,7 @@ def test_linear_combination_keeps_order_and_repeats() -> None:
     assert (-LinearCombination.constant(1)).terms == [(ONE, R_MODULUS - 1)]
 
 
-def _toy(cs) -> tuple[Variable, Variable, Variable]:  # noqa: ANN001
+def _toy(cs) -> tuple[Variable, Variable, Variable]:
     """x*y = z with x = 3, y = 5 public z; B uses the input."""
     x = cs.alloc("x", 3)
     z = cs.alloc_input("z", 15)
@@ -97,7 +97,7 @@ def test_shape_and_recording_never_evaluate_values() -> None:
     MimcCircuit(rounds=20, extra=2, preimage=12345),
     BitsCircuit.random(3, random.Random(1)),
 ])
-def test_back_ends_agree(circuit) -> None:  # noqa: ANN001
+def test_back_ends_agree(circuit) -> None:
     prover = synthesize_for_proving(circuit, check=True)
     shape = circuit_shape(circuit)
     assert (shape.num_inputs, shape.num_aux, shape.num_constraints) == (

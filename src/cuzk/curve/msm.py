@@ -12,6 +12,7 @@ import os
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from functools import reduce
+from itertools import pairwise
 from operator import add
 from typing import TypeVar
 
@@ -92,7 +93,7 @@ def msm_async(points: Sequence[P], scalars: np.ndarray, *, chunks: int | None = 
     n_chunks = max(1, min(chunks or cpu_count(), len(big) // MIN_CHUNK))
     multiexp = G1Point.multiexp_unchecked if is_g1 else G2Point.multiexp_unchecked
     bounds = np.linspace(0, len(big), n_chunks + 1).astype(int)
-    for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
+    for lo, hi in pairwise(bounds.tolist()):
         if hi > lo:
             futures.append(pool.submit(multiexp, big_points[lo:hi], big_scalars[lo:hi]))
     return futures

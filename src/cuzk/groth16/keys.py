@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from cuzk.curve.bases import G1Bases, G2Bases
-from cuzk.curve.points import GT, G1Point, G2Point
 from cuzk.curve.pairing import pairing
+from cuzk.curve.points import GT, G1Point, G2Point
 
 
 @dataclass(frozen=True, eq=False)

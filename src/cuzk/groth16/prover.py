@@ -137,7 +137,7 @@ def prove(pk: ProvingKey, asg: Assignment, *, r: int | None = None, s: int | Non
     q = select_query_scalars(pk, asg)
     t["select"] = clock() - start
 
-    def timed(name: str, bases, scalars):  # noqa: ANN001, ANN202 - G1 or G2
+    def timed(name: str, bases, scalars):
         begin = clock()
         out = msm(bases.points(), scalars)
         t[name] = clock() - begin

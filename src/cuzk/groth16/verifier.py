@@ -8,7 +8,6 @@ from __future__ import annotations
 import secrets
 from collections.abc import Sequence
 
-
 from cuzk.curve.msm import msm
 from cuzk.curve.pairing import multi_pairing, pairing_product_is_one
 from cuzk.curve.points import G1Point, Scalar

@@ -10,15 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Protocol, Union
+from typing import Protocol
 
 from cuzk.errors import SynthesisError
 from cuzk.field.constants import R_MODULUS
 from cuzk.r1cs.lc import LinearCombination
 from cuzk.r1cs.variable import ONE, Variable
 
-Value = Union[int, Callable[[], "int | None"], None]
-Annotation = Union[str, Callable[[], str]]
+Value = int | Callable[[], int | None] | None
+Annotation = str | Callable[[], str]
 
 
 class ConstraintSystem:
