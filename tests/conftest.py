@@ -46,3 +46,14 @@ def mimc_params(params_dir: Path) -> ParamsFixture:
 def bits_params(params_dir: Path) -> ParamsFixture:
     """Bit decompositions: a witness that is mostly 0/1, several public inputs."""
     return _make("bits-3", 2, params_dir)
+
+
+@pytest.fixture(scope="session")
+def circom_fixtures(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """circom circuits compiled, set up and proven by the real circom2 and snarkjs, once per run."""
+    import snarkjs_tools
+
+    reason = snarkjs_tools.tools_missing_reason()
+    if reason:
+        pytest.skip(reason)
+    return snarkjs_tools.standard_fixtures(tmp_path_factory.mktemp("circom"))

@@ -15,19 +15,10 @@ import numpy as np
 from cuzk.curve.bases import G1Bases, G2Bases
 from cuzk.errors import CuzkError
 from cuzk.field import fr_vec
-from cuzk.field.constants import FR_TWO_ADICITY, R_MODULUS
+from cuzk.field.constants import R_MODULUS
 from cuzk.groth16.assignment import Assignment
 from cuzk.groth16.keys import HBasis, ProvingKey, VerifyingKey
 from cuzk.groth16.zkey import Zkey
-
-#: The smallest quadratic non-residue mod r: ffjavascript's roots of unity are powers of 5^t.
-FFJS_NON_RESIDUE = 5
-
-
-def ffjs_root_of_unity(log_n: int) -> int:
-    """ffjavascript's `Fr.w[log_n]`: a primitive 2^log_n-th root of unity."""
-    t = (R_MODULUS - 1) >> FR_TWO_ADICITY
-    return pow(pow(FFJS_NON_RESIDUE, t, R_MODULUS), 1 << (FR_TWO_ADICITY - log_n), R_MODULUS)
 
 
 def _is_infinity(raw: np.ndarray) -> np.ndarray:
@@ -93,7 +84,6 @@ def circom_key(zk: Zkey, *, source: str = "zkey") -> CircomKey:
     b_dense = ~_is_infinity(zk.b1)
     if not np.array_equal(b_dense, ~_is_infinity(zk.b2)):
         raise CuzkError(f"{source}: B1 and B2 disagree on which variables are absent")
-    log_m = zk.domain_size.bit_length() - 1
     vk = VerifyingKey(alpha_g1=zk.alpha_g1, beta_g1=zk.beta_g1, beta_g2=zk.beta_g2, gamma_g2=zk.gamma_g2,
                       delta_g1=zk.delta_g1, delta_g2=zk.delta_g2, ic=list(zk.ic))
     pk = ProvingKey(
@@ -104,8 +94,8 @@ def circom_key(zk: Zkey, *, source: str = "zkey") -> CircomKey:
         b_g1=G1Bases(zk.b1[b_dense]),
         b_g2=G2Bases(zk.b2[b_dense]),
         h_basis=HBasis.ODD_COSET,
-        domain_root=ffjs_root_of_unity(log_m),
-        odd_coset_shift=ffjs_root_of_unity(log_m + 1),
+        domain_root=zk.coset_shift * zk.coset_shift % R_MODULUS,
+        odd_coset_shift=zk.coset_shift,
     )
     return CircomKey(pk=pk, zkey=zk, a_aux_density=a_dense[n_in:], b_input_density=b_dense[:n_in],
                      b_aux_density=b_dense[n_in:])

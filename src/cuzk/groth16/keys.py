@@ -16,11 +16,14 @@ from cuzk.curve.points import GT, G1Point, G2Point
 
 @dataclass(frozen=True, eq=False)
 class VerifyingKey:
+    """bellperson's verifying key. β_G1 and δ_G1 are only needed to prove and to write `.vk` files;
+    a key read from snarkjs's vk.json lacks them (None) and can only verify."""
+
     alpha_g1: G1Point
-    beta_g1: G1Point
+    beta_g1: G1Point | None
     beta_g2: G2Point
     gamma_g2: G2Point
-    delta_g1: G1Point
+    delta_g1: G1Point | None
     delta_g2: G2Point
     #: IC[i] = (β·u_i(τ) + α·v_i(τ) + w_i(τ)) / γ for input i (IC[0] is the constant ONE).
     ic: list[G1Point]

@@ -49,6 +49,9 @@ def check_output_name(path: str | os.PathLike, *, force_official_name: bool) -> 
 # -- writing ------------------------------------------------------------------------------------
 
 def vk_to_bytes(vk: VerifyingKey) -> bytes:
+    if vk.beta_g1 is None or vk.delta_g1 is None:
+        raise CuzkError("this verifying key has no beta_g1/delta_g1 (it came from a snarkjs vk.json), "
+                        "so it cannot be written as a bellperson .vk")
     parts = [
         encoding.g1_to_uncompressed(vk.alpha_g1),
         encoding.g1_to_uncompressed(vk.beta_g1),

@@ -1,0 +1,129 @@
+"""`cuzk params info|gen`: inspect parameter files and make insecure test parameters."""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import random
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from cuzk.circuits.registry import lookup
+from cuzk.errors import CuzkError
+from cuzk.groth16.params_file import (
+    OFFICIAL_PREFIX,
+    check_output_name,
+    check_params_points,
+    read_vk,
+    scan_layout,
+    write_params,
+    write_vk,
+)
+from cuzk.groth16.setup import ToxicWaste, generate_insecure_parameters
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    params = sub.add_parser("params", help="inspect or generate Groth16 parameter files")
+    psub = params.add_subparsers(dest="params_command", metavar="SUBCOMMAND", required=True)
+
+    info = psub.add_parser("info", help="header, vector lengths and sizes of a .params or .vk file")
+    info.add_argument("file", type=Path)
+    info.add_argument("--digest", action="store_true",
+                      help="also compute the parameters.json digest (BLAKE2b-512, reads the whole file)")
+    info.add_argument("--check", action="store_true",
+                      help="validate every point (on curve; with --subgroup also in the subgroup)")
+    info.add_argument("--subgroup", action="store_true", help="with --check: subgroup checks too (slow)")
+    info.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    info.set_defaults(handler=cmd_info)
+
+    gen = psub.add_parser("gen", help="generate INSECURE random parameters for a test circuit")
+    gen.add_argument("--insecure", action="store_true", required=True,
+                     help="acknowledge that the toxic waste is known to this process (required)")
+    gen.add_argument("circuit", help="circuit id, e.g. mimc-16 or bits-64")
+    gen.add_argument("out", type=Path, help="output .params path (the .vk is written next to it)")
+    gen.add_argument("--vk", type=Path, help="where to write the .vk (default: OUT with suffix .vk)")
+    gen.add_argument("--seed", type=int, help="deterministic toxic waste from this seed (tests only)")
+    gen.add_argument("--force-official-name", action="store_true",
+                     help=f"allow writing under an official {OFFICIAL_PREFIX}* file name")
+    gen.set_defaults(handler=cmd_gen)
+
+
+def _digest(path: Path) -> str:
+    h = hashlib.blake2b(digest_size=64)
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 24):
+            h.update(chunk)
+    return h.hexdigest()[:32]
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    if not args.file.is_file():
+        raise CuzkError(f"{args.file}: no such file")
+    layout = scan_layout(args.file)
+    vk = read_vk(args.file)  # the verifying key is small: always checked in full
+    report: dict = {
+        "file": str(args.file),
+        "kind": "vk" if layout.is_vk_only else "params",
+        "file_size": layout.file_size,
+        "official_name": args.file.name.startswith(OFFICIAL_PREFIX),
+        "public_inputs": vk.num_public_inputs,
+        "ic": layout.num_ic,
+    }
+    if not layout.is_vk_only:
+        h = layout.vector("h")
+        report["domain_size"] = h.count + 1
+        report["vectors"] = {v.name: {"count": v.count, "offset": v.offset, "bytes": v.nbytes}
+                             for v in layout.vectors}
+        report["num_aux"] = layout.vector("l").count
+    if args.digest:
+        report["blake2b_digest"] = _digest(args.file)
+    if args.check and not layout.is_vk_only:
+        check_params_points(args.file, check_subgroup=args.subgroup)
+        report["points_checked"] = "on curve and in subgroup" if args.subgroup else "on curve"
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return 0
+    console = Console()
+    table = Table(title=str(args.file), show_header=True)
+    table.add_column("field")
+    table.add_column("value", justify="right")
+    table.add_row("kind", report["kind"])
+    table.add_row("file size", f"{layout.file_size:,} B")
+    table.add_row("public inputs (IC − 1)", str(vk.num_public_inputs))
+    if not layout.is_vk_only:
+        table.add_row("domain size (|H| + 1)", f"{report['domain_size']:,}")
+        table.add_row("aux variables (|L|)", f"{report['num_aux']:,}")
+        for v in layout.vectors:
+            table.add_row(f"{v.name} points", f"{v.count:,} ({v.nbytes:,} B at offset {v.offset:,})")
+    table.add_row("official v28-* name", "yes" if report["official_name"] else "no")
+    if "blake2b_digest" in report:
+        table.add_row("digest (parameters.json)", report["blake2b_digest"])
+    if "points_checked" in report:
+        table.add_row("points", f"all valid ({report['points_checked']})")
+    console.print(table)
+    return 0
+
+
+def cmd_gen(args: argparse.Namespace) -> int:
+    spec = lookup(args.circuit)
+    vk_path = args.vk or args.out.with_suffix(".vk")
+    for path in (args.out, vk_path):
+        check_output_name(path, force_official_name=args.force_official_name)
+        if not path.parent.is_dir():
+            raise CuzkError(f"{path.parent}: output directory does not exist")
+    console = Console(stderr=True)
+    rng = random.Random(args.seed) if args.seed is not None else None
+    start = time.perf_counter()
+    with console.status(f"generating insecure parameters for {spec.circuit_id}") as status:
+        pk = generate_insecure_parameters(spec.blank(), waste=ToxicWaste.random(rng),
+                                          progress=lambda msg: status.update(f"{spec.circuit_id}: {msg}"))
+        status.update("writing files")
+        write_params(args.out, pk, force_official_name=args.force_official_name)
+        write_vk(vk_path, pk.vk, force_official_name=args.force_official_name)
+    console.print(f"wrote {args.out} and {vk_path} ({pk.domain_size:,}-point domain, "
+                  f"{time.perf_counter() - start:.1f} s) — INSECURE, for testing only")
+    return 0

@@ -1,0 +1,100 @@
+"""The `cuzk` command line: real runs, exit codes, and errors without tracebacks."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cuzk.cli.main import main
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_entry_point_is_installed() -> None:
+    exe = shutil.which("cuzk") or str(Path(sys.executable).with_name("cuzk"))
+    proc = subprocess.run([exe, "--version"], capture_output=True, text=True, check=False)
+    assert proc.returncode == 0 and proc.stdout.startswith("cuzk ")
+
+
+def test_params_info_reports_the_layout(capsys, mimc_params) -> None:
+    code, out, _ = run_cli(capsys, "params", "info", mimc_params.params_path, "--json", "--digest", "--check")
+    assert code == 0
+    info = json.loads(out)
+    assert info["kind"] == "params" and info["domain_size"] == 1024 and info["public_inputs"] == 1
+    assert info["vectors"]["h"]["count"] == 1023
+    assert len(info["blake2b_digest"]) == 32 and info["points_checked"] == "on curve"
+    code, out, _ = run_cli(capsys, "params", "info", mimc_params.vk_path)
+    assert code == 0 and "vk" in out
+
+
+def test_params_gen_prove_verify_export(capsys, tmp_path: Path) -> None:
+    out = tmp_path / "bits.params"
+    code, _, err = run_cli(capsys, "params", "gen", "--insecure", "bits-1", out, "--seed", "4")
+    assert code == 0 and "INSECURE" in err
+    assert out.exists() and out.with_suffix(".vk").exists()
+    proof, public, proof_bin = tmp_path / "proof.json", tmp_path / "public.json", tmp_path / "proof.bin"
+    code, _, _ = run_cli(capsys, "groth16", "prove", "--params", out, "--circuit", "bits-1", "--proof", proof,
+                         "--public", public, "--proof-bin", proof_bin)
+    assert code == 0 and len(proof_bin.read_bytes()) == 192
+    vk_json = tmp_path / "vk.json"
+    assert run_cli(capsys, "groth16", "export-vk", out.with_suffix(".vk"), vk_json)[0] == 0
+    for vk in (vk_json, out.with_suffix(".vk"), out):
+        for p in (proof, proof_bin):
+            code, stdout, _ = run_cli(capsys, "groth16", "verify", vk, public, p)
+            assert (code, stdout.strip()) == (0, "OK")
+    values = json.loads(public.read_text())
+    values[0] = str(int(values[0]) + 1)
+    public.write_text(json.dumps(values))
+    code, stdout, _ = run_cli(capsys, "groth16", "verify", vk_json, public, proof)
+    assert code == 1 and stdout.startswith("INVALID")
+
+
+def test_gen_refuses_official_names_and_needs_insecure(capsys, tmp_path: Path) -> None:
+    code, _, err = run_cli(capsys, "params", "gen", "--insecure", "bits-1", tmp_path / "v28-foo.params")
+    assert code == 2 and "refusing to write" in err
+    with pytest.raises(SystemExit) as info:
+        main(["params", "gen", "bits-1", str(tmp_path / "x.params")])
+    assert info.value.code == 2
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["params", "info", "/nonexistent.params"], "no such file"),
+    (["params", "gen", "--insecure", "nope-3", "/tmp/x.params"], "unknown circuit"),
+    (["groth16", "prove", "--proof", "p.json", "--public", "q.json"], "needs --zkey and --wtns"),
+])
+def test_user_errors_exit_2_with_one_line(capsys, argv: list[str], needle: str) -> None:
+    code, _, err = run_cli(capsys, *argv)
+    assert code == 2 and needle in err and "Traceback" not in err
+
+
+def test_garbage_files_give_clean_errors(tmp_path: Path) -> None:
+    junk = tmp_path / "junk.params"
+    junk.write_bytes(b"\x01" * 300)
+    proc = subprocess.run([sys.executable, "-m", "cuzk.cli.main", "params", "info", str(junk)],
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode == 2
+    assert "junk.params" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.slow
+def test_demo_runs_end_to_end(capsys, tmp_path: Path) -> None:
+    report = tmp_path / "demo.json"
+    code, out, _ = run_cli(capsys, "demo", "--circuit", "mimc-10", "--cache-dir", tmp_path, "--json", report)
+    assert code == 0 and "proof verified by cuzk and by py_ecc" in out
+    steps = {s["step"]: s for s in json.loads(report.read_text())["steps"]}
+    assert steps["verify (cuzk)"]["notes"] == "OK" and steps["verify (py_ecc)"]["notes"] == "OK"
+    assert steps["parameters"]["notes"].startswith("generated")
+    # second run loads the cached parameters
+    code, out, _ = run_cli(capsys, "demo", "--circuit", "mimc-10", "--cache-dir", tmp_path, "--json", report)
+    assert code == 0
+    steps = {s["step"]: s for s in json.loads(report.read_text())["steps"]}
+    assert steps["parameters"]["notes"].startswith("loaded")
