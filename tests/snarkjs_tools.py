@@ -36,7 +36,7 @@ PTAU_CACHE_ENV = "CUZK_PTAU_CACHE"
 # Fixed entropy only avoids the interactive prompt: snarkjs mixes in OS randomness, so keys differ
 # between builds. Tests must compare against the files of the same build, never against constants.
 _ENTROPY = "cuzk-test-fixture-entropy"
-_TOOL_TIMEOUT_S = 600
+_TOOL_TIMEOUT_S = float(os.environ.get("CUZK_TOOL_TIMEOUT_S", "600"))  # big benchmark ptaus need more
 
 
 class ToolError(RuntimeError):

@@ -20,6 +20,7 @@ P = TypeVar("P", G1Point, G2Point)
 
 
 class _Bases(Generic[P]):
+    group: ClassVar[type]
     point_bytes: ClassVar[int]
     _decode: ClassVar[Callable[[np.ndarray], list]]
     _encode: ClassVar[Callable[[Sequence], np.ndarray]]
@@ -69,12 +70,14 @@ class _Bases(Generic[P]):
 
 
 class G1Bases(_Bases[G1Point]):
+    group = G1Point
     point_bytes = G1_UNCOMPRESSED_BYTES
     _decode = staticmethod(encoding.g1_points_from_uncompressed)
     _encode = staticmethod(encoding.g1_points_to_uncompressed)
 
 
 class G2Bases(_Bases[G2Point]):
+    group = G2Point
     point_bytes = G2_UNCOMPRESSED_BYTES
     _decode = staticmethod(encoding.g2_points_from_uncompressed)
     _encode = staticmethod(encoding.g2_points_to_uncompressed)

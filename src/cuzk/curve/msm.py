@@ -72,14 +72,20 @@ def _sum_points(points: Sequence[P], identity: P) -> P:
     return reduce(add, points, identity)
 
 
-def msm_async(points: Sequence[P], scalars: np.ndarray, *, chunks: int | None = None) -> list[Future]:
+def msm_async(points: Sequence[P], scalars: np.ndarray, *, group: type[P] | None = None,
+              chunks: int | None = None) -> list[Future]:
     """Start an MSM; the result is the sum of the returned futures' results.
 
-    Returning futures lets a caller start G1 and G2 MSMs together and keep every core busy.
+    Returning futures lets a caller start G1 and G2 MSMs together and keep every core busy. `group`
+    (G1Point or G2Point) is needed only when `points` may be empty.
     """
     _check_shapes(len(points), scalars)
     pool = msm_pool()
-    is_g1 = isinstance(points[0], G1Point) if len(points) else True
+    if group is None:
+        if not len(points):
+            raise ValueError("an empty MSM needs its group (G1Point or G2Point)")
+        group = type(points[0])
+    is_g1 = group is G1Point
     identity = G1Point.identity() if is_g1 else G2Point.identity()
     if not len(points):
         done: Future = Future()
@@ -103,6 +109,6 @@ def gather(futures: Sequence[Future]) -> P:
     return reduce(add, (f.result() for f in futures))
 
 
-def msm(points: Sequence[P], scalars: np.ndarray) -> P:
+def msm(points: Sequence[P], scalars: np.ndarray, *, group: type[P] | None = None) -> P:
     """Σ scalars[i] * points[i]; scalars as (n, 4) canonical uint64 limbs."""
-    return gather(msm_async(points, scalars))
+    return gather(msm_async(points, scalars, group=group))

@@ -139,7 +139,7 @@ def prove(pk: ProvingKey, asg: Assignment, *, r: int | None = None, s: int | Non
 
     def timed(name: str, bases, scalars):
         begin = clock()
-        out = msm(bases.points(), scalars)
+        out = msm(bases.points(), scalars, group=bases.group)
         t[name] = clock() - begin
         return out
 
