@@ -1,0 +1,229 @@
+"""The Fallback PoSt circuit (WinningPoSt and WindowPoSt), row for row as storage-proofs-post's
+`FallbackPoStCircuit` (filecoin-proofs.md §7).
+
+One partition proves `sector_count` sectors, each the same sub-circuit, in order:
+
+1. comm_r_last, comm_c and comm_r allocated (private), comm_r made public;
+2. comm_r = Poseidon2(comm_c, comm_r_last) (MerkleTree tag), row comm_r·ONE = h;
+3. per challenge, a tree_r_last opening with the leaf allocated first, index bits public (one
+   input each, equal to the challenged leaf index), root comm_r_last.
+
+Winning and Window PoSt differ only in the counts: WinningPoSt lays its single real sector out as
+66 sectors of one challenge each, WindowPoSt proves up to `sector_count` sectors of 10 challenges.
+A partition with fewer real sectors repeats the last one, in the witness and in the public inputs.
+prover_id is part of Rust's circuit struct but never reaches the R1CS, so it is not modelled.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from cuzk.gadgets.num import AllocatedNum, equal
+from cuzk.gadgets.por import POSEIDON, PathLevel, TreeShape, alloc_leaf_and_enforce_inclusion, node_hash_circuit
+from cuzk.r1cs import ConstraintSystem
+
+__all__ = [
+    "NODE_SIZE",
+    "WINDOW_POST_CHALLENGE_COUNT",
+    "WINDOW_POST_CONFIGS",
+    "WINNING_POST_CHALLENGE_COUNT",
+    "WINNING_POST_CONFIGS",
+    "WINNING_POST_SECTOR_COUNT",
+    "FallbackPoStCircuit",
+    "FallbackPoStConfig",
+    "PoStSector",
+    "post_public_inputs",
+]
+
+NODE_SIZE = 32  #: bytes per tree leaf
+WINNING_POST_CHALLENGE_COUNT = 66  #: leaves challenged in the one winning sector
+WINNING_POST_SECTOR_COUNT = 1  #: real sectors in a WinningPoSt
+WINDOW_POST_CHALLENGE_COUNT = 10  #: leaves challenged per WindowPoSt sector
+
+#: Sector size in bytes → (tree_r_last sub arity, top arity); the base arity is always 8 (§1.1).
+_PRODUCTION_TREE_SHAPES: dict[int, tuple[int, int]] = {
+    2 << 10: (0, 0),
+    8 << 20: (0, 0),
+    512 << 20: (0, 0),
+    32 << 30: (8, 0),
+    64 << 30: (8, 2),
+}
+
+#: Sector size in bytes → sectors per WindowPoSt partition (filecoin-proofs constants.rs).
+_WINDOW_POST_SECTOR_COUNTS: dict[int, int] = {
+    2 << 10: 2,
+    8 << 20: 2,
+    512 << 20: 2,
+    32 << 30: 2349,
+    64 << 30: 2300,
+}
+
+
+@dataclass(frozen=True)
+class FallbackPoStConfig:
+    """What decides the circuit's layout: sector size (bytes), sectors per partition, challenges
+    per sector, and the tree_r_last shape (Poseidon; 0 = no sub/top level)."""
+
+    sector_size: int
+    sector_count: int
+    challenge_count: int
+    base_arity: int = 8
+    sub_arity: int = 0
+    top_arity: int = 0
+
+    def __post_init__(self) -> None:
+        if self.sector_size % NODE_SIZE:
+            raise ValueError(f"sector size {self.sector_size} is not a whole number of {NODE_SIZE}-byte nodes")
+        if self.sector_count < 1 or self.challenge_count < 1:
+            raise ValueError("a PoSt circuit needs at least one sector and one challenge per sector")
+        _ = self.tree_r  # validates nodes against the arities
+
+    @property
+    def nodes(self) -> int:
+        return self.sector_size // NODE_SIZE
+
+    @property
+    def tree_r(self) -> TreeShape:
+        """Shape of tree_r_last (comm_r_last is its root)."""
+        return TreeShape(self.nodes, self.base_arity, self.sub_arity, self.top_arity, POSEIDON)
+
+    @property
+    def inputs_per_sector(self) -> int:
+        """comm_r, then one leaf index per challenge."""
+        return 1 + self.challenge_count
+
+    @property
+    def num_public_inputs(self) -> int:
+        """Public inputs after ONE."""
+        return self.sector_count * self.inputs_per_sector
+
+    @classmethod
+    def winning(cls, sector_size: int) -> FallbackPoStConfig:
+        """The published WinningPoSt circuit of a sector size in bytes."""
+        return _lookup(WINNING_POST_CONFIGS, sector_size, "WinningPoSt")
+
+    @classmethod
+    def window(cls, sector_size: int) -> FallbackPoStConfig:
+        """The published WindowPoSt circuit (one partition) of a sector size in bytes."""
+        return _lookup(WINDOW_POST_CONFIGS, sector_size, "WindowPoSt")
+
+
+def _lookup(configs: dict[int, FallbackPoStConfig], sector_size: int, what: str) -> FallbackPoStConfig:
+    try:
+        return configs[sector_size]
+    except KeyError:
+        sizes = ", ".join(str(s) for s in configs)
+        raise ValueError(f"no published {what} circuit for sector size {sector_size} (known: {sizes})") from None
+
+
+#: filecoin-proofs `winning_post_setup_params`: the circuit has challenges / sectors "sectors" of
+#: challenges / that many challenges each, i.e. 66 one-challenge sectors (the real sector repeated).
+_WINNING_CIRCUIT_SECTORS = WINNING_POST_CHALLENGE_COUNT // WINNING_POST_SECTOR_COUNT
+_WINNING_CIRCUIT_CHALLENGES = WINNING_POST_CHALLENGE_COUNT // _WINNING_CIRCUIT_SECTORS
+
+#: Sector size in bytes → WinningPoSt circuit (66 sectors × 1 challenge).
+WINNING_POST_CONFIGS: dict[int, FallbackPoStConfig] = {
+    size: FallbackPoStConfig(size, _WINNING_CIRCUIT_SECTORS, _WINNING_CIRCUIT_CHALLENGES, 8, sub, top)
+    for size, (sub, top) in _PRODUCTION_TREE_SHAPES.items()
+}
+
+#: Sector size in bytes → WindowPoSt partition circuit: sectors per partition × 10 challenges.
+WINDOW_POST_CONFIGS: dict[int, FallbackPoStConfig] = {
+    size: FallbackPoStConfig(size, _WINDOW_POST_SECTOR_COUNTS[size], WINDOW_POST_CHALLENGE_COUNT, 8, sub, top)
+    for size, (sub, top) in _PRODUCTION_TREE_SHAPES.items()
+}
+
+
+@dataclass
+class PoStSector:
+    """One sector's witness (Rust's circuit `Sector`): its commitments, and per challenge the
+    challenged tree_r_last leaf and its path. comm_r is public; the rest is private."""
+
+    comm_r: int | None
+    comm_c: int | None
+    comm_r_last: int | None
+    leaves: Sequence[int | None]
+    paths: Sequence[Sequence[PathLevel]]
+
+    @classmethod
+    def blank(cls, config: FallbackPoStConfig) -> PoStSector:
+        count = config.challenge_count
+        return cls(None, None, None, [None] * count, [config.tree_r.blank_path() for _ in range(count)])
+
+    def check_layout(self, config: FallbackPoStConfig) -> None:
+        """Refuse witnesses whose sizes would change the rows."""
+        if len(self.leaves) != config.challenge_count or len(self.paths) != config.challenge_count:
+            raise ValueError(f"a sector has {config.challenge_count} challenges, got {len(self.leaves)} leaves "
+                             f"and {len(self.paths)} paths")
+        for i, path in enumerate(self.paths):
+            config.tree_r.check_path(path, f"challenge {i} path")
+
+
+@dataclass
+class FallbackPoStCircuit:
+    """One partition's PoSt circuit. All values None (see `blank`) gives the key-generation circuit.
+
+    `sectors` must already be padded to `config.sector_count` (repeat the last real sector), as
+    Rust's `FallbackPoStCompound::circuit` does.
+    """
+
+    config: FallbackPoStConfig
+    sectors: Sequence[PoStSector] = field(default_factory=list)
+
+    @classmethod
+    def blank(cls, config: FallbackPoStConfig) -> FallbackPoStCircuit:
+        return cls(config, [PoStSector.blank(config) for _ in range(config.sector_count)])
+
+    def synthesize(self, cs: ConstraintSystem) -> None:
+        config = self.config
+        if len(self.sectors) != config.sector_count:
+            raise ValueError(f"the circuit has {config.sector_count} sectors, got {len(self.sectors)}")
+        for sector in self.sectors:
+            sector.check_layout(config)
+        tree_r = config.tree_r
+        for i, sector in enumerate(self.sectors):
+            with cs.namespace(f"sector_{i}"):
+                _synthesize_sector(cs, tree_r, sector)
+
+
+def _synthesize_sector(cs: ConstraintSystem, tree_r: TreeShape, sector: PoStSector) -> None:
+    """Rust's `Sector::synthesize`: steps 1-3 of the module doc."""
+    comm_r_last = AllocatedNum.alloc(cs, "comm_r_last", sector.comm_r_last)
+    comm_c = AllocatedNum.alloc(cs, "comm_c", sector.comm_c)
+    comm_r = AllocatedNum.alloc(cs, "comm_r", sector.comm_r)
+    comm_r.inputize(cs, "comm_r_input")
+
+    computed_comm_r = node_hash_circuit(cs, POSEIDON, [comm_c, comm_r_last])
+    equal(cs, comm_r, computed_comm_r, "enforce_comm_c_comm_r_last_hash_comm_r")
+
+    for i, (leaf, path) in enumerate(zip(sector.leaves, sector.paths, strict=True)):
+        with cs.namespace(f"challenge_inclusion_{i}"):
+            alloc_leaf_and_enforce_inclusion(cs, tree_r, path, leaf, comm_r_last)
+
+
+def post_public_inputs(sectors: Sequence[tuple[int, Sequence[int]]], sector_count: int, k: int = 0) -> list[int]:
+    """`FallbackPoStCompound::generate_public_inputs` for partition `k` (ONE excluded).
+
+    `sectors` holds, for every public sector in order, (comm_r, its leaf challenge indices), the
+    challenges already derived (§7.3: they depend on the API version and on the sector's position,
+    which only the caller knows). Partition k proves chunk k of `sector_count` sectors; each gives
+    [comm_r, c_0, ..., c_{n-1}] (a leaf index is what the packed path bits of its opening equal),
+    and a short last chunk repeats its last sector's group until the chunk is full.
+    """
+    if sector_count < 1:
+        raise ValueError("sector_count must be at least 1")
+    chunk = list(sectors[k * sector_count:(k + 1) * sector_count]) if k >= 0 else []
+    if not chunk:
+        raise ValueError(f"partition {k} is empty: {len(sectors)} sectors, {sector_count} per partition")
+    per_sector = 1 + len(chunk[0][1])
+    inputs: list[int] = []
+    for comm_r, challenges in chunk:
+        if 1 + len(challenges) != per_sector:
+            raise ValueError(f"sectors must all have {per_sector - 1} challenges, got {len(challenges)}")
+        inputs.append(comm_r)
+        inputs.extend(challenges)
+    last = inputs[-per_sector:]
+    while len(inputs) < per_sector * sector_count:
+        inputs.extend(last)
+    return inputs

@@ -1,0 +1,507 @@
+"""The SnapDeals circuit (`EmptySectorUpdateCircuit`), row for row as storage-proofs-update's
+circuit.rs and gadgets.rs (filecoin-proofs.md §8).
+
+A sector update replaces an empty sector's data: new replica node = old replica node +
+new data node · rho(high bits of the node index), rho = Poseidon_GR(phi, high) and
+phi = Poseidon_GR(comm_d_new, comm_r_old) ("GR" = arity-2 Poseidon with tag Custom(1) = 2^40).
+A partition k proves, for challenges inside its k-th slice of the sector, that the new replica
+node is this encoding of the old replica node and the new data node, with the old and new nodes
+opened in tree_r_old / tree_r_new (Poseidon, tree_r shape) and the data node in tree_d_new
+(binary SHA-256).
+
+The challenges are derived *inside* the circuit from comm_r_new, so the only public inputs are
+k_and_h_select = k + (h_select << pb), comm_r_old, comm_d_new and comm_r_new. Each challenge's
+bits are (rb random bits from a digest) ‖ (the pb partition bits), LSB first. Because the tree_d
+openings of a partition all end in the same top part, that part is checked once: the partition's
+apex leaves (a row of tree_d) are hashed up to the apex root, which is opened against comm_d_new
+with the partition bits; each challenge then only opens tree_d up to its apex leaf, picked from
+the apex leaves by the challenge's next bits.
+
+Synthesis order (§8.3), everything below is emitted exactly in this order:
+
+1. k_and_h_select (aux, made public), its pb + len(hs) bits allocated, one packing row;
+2. partition = pack_bits(partition bits);
+3. comm_r_old, comm_d_new, comm_r_new (each aux, made public); 4. phi;
+5. comm_c, root_r_old, root_r_new, the apex leaves, the partition path siblings (aux);
+6. comm_r_old = Poseidon2(comm_c, root_r_old), comm_r_new likewise (rows calc·ONE = comm_r);
+7. the apex tree and its opening (`apex_por`); 8. the challenge digests (`gen_challenge_bits`);
+9. per challenge: `get_challenge_high_bits`, rho, `label_r_new`, the tree_r_old and tree_r_new
+   openings, the apex leaf selection and the tree_d opening up to it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from cuzk.errors import SynthesisError
+from cuzk.field.constants import R_MODULUS
+from cuzk.gadgets.boolean import IS_KIND, AllocatedBit, Boolean, field_into_allocated_bits_le
+from cuzk.gadgets.insertion import select
+from cuzk.gadgets.multipack import CAPACITY, pack_bits
+from cuzk.gadgets.num import AllocatedNum, add, equal
+from cuzk.gadgets.por import POSEIDON, SHA256, TreeShape, node_hash_circuit, por_no_challenge_input
+from cuzk.gadgets.poseidon import poseidon_hash_circuit
+from cuzk.gadgets.sha256 import hash2_circuit
+from cuzk.hashes.poseidon_constants import custom_tag, poseidon_constants
+from cuzk.r1cs import ONE, ConstraintSystem, LinearCombination
+
+__all__ = [
+    "GEN_RANDOMNESS_TAG",
+    "PUBLISHED_SECTOR_SIZES",
+    "SNAP_CONFIGS",
+    "EmptySectorUpdateCircuit",
+    "EmptySectorUpdateConfig",
+    "UpdateChallengeProof",
+    "apex_por",
+    "gen_challenge_bits",
+    "gen_randomness_circuit",
+    "get_challenge_high_bits",
+    "label_r_new",
+    "snap_public_inputs",
+]
+
+#: Domain tag of phi, rho and the challenge digests: HashType::Custom(1) = 2^40.
+GEN_RANDOMNESS_TAG = custom_tag(1)
+_NODE_SIZE = 32
+_KIB = 1 << 10
+
+#: Sector sizes in bytes that storage-proofs-update accepts (ALLOWED_SECTOR_SIZES: test sizes and
+#: published ones) → tree_r (sub, top) arities; the base arity is always 8 (validate_tree_r_shape).
+_TREE_R_SHAPES: dict[int, tuple[int, int]] = {
+    1 * _KIB: (4, 0),
+    2 * _KIB: (0, 0),
+    4 * _KIB: (2, 0),
+    8 * _KIB: (4, 0),
+    16 * _KIB: (8, 0),
+    32 * _KIB: (8, 2),
+    8 << 20: (0, 0),
+    16 << 20: (2, 0),
+    512 << 20: (0, 0),
+    32 << 30: (8, 0),
+    64 << 30: (8, 2),
+}
+
+#: Sector sizes with published SnapDeals parameters.
+PUBLISHED_SECTOR_SIZES = (2 * _KIB, 8 << 20, 512 << 20, 32 << 30, 64 << 30)
+
+
+def _is_pow2(n: int) -> bool:
+    return n >= 1 and n & (n - 1) == 0
+
+
+@dataclass(frozen=True)
+class EmptySectorUpdateConfig:
+    """What decides the circuit's layout (Rust's `PublicParams` plus the tree_r type).
+
+    Fields are explicit so that small non-published layouts can be built for tests; the published
+    ones come from `for_sector_size`, which applies storage-proofs-update's constants.rs rules.
+    """
+
+    nodes: int
+    partition_count: int
+    challenge_count: int
+    hs: tuple[int, ...]
+    apex_leaf_count: int
+    base_arity: int = 8
+    sub_arity: int = 0
+    top_arity: int = 0
+
+    def __post_init__(self) -> None:
+        if not _is_pow2(self.nodes) or self.nodes < 2:
+            raise ValueError(f"sector nodes must be a power of two >= 2, got {self.nodes}")
+        for name in ("partition_count", "apex_leaf_count"):
+            if not _is_pow2(getattr(self, name)):
+                raise ValueError(f"{name} must be a power of two, got {getattr(self, name)}")
+        if self.random_bits_per_challenge < 1 or self.tree_d_low_levels < 0:
+            raise ValueError(f"{self.partition_count} partitions of {self.apex_leaf_count} apex leaves do not fit "
+                             f"a tree_d of {self.nodes} leaves")
+        if self.challenge_count < 1 or not self.hs:
+            raise ValueError("a SnapDeals circuit needs at least one challenge and one allowed h")
+        if not all(1 <= h <= self.challenge_bit_len for h in self.hs):
+            raise ValueError(f"every h must be in 1..{self.challenge_bit_len}, got {self.hs}")
+        if self.partition_bit_len + len(self.hs) > CAPACITY:
+            raise ValueError("k_and_h_select does not fit in a field element")
+        _ = self.tree_r  # validates nodes against the arities
+
+    @classmethod
+    def for_sector_size(cls, sector_size: int) -> EmptySectorUpdateConfig:
+        """The configuration storage-proofs-update uses for a sector size in bytes (§1.1 rules)."""
+        try:
+            return SNAP_CONFIGS[sector_size]
+        except KeyError:
+            sizes = ", ".join(str(s) for s in SNAP_CONFIGS)
+            raise ValueError(f"no SnapDeals circuit for sector size {sector_size} (allowed: {sizes})") from None
+
+    # -- derived sizes (Rust's PublicParams fields and gadget locals) ------------------------------
+    @property
+    def sector_size(self) -> int:
+        return self.nodes * _NODE_SIZE
+
+    @property
+    def challenge_bit_len(self) -> int:
+        """Bits of a challenge = height of tree_d."""
+        return self.nodes.bit_length() - 1
+
+    @property
+    def partition_bit_len(self) -> int:
+        return self.partition_count.bit_length() - 1
+
+    @property
+    def apex_leaf_bit_len(self) -> int:
+        return self.apex_leaf_count.bit_length() - 1
+
+    @property
+    def random_bits_per_challenge(self) -> int:
+        return self.challenge_bit_len - self.partition_bit_len
+
+    @property
+    def challenges_per_digest(self) -> int:
+        return CAPACITY // self.random_bits_per_challenge
+
+    @property
+    def digests_per_partition(self) -> int:
+        """ceil(challenges / per digest) (Rust computes it in f32; equal for every layout in use)."""
+        return -(-self.challenge_count // self.challenges_per_digest)
+
+    @property
+    def tree_d_low_levels(self) -> int:
+        """tree_d levels each challenge opens itself: from the leaf up to its apex leaf."""
+        return self.challenge_bit_len - self.partition_bit_len - self.apex_leaf_bit_len
+
+    @property
+    def tree_r(self) -> TreeShape:
+        """Shape of tree_r_old and tree_r_new."""
+        return TreeShape(self.nodes, self.base_arity, self.sub_arity, self.top_arity, POSEIDON)
+
+    @property
+    def tree_d(self) -> TreeShape:
+        return TreeShape.binary_sha256(self.nodes)
+
+    # -- public inputs -------------------------------------------------------------------------------
+    def h_select(self, h: int) -> int:
+        """2^(index of h in hs): the circuit knows the allowed h values, the input names one."""
+        if h not in self.hs:
+            raise ValueError(f"h = {h} is not allowed for this sector size (allowed: {self.hs})")
+        return 1 << self.hs.index(h)
+
+    def k_and_h_select(self, k: int, h: int) -> int:
+        if not 0 <= k < self.partition_count:
+            raise ValueError(f"partition {k} is out of range 0..{self.partition_count - 1}")
+        return k | self.h_select(h) << self.partition_bit_len
+
+    def public_inputs(self, k: int, h: int, comm_r_old: int, comm_d_new: int, comm_r_new: int) -> list[int]:
+        """[k_and_h_select, comm_r_old, comm_d_new, comm_r_new] (ONE excluded)."""
+        return [self.k_and_h_select(k, h), comm_r_old, comm_d_new, comm_r_new]
+
+
+def _rule_config(sector_size: int) -> EmptySectorUpdateConfig:
+    """storage-proofs-update constants.rs: partition_count, challenge_count, hs, apex_leaf_count."""
+    nodes = sector_size // _NODE_SIZE
+    sub, top = _TREE_R_SHAPES[sector_size]
+    partitions = 1 if nodes <= 1 << 8 else 2 if nodes <= 1 << 10 else 4 if nodes <= 1 << 19 else 16
+    challenges = 10 if nodes <= 1 << 19 else 86
+    hs = (1,) * 6 if nodes <= 1 << 10 else (7, 8, 9, 10, 11, 12)
+    apex = 8 if nodes <= 1 << 8 else 128
+    return EmptySectorUpdateConfig(nodes, partitions, challenges, hs, apex, 8, sub, top)
+
+
+#: Sector size in bytes → configuration, for every size storage-proofs-update accepts.
+SNAP_CONFIGS: dict[int, EmptySectorUpdateConfig] = {size: _rule_config(size) for size in _TREE_R_SHAPES}
+
+
+def snap_public_inputs(k: int, h: int, comm_r_old: int, comm_d_new: int, comm_r_new: int, partition_count: int,
+                       hs: Sequence[int] | None = None) -> list[int]:
+    """`PublicInputs::new(..).to_vec()` for partition k (ONE excluded):
+    [k + (h_select << log2 partition_count), comm_r_old, comm_d_new, comm_r_new].
+
+    `hs` defaults to the allowed h values of the sector sizes with that partition count (1 or 2
+    partitions ⇔ at most 2^10 nodes ⇔ hs = [1]*6; else [7..12]); pass it for custom layouts.
+    """
+    if not _is_pow2(partition_count):
+        raise ValueError(f"partition count must be a power of two, got {partition_count}")
+    allowed = tuple(hs) if hs is not None else (1,) * 6 if partition_count <= 2 else (7, 8, 9, 10, 11, 12)
+    if not 0 <= k < partition_count:
+        raise ValueError(f"partition {k} is out of range 0..{partition_count - 1}")
+    if h not in allowed:
+        raise ValueError(f"h = {h} is not allowed (allowed: {allowed})")
+    h_select = 1 << allowed.index(h)
+    return [k | h_select << (partition_count.bit_length() - 1), comm_r_old, comm_d_new, comm_r_new]
+
+
+# -- witness ----------------------------------------------------------------------------------------
+
+Siblings = Sequence[Sequence[int | None]]
+
+
+@dataclass
+class UpdateChallengeProof:
+    """One challenge's witness (Rust's circuit `ChallengeProof`): the challenged node in tree_r_old,
+    tree_d_new and tree_r_new with their paths as sibling lists, leaf level first (the positions
+    come from the challenge bits inside the circuit). `path_d_new` is the full tree_d path: the
+    circuit uses its low levels per challenge and, from the first challenge, its top
+    partition_bit_len levels (the partition path, the same for every challenge of a partition).
+    `leaf_r_new` is only compared with the value the circuit computes."""
+
+    leaf_r_old: int | None
+    path_r_old: Siblings
+    leaf_d_new: int | None
+    path_d_new: Siblings
+    leaf_r_new: int | None
+    path_r_new: Siblings
+
+    @classmethod
+    def blank(cls, config: EmptySectorUpdateConfig) -> UpdateChallengeProof:
+        path_r = [[None] * (arity - 1) for arity in config.tree_r.arities]
+        path_d = [[None] for _ in range(config.challenge_bit_len)]
+        return cls(None, path_r, None, path_d, None, [list(level) for level in path_r])
+
+    def check_layout(self, config: EmptySectorUpdateConfig) -> None:
+        """Refuse paths whose sizes would change the rows."""
+        arities = config.tree_r.arities
+        for name, path in (("path_r_old", self.path_r_old), ("path_r_new", self.path_r_new)):
+            if [len(level) + 1 for level in path] != list(arities):
+                raise ValueError(f"{name}: tree_r has levels of arities {arities}, "
+                                 f"got sibling counts {[len(level) for level in path]}")
+        if len(self.path_d_new) != config.challenge_bit_len or any(len(level) != 1 for level in self.path_d_new):
+            raise ValueError(f"path_d_new must have {config.challenge_bit_len} levels of one sibling")
+
+
+@dataclass
+class EmptySectorUpdateCircuit:
+    """One partition's SnapDeals circuit. All values None (see `blank`) gives the key-generation
+    circuit. `k` is the partition index and `h` the number of high bits selecting rho (one of
+    `config.hs`); both are None in a blank circuit."""
+
+    config: EmptySectorUpdateConfig
+    k: int | None
+    h: int | None
+    comm_r_old: int | None
+    comm_d_new: int | None
+    comm_r_new: int | None
+    comm_c: int | None
+    root_r_old: int | None
+    root_r_new: int | None
+    apex_leaves: Sequence[int | None] = field(default_factory=list)
+    challenge_proofs: Sequence[UpdateChallengeProof] = field(default_factory=list)
+
+    @classmethod
+    def blank(cls, config: EmptySectorUpdateConfig) -> EmptySectorUpdateCircuit:
+        proofs = [UpdateChallengeProof.blank(config) for _ in range(config.challenge_count)]
+        return cls(config, None, None, None, None, None, None, None, None, [None] * config.apex_leaf_count, proofs)
+
+    def public_inputs(self) -> list[int]:
+        """The inputs this instance exposes (ONE excluded); needs every public value."""
+        k, h, comm_r_old, comm_d_new, comm_r_new = self.k, self.h, self.comm_r_old, self.comm_d_new, self.comm_r_new
+        if k is None or h is None or comm_r_old is None or comm_d_new is None or comm_r_new is None:
+            raise ValueError("a blank circuit has no public inputs")
+        return self.config.public_inputs(k, h, comm_r_old, comm_d_new, comm_r_new)
+
+    def _validated_partition_path(self) -> list[list[int | None]]:
+        """The top pb tree_d siblings of the first challenge, after checking all challenges agree
+        (Rust asserts the same)."""
+        config = self.config
+        if len(self.apex_leaves) != config.apex_leaf_count:
+            raise ValueError(f"the circuit has {config.apex_leaf_count} apex leaves, got {len(self.apex_leaves)}")
+        if len(self.challenge_proofs) != config.challenge_count:
+            raise ValueError(f"the circuit has {config.challenge_count} challenges, got {len(self.challenge_proofs)}")
+        for proof in self.challenge_proofs:
+            proof.check_layout(config)
+        start = config.challenge_bit_len - config.partition_bit_len
+        path = [list(level) for level in self.challenge_proofs[0].path_d_new[start:]]
+        for i, proof in enumerate(self.challenge_proofs[1:], 1):
+            if [list(level) for level in proof.path_d_new[start:]] != path:
+                raise ValueError(f"challenge {i}'s tree_d path leaves the partition by another path than challenge 0")
+        return path
+
+    def _k_and_h_select(self) -> int | None:
+        if self.k is None or self.h is None:
+            if (self.k, self.h) != (None, None):
+                raise ValueError("k and h must both be given or both be None")
+            return None
+        return self.config.k_and_h_select(self.k, self.h)
+
+    def synthesize(self, cs: ConstraintSystem) -> None:
+        config = self.config
+        partition_path_values = self._validated_partition_path()
+        pb = config.partition_bit_len
+
+        # 1-2. k_and_h_select, split into the partition bits and the h-select bits.
+        k_and_h_select = AllocatedNum.alloc(cs, "k_and_h_select", self._k_and_h_select())
+        k_and_h_select.inputize(cs, "k_and_h_select (public input)")
+        known = cs.needs_values and k_and_h_select.value is not None
+        kh_bits = [AllocatedBit.alloc(cs, bool(k_and_h_select.value >> i & 1) if known else None)  # type: ignore[operator]
+                   for i in range(pb + len(config.hs))]
+        _enforce_bit_decomposition(cs, kh_bits, k_and_h_select, "k_and_h_select binary decomp")
+        partition_bits = [Boolean(IS_KIND, bit) for bit in kh_bits[:pb]]
+        h_select_bits = kh_bits[pb:]
+        partition = pack_bits(cs, partition_bits)
+
+        # 3-4. The other public inputs, then phi.
+        comm_r_old = AllocatedNum.alloc(cs, "comm_r_old", self.comm_r_old)
+        comm_r_old.inputize(cs, "comm_r_old_input")
+        comm_d_new = AllocatedNum.alloc(cs, "comm_d_new", self.comm_d_new)
+        comm_d_new.inputize(cs, "comm_d_new_input")
+        comm_r_new = AllocatedNum.alloc(cs, "comm_r_new", self.comm_r_new)
+        comm_r_new.inputize(cs, "comm_r_new_input")
+        phi = gen_randomness_circuit(cs, comm_d_new, comm_r_old)
+
+        # 5. Private inputs other than the per-challenge openings.
+        comm_c = AllocatedNum.alloc(cs, "comm_c", self.comm_c)
+        root_r_old = AllocatedNum.alloc(cs, "root_r_old", self.root_r_old)
+        root_r_new = AllocatedNum.alloc(cs, "root_r_new", self.root_r_new)
+        apex_leaves = [AllocatedNum.alloc(cs, "apex_leaf", value) for value in self.apex_leaves]
+        partition_path = [[AllocatedNum.alloc(cs, "partition_path_sibling", level[0])]
+                          for level in partition_path_values]
+
+        # 6. comm_r = H(comm_c || root_r), old and new.
+        for root, comm_r, name in ((root_r_old, comm_r_old, "old"), (root_r_new, comm_r_new, "new")):
+            calc = node_hash_circuit(cs, POSEIDON, [comm_c, root])
+            equal(cs, calc, comm_r, f"enforce comm_r_{name}_calc == comm_r_{name}")
+
+        # 7-8. The partition's apex tree against comm_d_new, then the challenges' random bits.
+        with cs.namespace("apex_gadget"):
+            apex_por(cs, apex_leaves, partition_bits, partition_path, comm_d_new)
+        with cs.namespace("gen_challenge_bits"):
+            generated = gen_challenge_bits(cs, comm_r_new, partition, config.challenge_count,
+                                           config.random_bits_per_challenge)
+
+        # 9. Per challenge.
+        for c_index, (random_bits, proof) in enumerate(zip(generated, self.challenge_proofs, strict=True)):
+            with cs.namespace(f"c_index={c_index}"):
+                _synthesize_challenge(cs, config, proof, random_bits + partition_bits, h_select_bits, phi,
+                                      root_r_old, root_r_new, apex_leaves)
+
+
+def _synthesize_challenge(cs: ConstraintSystem, config: EmptySectorUpdateConfig, proof: UpdateChallengeProof,
+                          c_bits: list[Boolean], h_select_bits: Sequence[AllocatedBit], phi: AllocatedNum,
+                          root_r_old: AllocatedNum, root_r_new: AllocatedNum,
+                          apex_leaves: Sequence[AllocatedNum]) -> None:
+    """Step 9 of the module doc for one challenge; `c_bits` are its bits, LSB first."""
+    c_high = get_challenge_high_bits(cs, c_bits, h_select_bits, config.hs)
+    rho = gen_randomness_circuit(cs, phi, c_high)
+
+    leaf_r_old = AllocatedNum.alloc(cs, "leaf_r_old", proof.leaf_r_old)
+    leaf_d_new = AllocatedNum.alloc(cs, "leaf_d_new", proof.leaf_d_new)
+    leaf_r_new = label_r_new(cs, leaf_r_old, leaf_d_new, rho)
+    if leaf_r_new.value is not None and proof.leaf_r_new is not None and leaf_r_new.value != proof.leaf_r_new:
+        raise SynthesisError(f"{cs.path_of('leaf_r_new')}: the witness's new replica node does not equal "
+                             "old node + data node · rho")
+
+    path_r_old = _alloc_siblings(cs, proof.path_r_old, "path_r_old sibling")
+    por_no_challenge_input(cs, POSEIDON, c_bits, leaf_r_old, path_r_old, root_r_old)
+    path_r_new = _alloc_siblings(cs, proof.path_r_new, "path_r_new sibling")
+    por_no_challenge_input(cs, POSEIDON, c_bits, leaf_r_new, path_r_new, root_r_new)
+
+    low = config.tree_d_low_levels
+    apex_leaf = select(cs, apex_leaves, c_bits[low:low + config.apex_leaf_bit_len])
+    path_to_apex_leaf = [[AllocatedNum.alloc(cs, "path_to_apex_leaf sibling", level[0])]
+                         for level in proof.path_d_new[:low]]
+    por_no_challenge_input(cs, SHA256, c_bits[:low], leaf_d_new, path_to_apex_leaf, apex_leaf)
+
+
+def _alloc_siblings(cs: ConstraintSystem, path: Siblings, annotation: str) -> list[list[AllocatedNum]]:
+    return [[AllocatedNum.alloc(cs, annotation, value) for value in level] for level in path]
+
+
+def _enforce_bit_decomposition(cs: ConstraintSystem, bits: Sequence[AllocatedBit], num: AllocatedNum,
+                               annotation: str) -> None:
+    """Row (Σ 2^i·bit_i)·ONE = num: SnapDeals' own decomposition row (unlike `to_bits_le`'s
+    0·0 = Σ − num)."""
+    cs.enforce(annotation, LinearCombination([(bit.variable, 1 << i) for i, bit in enumerate(bits)]),
+               LinearCombination([(ONE, 1)]), LinearCombination([(num.variable, 1)]))
+
+
+# -- gadgets (storage-proofs-update gadgets.rs) -------------------------------------------------------
+
+def gen_randomness_circuit(cs: ConstraintSystem, a: AllocatedNum, b: AllocatedNum) -> AllocatedNum:
+    """Poseidon_GR(a, b): arity-2 Poseidon with tag Custom(1) (phi, rho, challenge digests); 311 rows."""
+    values = [a.value, b.value] if cs.needs_values else None
+    out = poseidon_hash_circuit(cs, [a.variable, b.variable], poseidon_constants(2), GEN_RANDOMNESS_TAG,
+                                values)  # type: ignore[arg-type]
+    return AllocatedNum(out.variable, out.value)
+
+
+def apex_por(cs: ConstraintSystem, apex_leaves: Sequence[AllocatedNum], partition_bits: Sequence[Boolean],
+             partition_path: Sequence[Sequence[AllocatedNum]], comm_d: AllocatedNum) -> None:
+    """Hash the apex leaves pairwise, row by row (SHA-256 `hash2`, 45,379 rows each), then open the
+    apex root against comm_d with the partition bits as index bits (one insert_2 + hash per level)
+    and the row computed·ONE = comm_d."""
+    if not _is_pow2(len(apex_leaves)):
+        raise ValueError(f"apex leaf count must be a power of two, got {len(apex_leaves)}")
+    row = list(apex_leaves)
+    while len(row) > 1:
+        row = [hash2_circuit(cs, row[i], row[i + 1]) for i in range(0, len(row), 2)]
+    por_no_challenge_input(cs, SHA256, partition_bits, row[0], partition_path, comm_d)
+
+
+def gen_challenge_bits(cs: ConstraintSystem, comm_r_new: AllocatedNum, partition: AllocatedNum, challenges: int,
+                       bits_per_challenge: int) -> list[list[Boolean]]:
+    """Each challenge's random bits (LSB first, as `Is` booleans of allocated bits).
+
+    Per digest j: aux digest_index, row (dpp·partition + j·ONE)·ONE = digest_index (dpp = digests
+    per partition); digest = Poseidon_GR(comm_r_new, digest_index); its 255 allocated bits and the
+    row (Σ 2^i·bit_i)·ONE = digest. Challenge q of a digest takes bits [q·b, (q+1)·b); the last
+    digest supplies only the remaining challenges. 568 rows per digest.
+    """
+    per_digest = CAPACITY // bits_per_challenge
+    digests = -(-challenges // per_digest)
+    generated: list[list[Boolean]] = []
+    for j in range(digests):
+        def index_value(j: int = j) -> int | None:
+            return None if partition.value is None else (partition.value * digests + j) % R_MODULUS
+
+        digest_index = AllocatedNum.alloc(cs, f"digest_index_{j}", index_value)
+        a_terms = [(partition.variable, digests), (ONE, j)] if j else [(partition.variable, digests)]
+        cs.enforce(f"digest_index_{j} == k * digests_per_partition + {j}", LinearCombination(a_terms),
+                   LinearCombination([(ONE, 1)]), LinearCombination([(digest_index.variable, 1)]))
+        digest = gen_randomness_circuit(cs, comm_r_new, digest_index)
+        bits = field_into_allocated_bits_le(cs, digest.value)
+        _enforce_bit_decomposition(cs, bits, digest, f"digest_{j}_bits binary decomp")
+        for q in range(min(per_digest, challenges - len(generated))):
+            chunk = bits[q * bits_per_challenge:(q + 1) * bits_per_challenge]
+            generated.append([Boolean(IS_KIND, bit) for bit in chunk])
+    return generated
+
+
+def get_challenge_high_bits(cs: ConstraintSystem, c_bits: Sequence[Boolean], h_select_bits: Sequence[AllocatedBit],
+                            hs: Sequence[int]) -> AllocatedNum:
+    """The top h bits of the challenge, h = hs[i] for the one set h-select bit i.
+
+    For each allowed h in order: c_high = pack_bits(top h bits) (aux + row); aux c_high_or_zero;
+    row c_high·h_select_bit = c_high_or_zero. Then aux c_high_selected; row
+    (Σ c_high_or_zero)·ONE = c_high_selected.
+    """
+    if len(h_select_bits) != len(hs):
+        raise ValueError(f"{len(hs)} allowed h values need as many select bits, got {len(h_select_bits)}")
+    bit_len = len(c_bits)
+    or_zeros: list[AllocatedNum] = []
+    for h, select_bit in zip(hs, h_select_bits, strict=True):
+        c_high = pack_bits(cs, c_bits[bit_len - h:])
+
+        def value(c_high: AllocatedNum = c_high, select_bit: AllocatedBit = select_bit) -> int | None:
+            if select_bit.value is None:
+                return None
+            return c_high.value if select_bit.value else 0
+
+        or_zero = AllocatedNum.alloc(cs, "c_high_or_zero", value)
+        cs.enforce("c_high_or_zero == c_high * h_select_bit", LinearCombination([(c_high.variable, 1)]),
+                   LinearCombination([(select_bit.variable, 1)]), LinearCombination([(or_zero.variable, 1)]))
+        or_zeros.append(or_zero)
+
+    def total() -> int | None:
+        values = [x.value for x in or_zeros]
+        return None if None in values else sum(values) % R_MODULUS  # type: ignore[arg-type]
+
+    selected = AllocatedNum.alloc(cs, "c_high_selected", total)
+    cs.enforce("c_high_selected == dot(c_highs, h_select_bits)",
+               LinearCombination([(x.variable, 1) for x in or_zeros]), LinearCombination([(ONE, 1)]),
+               LinearCombination([(selected.variable, 1)]))
+    return selected
+
+
+def label_r_new(cs: ConstraintSystem, label_r_old: AllocatedNum, label_d_new: AllocatedNum,
+                rho: AllocatedNum) -> AllocatedNum:
+    """The encoding of one node: product = label_d_new·rho (aux, row A = label_d_new, B = rho),
+    then aux label_r_new and row (label_r_old + product)·ONE = label_r_new."""
+    return add(cs, label_r_old, label_d_new.mul(cs, rho))
