@@ -1,0 +1,157 @@
+"""bincode 1.x (legacy config) and serde-JSON value codecs, with errors that say where and what.
+
+Filecoin's FFI hands vanilla proofs around as bincode: little-endian fixed-width integers, usize as
+u64, Vec = u64 length + items, [u8; 32] = 32 raw bytes, enums = u32 variant index + payload
+(filecoin-proofs.md §9.5). The reader tracks the byte offset so that a truncated or corrupted file
+produces a FormatError naming the file, the offset and the field being read.
+
+serde_json writes every 32-byte value (commitments, tickets, domain values) as an array of 32
+integers; the JSON helpers here check that shape and, for field elements, canonicity, naming the
+JSON path of the offending value.
+"""
+
+from __future__ import annotations
+
+from cuzk.errors import FormatError
+from cuzk.filecoin.sha256 import check_fr_bytes
+
+__all__ = ["MAX_VEC_LEN", "BincodeReader", "BincodeWriter", "JsonReader", "bytes_json"]
+
+#: Upper bound for any length prefix we accept: far above every real vector (a 32GiB C1 holds
+#: 10 x 18 proofs), far below what would make a corrupted length allocate gigabytes.
+MAX_VEC_LEN = 1 << 24
+
+
+class BincodeReader:
+    """Sequential reader over a bytes object; every read names the field for error messages."""
+
+    def __init__(self, data: bytes, source: str = "<bincode>") -> None:
+        self.data = memoryview(data)
+        self.offset = 0
+        self.source = source
+
+    def error(self, what: str, field: str, offset: int | None = None) -> FormatError:
+        return FormatError(what, source=self.source, offset=self.offset if offset is None else offset, field=field)
+
+    def take(self, n: int, field: str) -> bytes:
+        end = self.offset + n
+        if end > len(self.data):
+            raise self.error(f"truncated: need {n} bytes, only {len(self.data) - self.offset} left", field)
+        out = bytes(self.data[self.offset:end])
+        self.offset = end
+        return out
+
+    def u32(self, field: str) -> int:
+        return int.from_bytes(self.take(4, field), "little")
+
+    def u64(self, field: str) -> int:
+        return int.from_bytes(self.take(8, field), "little")
+
+    def length(self, field: str, expected: int | None = None) -> int:
+        """A Vec length prefix, bounded, optionally required to equal `expected`."""
+        start = self.offset
+        n = self.u64(field)
+        if n > MAX_VEC_LEN:
+            raise self.error(f"implausible vector length {n} (limit {MAX_VEC_LEN})", field, start)
+        if expected is not None and n != expected:
+            raise self.error(f"vector length {n}, expected {expected}", field, start)
+        return n
+
+    def bytes32(self, field: str) -> bytes:
+        return self.take(32, field)
+
+    def fr(self, field: str) -> bytes:
+        """32 bytes that must be a canonical field element (a Poseidon/Sha256 domain value)."""
+        start = self.offset
+        return check_fr_bytes(self.take(32, field), field=field, source=self.source, offset=start)
+
+    def tag(self, field: str, variants: int) -> int:
+        start = self.offset
+        t = self.u32(field)
+        if t >= variants:
+            raise self.error(f"enum tag {t} out of range (expected 0..{variants - 1})", field, start)
+        return t
+
+    def finish(self) -> None:
+        if self.offset != len(self.data):
+            raise self.error(f"{len(self.data) - self.offset} trailing bytes after the end of the value", "end")
+
+
+class BincodeWriter:
+    """Accumulates bincode output."""
+
+    def __init__(self) -> None:
+        self.parts: list[bytes] = []
+
+    def u32(self, v: int) -> None:
+        self.parts.append(int(v).to_bytes(4, "little"))
+
+    def u64(self, v: int) -> None:
+        self.parts.append(int(v).to_bytes(8, "little"))
+
+    def raw(self, b: bytes) -> None:
+        self.parts.append(bytes(b))
+
+    def bytes32(self, b: bytes) -> None:
+        if len(b) != 32:
+            raise ValueError(f"expected 32 bytes, got {len(b)}")
+        self.parts.append(bytes(b))
+
+    def getvalue(self) -> bytes:
+        return b"".join(self.parts)
+
+
+def bytes_json(b: bytes) -> list[int]:
+    """32 bytes -> serde's JSON form, an array of 32 integers."""
+    return list(b)
+
+
+class JsonReader:
+    """Typed access to parsed JSON values; errors name the source and the JSON path."""
+
+    def __init__(self, source: str = "<json>") -> None:
+        self.source = source
+
+    def error(self, what: str, path: str) -> FormatError:
+        return FormatError(what, source=self.source, field=path)
+
+    def obj(self, value: object, path: str, keys: tuple[str, ...]) -> dict:
+        if not isinstance(value, dict):
+            raise self.error(f"expected an object, got {type(value).__name__}", path)
+        missing = [k for k in keys if k not in value]
+        if missing:
+            raise self.error(f"missing key(s) {', '.join(missing)}", path)
+        return value
+
+    def variant(self, value: object, path: str, names: tuple[str, ...]) -> tuple[str, object]:
+        """An externally tagged enum {"Name": payload}."""
+        if not isinstance(value, dict) or len(value) != 1:
+            raise self.error(f"expected an enum object with exactly one of {', '.join(names)}", path)
+        (name, payload), = value.items()
+        if name not in names:
+            raise self.error(f"unknown variant {name!r}; expected one of {', '.join(names)}", path)
+        return name, payload
+
+    def array(self, value: object, path: str, length: int | None = None) -> list:
+        if not isinstance(value, list):
+            raise self.error(f"expected an array, got {type(value).__name__}", path)
+        if length is not None and len(value) != length:
+            raise self.error(f"expected {length} entries, got {len(value)}", path)
+        return value
+
+    def uint(self, value: object, path: str, bits: int) -> int:
+        if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < 1 << bits:
+            raise self.error(f"expected an unsigned {bits}-bit integer, got {value!r}", path)
+        return value
+
+    def bytes32(self, value: object, path: str) -> bytes:
+        arr = self.array(value, path, 32)
+        if set(map(type, arr)) <= {int}:  # fast path (C loops): bool, float, str are excluded here
+            try:
+                return bytes(arr)
+            except ValueError:
+                pass
+        raise self.error("expected 32 integers in 0..255", path)
+
+    def fr(self, value: object, path: str) -> bytes:
+        return check_fr_bytes(self.bytes32(value, path), field=path, source=self.source)
