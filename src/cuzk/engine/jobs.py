@@ -1,0 +1,308 @@
+"""What a proof job is: kinds, priorities, states, the request, per-partition records, results.
+
+Kinds and priorities use the cuzk.v1 enum numbers so the gRPC layer converts by value. The test
+kind is `PROOF_KIND_UNSPECIFIED` (0), reachable only when test circuits are enabled.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from dataclasses import dataclass, field
+from enum import Enum, IntEnum
+from typing import Any
+
+
+class ProofKind(IntEnum):
+    TEST = 0  #: PROOF_KIND_UNSPECIFIED carrying a test-circuit description
+    POREP_SEAL_COMMIT = 1
+    SNAP_DEALS_UPDATE = 2
+    WINDOW_POST_PARTITION = 3
+    WINNING_POST = 4
+
+    @property
+    def label(self) -> str:
+        """The name in status output and logs (the Rust daemon's spelling for the Filecoin kinds)."""
+        return _KIND_LABELS[self]
+
+    @property
+    def metric_label(self) -> str:
+        return self.label.replace("-", "_")
+
+    @property
+    def proto_name(self) -> str:
+        return "PROOF_KIND_UNSPECIFIED" if self is ProofKind.TEST else self.name
+
+
+_KIND_LABELS = {
+    ProofKind.TEST: "test-circuit",
+    ProofKind.POREP_SEAL_COMMIT: "porep-c2",
+    ProofKind.SNAP_DEALS_UPDATE: "snap-update",
+    ProofKind.WINDOW_POST_PARTITION: "window-post",
+    ProofKind.WINNING_POST: "winning-post",
+}
+
+
+class Priority(IntEnum):
+    LOW = 1
+    NORMAL = 2
+    HIGH = 3
+    CRITICAL = 4
+
+    @classmethod
+    def resolve(cls, value: int, kind: ProofKind) -> Priority:
+        """An explicit priority, or the kind's default when 0 (unspecified), as in the Rust daemon."""
+        if value == 0:
+            return DEFAULT_PRIORITY[kind]
+        return cls(value)
+
+
+DEFAULT_PRIORITY = {
+    ProofKind.WINNING_POST: Priority.CRITICAL,
+    ProofKind.WINDOW_POST_PARTITION: Priority.HIGH,
+    ProofKind.POREP_SEAL_COMMIT: Priority.NORMAL,
+    ProofKind.SNAP_DEALS_UPDATE: Priority.NORMAL,
+    ProofKind.TEST: Priority.NORMAL,
+}
+
+
+class JobState(Enum):
+    QUEUED = "queued"  #: in the scheduler or a batch being collected
+    PLANNING = "planning"  #: payload parsed, partitions planned, parameters made resident
+    RUNNING = "running"  #: partitions in synthesis or proving
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def finished(self) -> bool:
+        return self in (JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED)
+
+
+class PartitionState(Enum):
+    """The Rust daemon's /status names, plus cancelled."""
+
+    PENDING = "pending"
+    SYNTHESIZING = "synthesizing"
+    SYNTH_DONE = "synth_done"
+    PROVING = "gpu"
+    DONE = "done"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+class ResultStatus(IntEnum):
+    """AwaitProofResponse.Status numbers."""
+
+    UNKNOWN = 0
+    COMPLETED = 1
+    FAILED = 2
+    CANCELLED = 3
+    TIMEOUT = 4
+
+
+@dataclass
+class ProofRequest:
+    """A SubmitProofRequest in engine terms (priority already resolved)."""
+
+    request_id: str
+    proof_kind: ProofKind
+    priority: Priority
+    sector_size: int = 0
+    registered_proof: int = 0
+    vanilla_proof: bytes = b""
+    vanilla_proofs: list[bytes] = field(default_factory=list)
+    sector_number: int = 0
+    miner_id: int = 0
+    randomness: bytes = b""
+    partition_index: int = 0
+    comm_r_old: bytes = b""
+    comm_r_new: bytes = b""
+    comm_d_new: bytes = b""
+
+    def digest(self) -> str:
+        """Identifies the inputs (not the id or priority): a repeated request_id must carry the same."""
+        h = hashlib.sha256()
+        for part in (int(self.proof_kind), self.sector_size, self.registered_proof, self.sector_number,
+                     self.miner_id, self.partition_index):
+            h.update(int(part).to_bytes(16, "little"))
+        for blob in (self.vanilla_proof, self.randomness, self.comm_r_old, self.comm_r_new, self.comm_d_new,
+                     *self.vanilla_proofs):
+            h.update(len(blob).to_bytes(8, "little"))
+            h.update(blob)
+        h.update(len(self.vanilla_proofs).to_bytes(8, "little"))
+        return h.hexdigest()
+
+    def payload_bytes(self) -> int:
+        return len(self.vanilla_proof) + sum(len(v) for v in self.vanilla_proofs)
+
+    def drop_payload(self) -> None:
+        """Free the (possibly 200 MB) vanilla data once the job is planned."""
+        self.vanilla_proof = b""
+        self.vanilla_proofs = []
+
+
+@dataclass
+class PartitionRecord:
+    """One partition's progress; times are `time.monotonic()` (system-wide on Linux, so worker
+    processes can stamp them too)."""
+
+    index: int
+    state: PartitionState = PartitionState.PENDING
+    synth_start: float | None = None
+    synth_end: float | None = None
+    synth_worker: str = ""
+    device_queue: float | None = None
+    device_start: float | None = None
+    device_end: float | None = None
+    device_ordinal: int = 0
+    device_worker: str = ""
+    batch_size: int = 0
+    verify_s: float = 0.0
+    proof: bytes | None = None
+
+    @property
+    def synth_s(self) -> float:
+        if self.synth_start is None or self.synth_end is None:
+            return 0.0
+        return self.synth_end - self.synth_start
+
+    @property
+    def device_s(self) -> float:
+        if self.device_start is None or self.device_end is None:
+            return 0.0
+        return self.device_end - self.device_start
+
+
+@dataclass(frozen=True)
+class PartitionTiming:
+    index: int
+    synth_start_ms: int
+    synth_end_ms: int
+    device_queue_ms: int
+    device_start_ms: int
+    device_end_ms: int
+    device_ordinal: int
+    worker: str
+    batch_size: int
+
+
+@dataclass(frozen=True)
+class ProofTimings:
+    queue_wait_ms: int = 0
+    srs_load_ms: int = 0
+    synthesis_ms: int = 0
+    gpu_compute_ms: int = 0
+    verify_ms: int = 0
+    total_ms: int = 0
+
+
+@dataclass(frozen=True)
+class JobResult:
+    """What AwaitProof answers."""
+
+    job_id: str
+    status: ResultStatus
+    proof: bytes = b""
+    error: str = ""
+    timings: ProofTimings = ProofTimings()
+    proof_kind: str = ""
+    circuit_id: str = ""
+    submitted_at_unix_ms: int = 0
+    started_at_unix_ms: int = 0
+    finished_at_unix_ms: int = 0
+    partitions: tuple[PartitionTiming, ...] = ()
+
+
+def _ms(seconds: float) -> int:
+    return max(0, round(seconds * 1000))
+
+
+class Job:
+    """A proof job and its partitions. Mutated only under the engine's lock; `done` is set once."""
+
+    def __init__(self, job_id: str, seq: int, request: ProofRequest, *, origin: str) -> None:
+        self.job_id = job_id
+        self.seq = seq
+        self.request = request
+        self.kind = request.proof_kind
+        self.priority = request.priority
+        self.digest = request.digest()
+        self.origin = origin  #: "submit" or "prove": who created it
+        self.state = JobState.QUEUED
+        self.circuit_id = ""
+        self.partitions: list[PartitionRecord] = []
+        self.error = ""
+        self.proof = b""
+        self.submitted = time.monotonic()
+        self.submitted_wall = time.time()
+        self.started: float | None = None
+        self.finished: float | None = None
+        self.srs_load_s = 0.0
+        self.batch_id = 0
+        self.was_dispatched = False
+        self.inflight = 0  #: partitions in synthesis or on a device (their memory is still held)
+        self.prove_waiters = 0
+        self.srs_lease: object | None = None
+        self.payload_reservation: Any = None  #: the request's bytes, held against the budget until planned
+        self.batchable = False
+        self.done = threading.Event()
+
+    # -- derived -----------------------------------------------------------------------------------
+    @property
+    def sort_key(self) -> tuple[int, int, int]:
+        """Order of partitions in the synthesis and device queues: priority, then batch, then job."""
+        return (-int(self.priority), self.batch_id or self.seq, self.seq)
+
+    def phase(self) -> str:
+        """queued / planning / synthesizing / proving / finished, for queue statistics."""
+        if self.state.finished:
+            return "finished"
+        if self.state is JobState.QUEUED:
+            return "queued"
+        if self.state is JobState.PLANNING:
+            return "planning"
+        unsynthesized = (PartitionState.PENDING, PartitionState.SYNTHESIZING)
+        if any(p.state in unsynthesized for p in self.partitions):
+            return "synthesizing"
+        return "proving"
+
+    def partitions_done(self) -> int:
+        return sum(p.state is PartitionState.DONE for p in self.partitions)
+
+    def _wall_ms(self, mono: float | None) -> int:
+        if mono is None:
+            return 0
+        return _ms(self.submitted_wall + (mono - self.submitted))
+
+    def _rel_ms(self, mono: float | None) -> int:
+        return 0 if mono is None else _ms(mono - self.submitted)
+
+    def result(self) -> JobResult:
+        status = {
+            JobState.COMPLETED: ResultStatus.COMPLETED,
+            JobState.FAILED: ResultStatus.FAILED,
+            JobState.CANCELLED: ResultStatus.CANCELLED,
+        }.get(self.state, ResultStatus.UNKNOWN)
+        end = self.finished if self.finished is not None else time.monotonic()
+        timings = ProofTimings(
+            queue_wait_ms=_ms((self.started or end) - self.submitted),
+            srs_load_ms=_ms(self.srs_load_s),
+            synthesis_ms=_ms(sum(p.synth_s for p in self.partitions)),
+            gpu_compute_ms=_ms(sum(p.device_s for p in self.partitions)),
+            verify_ms=_ms(sum(p.verify_s for p in self.partitions)),
+            total_ms=_ms(end - self.submitted),
+        )
+        parts = tuple(
+            PartitionTiming(p.index, self._rel_ms(p.synth_start), self._rel_ms(p.synth_end),
+                            self._rel_ms(p.device_queue), self._rel_ms(p.device_start), self._rel_ms(p.device_end),
+                            p.device_ordinal, p.device_worker, p.batch_size)
+            for p in self.partitions
+        )
+        return JobResult(
+            job_id=self.job_id, status=status, proof=self.proof, error=self.error, timings=timings,
+            proof_kind=self.kind.label, circuit_id=self.circuit_id,
+            submitted_at_unix_ms=_ms(self.submitted_wall), started_at_unix_ms=self._wall_ms(self.started),
+            finished_at_unix_ms=self._wall_ms(self.finished), partitions=parts,
+        )

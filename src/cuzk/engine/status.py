@@ -1,0 +1,159 @@
+"""What the engine reports: the GetStatus / `/status` snapshot, queue statistics, scrape-time gauges.
+
+Read-only views over an `Engine`, built under its lock so every number in one snapshot describes
+the same moment. The `/status` JSON is `snapshot()` as is; GetStatus maps it onto cuzk.v1 fields.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import TYPE_CHECKING, Any
+
+import psutil
+
+from cuzk import __version__
+from cuzk.engine.jobs import JobState, ProofKind
+from cuzk.engine.metrics import GaugeSnapshot
+
+if TYPE_CHECKING:
+    from cuzk.engine.engine import Engine
+
+#: Finished jobs stay on the /status page this long (their results stay answerable much longer).
+FINISHED_VISIBLE_S = 30.0
+
+
+class RssMeter:
+    """RSS of this process and all its descendants, cached for a second (psutil walks /proc)."""
+
+    def __init__(self) -> None:
+        self._at = 0.0
+        self._value = 0
+
+    def __call__(self) -> int:
+        if time.monotonic() - self._at < 1.0:
+            return self._value
+        me = psutil.Process()
+        total = 0
+        for p in [me, *me.children(recursive=True)]:
+            try:
+                total += p.memory_info().rss
+            except psutil.Error:
+                continue
+        self._at, self._value = time.monotonic(), total
+        return total
+
+
+def queue_stats(engine: Engine) -> list[dict[str, Any]]:
+    """One row per proof kind (all kinds, even idle ones): pending, and in progress by phase."""
+    with engine._cv:
+        rows = {k: {"proof_kind": k.label, "pending": 0, "planning": 0, "synthesizing": 0, "proving": 0}
+                for k in ProofKind}
+        for job in engine.jobs.values():
+            phase = job.phase()
+            if phase == "queued":
+                rows[job.kind]["pending"] += 1
+            elif phase != "finished":
+                rows[job.kind][phase] += 1
+    for row in rows.values():
+        row["in_progress"] = row["planning"] + row["synthesizing"] + row["proving"]
+    return list(rows.values())
+
+
+def gauges(engine: Engine) -> GaugeSnapshot:
+    pipeline = engine.pipeline
+    with engine._cv:
+        by_state: dict[str, int] = {s.value: 0 for s in JobState}
+        for job in engine.jobs.values():
+            by_state[job.state.value] += 1
+        snap = GaugeSnapshot(
+            uptime_seconds=time.monotonic() - engine.started,
+            queue_depth=len(engine.scheduler) + len(engine.collector),
+            running_jobs=by_state["planning"] + by_state["running"],
+            gpu_workers=len(pipeline.prover_workers),
+            busy_gpu_workers=sum(s.busy for _, _, s in pipeline.prover_workers),
+            synthesis_workers=len(engine.synth_procs),
+            busy_synthesis_workers=sum(s.busy for s in pipeline.synth_workers),
+            jobs_by_state=by_state,
+            shared_segments=pipeline.shared_segments, shared_bytes=pipeline.shared_bytes,
+        )
+    snap.memory_budget_bytes = engine.budget.total
+    snap.memory_reserved_bytes = engine.budget.used
+    snap.memory_reserved_by_purpose = engine.budget.by_label()
+    snap.process_rss_bytes = engine.rss()
+    entries = engine.srs.snapshot()
+    snap.srs_entries_by_tier = {t: sum(e["tier"] == t for e in entries) for t in ("HOT", "WARM", "COLD")}
+    snap.srs_bytes_by_tier = engine.srs.held_bytes()
+    return snap
+
+
+def info(engine: Engine) -> dict[str, Any]:
+    return {
+        "version": __version__, "instance_id": engine.instance_id, "config_fingerprint": engine.config.fingerprint(),
+        "pid": os.getpid(), "started_at_unix_ms": round(engine.started_wall * 1000),
+        "backend": ",".join(sorted({s.kind for s in engine.device_specs})),
+        "test_circuits_enabled": engine.config.debug.test_circuits, "circuit_providers": engine.providers.names(),
+    }
+
+
+def snapshot(engine: Engine) -> dict[str, Any]:
+    """Everything GetStatus and /status report (the /status JSON is this dict)."""
+    now = time.monotonic()
+    pipeline = engine.pipeline
+    with engine._cv:
+        pipelines = []
+        for job in sorted(engine.jobs.values(), key=lambda j: j.seq):
+            if job.state.finished and now - (job.finished or now) > FINISHED_VISIBLE_S:
+                continue
+            pipelines.append({
+                "job_id": job.job_id, "proof_kind": job.kind.label, "priority": job.priority.name,
+                "state": job.state.value, "phase": job.phase(), "circuit_id": job.circuit_id,
+                "batch_id": job.batch_id,
+                "queued_secs": round((job.started or now) - job.submitted, 3),
+                "started_secs_ago": None if job.started is None else round(now - job.started, 3),
+                "total_partitions": len(job.partitions), "partitions_done": job.partitions_done(),
+                "error": job.error,
+                "partitions": [{"index": p.index, "state": p.state.value, "synth_ms": round(p.synth_s * 1000),
+                                "gpu_ms": round(p.device_s * 1000), "synth_worker": p.synth_worker,
+                                "device_worker": p.device_worker} for p in job.partitions],
+            })
+        workers = [{"worker_id": s.name, "gpu_ordinal": d.spec.ordinal, "device_kind": d.spec.kind,
+                    "state": "proving" if s.busy else "idle", "current_job": s.job_id,
+                    "current_partition": s.partition if s.busy else None, "current_proof_kind": s.proof_kind,
+                    "busy_secs": round(s.busy_s + ((now - s.since) if s.busy else 0.0), 3)}
+                   for d, _, s in pipeline.prover_workers]
+        synth = [{"worker_id": s.name, "pid": p.pid, "state": "synthesizing" if s.busy else "idle",
+                  "current_job": s.job_id, "current_partition": s.partition if s.busy else None,
+                  "restarts": p.restarts}
+                 for p, s in zip(engine.synth_procs, pipeline.synth_workers, strict=True)]
+        counters = {
+            "total_completed": engine.counters["completed"], "total_failed": engine.counters["failed"],
+            "total_cancelled": engine.counters["cancelled"],
+            "queue_depth": len(engine.scheduler) + len(engine.collector),
+            "active_jobs": engine.active_jobs, "window": engine.window,
+        }
+        buffers = {"synth_in_flight": pipeline.synthesizing, "waiting_for_device": pipeline.waiting_for_device(),
+                   "queued_for_synthesis": pipeline.queued_for_synthesis(),
+                   "shared_segments": pipeline.shared_segments, "shared_bytes": pipeline.shared_bytes}
+    devices = [{"ordinal": d.spec.ordinal, "kind": d.spec.kind, "name": d.name, "pid": d.proc.pid,
+                "restarts": d.proc.restarts,
+                "memory_total": (d.info[0]["memory_total"] if d.info else 0),
+                "memory_free": (d.info[0]["memory_free"] if d.info else 0)} for d in engine.devices.devices]
+    budget = engine.budget
+    return {
+        **info(engine),
+        "uptime_secs": round(now - engine.started, 3),
+        "accepting": engine.accepting,
+        "memory": {"total_bytes": budget.total, "used_bytes": budget.used, "available_bytes": budget.available,
+                   "peak_bytes": budget.peak, "baseline_bytes": engine.baseline_bytes,
+                   "by_purpose": budget.by_label(), "process_rss_bytes": engine.rss()},
+        "synthesis": {"max_concurrent": len(engine.synth_procs), "active": sum(s["state"] != "idle" for s in synth),
+                      "workers": synth},
+        "devices": devices,
+        "gpu_workers": workers,
+        "pipelines": pipelines,
+        "queues": queue_stats(engine),
+        "allocations": {"srs": engine.srs.snapshot()},
+        "counters": counters,
+        "buffers": buffers,
+    }

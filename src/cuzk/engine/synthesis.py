@@ -1,0 +1,164 @@
+"""Synthesis worker processes, and the shared-memory hand-off of their assignments.
+
+A synthesis process receives a pickled `PartitionRecipe`, runs it (pure Python constraint
+synthesis), and writes the resulting arrays (a, b, c, inputs, aux and the three densities) into
+one POSIX shared-memory segment. Only a small `SharedAssignment` descriptor travels back through
+the pipe; the prover process maps the same segment and reads the arrays in place, so gigabytes of
+a/b/c are never pickled or copied between processes.
+
+Ownership: the synthesis process creates the segment and closes its mapping; from then on the
+daemon owns it and unlinks it when the partition is proven, fails or is cancelled. If the daemon
+dies, multiprocessing's resource tracker (shared by all children under `spawn`) unlinks leftovers.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import traceback
+from dataclasses import dataclass
+from multiprocessing import shared_memory
+from multiprocessing.connection import Connection
+from typing import Any
+
+import numpy as np
+
+log = logging.getLogger("cuzk.engine.synthesis")
+
+_FIELDS = ("a", "b", "c", "inputs", "aux", "a_aux_density", "b_input_density", "b_aux_density")
+_ALIGN = 64
+
+
+@dataclass(frozen=True)
+class ArraySpec:
+    name: str
+    offset: int
+    shape: tuple[int, ...]
+    dtype: str
+
+
+@dataclass(frozen=True)
+class SharedAssignment:
+    """Where one partition's assignment lives in shared memory."""
+
+    shm_name: str
+    size: int
+    arrays: tuple[ArraySpec, ...]
+
+    @property
+    def num_constraints(self) -> int:
+        return next(a.shape[0] for a in self.arrays if a.name == "a")
+
+    def attach(self) -> AttachedAssignment:
+        return AttachedAssignment(self)
+
+    def unlink(self) -> None:
+        """Remove the segment (the daemon's job once nobody needs it); missing is fine."""
+        try:
+            shm = shared_memory.SharedMemory(name=self.shm_name)
+        except FileNotFoundError:
+            return
+        try:
+            shm.unlink()
+        finally:
+            shm.close()
+
+
+class AttachedAssignment:
+    """A mapping of a SharedAssignment whose `assignment` views the shared arrays (no copy)."""
+
+    def __init__(self, shared: SharedAssignment) -> None:
+        from cuzk.groth16.assignment import Assignment
+
+        self._shm = shared_memory.SharedMemory(name=shared.shm_name)
+        views = {spec.name: np.ndarray(spec.shape, dtype=np.dtype(spec.dtype), buffer=self._shm.buf,
+                                       offset=spec.offset) for spec in shared.arrays}
+        for v in views.values():
+            v.flags.writeable = False
+        self.assignment: Any = Assignment(**views)
+
+    def close(self) -> None:
+        self.assignment = None
+        try:
+            self._shm.close()
+        except BufferError:  # pragma: no cover - a view escaped; the mapping goes with the process
+            log.warning("shared assignment %s still referenced; mapping kept", self._shm.name)
+
+    def __enter__(self) -> AttachedAssignment:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def export_assignment(asg: Any) -> SharedAssignment:
+    """Copy an Assignment into a new shared-memory segment and return its descriptor."""
+    arrays = [(name, np.ascontiguousarray(getattr(asg, name))) for name in _FIELDS]
+    specs, offset = [], 0
+    for name, arr in arrays:
+        offset = -(-offset // _ALIGN) * _ALIGN
+        specs.append(ArraySpec(name, offset, tuple(arr.shape), arr.dtype.str))
+        offset += arr.nbytes
+    size = max(offset, 1)
+    shm = shared_memory.SharedMemory(create=True, size=size)
+    try:
+        for spec, (_, arr) in zip(specs, arrays, strict=True):
+            if arr.nbytes:
+                dst = np.ndarray(arr.shape, dtype=arr.dtype, buffer=shm.buf, offset=spec.offset)
+                dst[...] = arr
+                del dst
+    except BaseException:
+        shm.close()
+        shm.unlink()
+        raise
+    shm.close()
+    return SharedAssignment(shm.name, size, tuple(specs))
+
+
+# -- the child process ------------------------------------------------------------------------------
+
+def _warm_up() -> None:
+    """Run the synthesis path once (imports, numba kernels from their cache, the shared-memory
+    export), so a worker that reports ready synthesizes its first real partition at full speed."""
+    from cuzk.engine.providers import DebugCircuitRecipe
+
+    export_assignment(DebugCircuitRecipe("mimc-3", 0).assignment()).unlink()
+
+
+def synthesis_worker_main(name: str, control: Connection, threads: int) -> None:
+    """Entry point of a synthesis process: ("synth", recipe) and ("call", ref, args) requests."""
+    from cuzk.engine.procs import resolve_call, set_thread_env
+
+    set_thread_env(threads)
+    import os
+
+    try:
+        _warm_up()
+    except BaseException as err:  # pragma: no cover - a broken installation
+        control.send(("error", f"{type(err).__name__}: {err}"))
+        return
+    control.send(("ready", {"pid": os.getpid()}))
+    while True:
+        try:
+            msg = control.recv()
+        except (EOFError, OSError):
+            return
+        try:
+            if msg[0] == "synth":
+                recipe = msg[1]
+                start = time.monotonic()
+                asg = recipe.assignment()
+                end = time.monotonic()
+                shared = export_assignment(asg)
+                del asg
+                control.send(("ok", shared, start, end))
+            elif msg[0] == "call":
+                result = resolve_call(msg[1])(*msg[2])
+                control.send(("ok", result))
+            else:
+                control.send(("error", f"unknown request {msg[0]!r}", ""))
+        except BaseException as err:  # every failure goes back to the daemon as a message
+            try:
+                control.send(("error", f"{type(err).__name__}: {err}", traceback.format_exc()))
+            except (OSError, EOFError):
+                return

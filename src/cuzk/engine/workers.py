@@ -1,0 +1,401 @@
+"""Prover devices: one spawned process per device, several prover workers inside each.
+
+Each device process owns a `ProverBackend` (CPU now, CUDA later: the daemon process itself never
+imports a GPU library) and the parameter sets made resident for it. Inside, one thread per prover
+worker (`gpus.gpu_workers_per_device`) serves its own pipe; the workers share one device lock that
+is held only around `backend.prove` (shared-memory mapping, proof encoding and verification happen
+outside it, so a second worker prepares while the first computes). With no GPU, one CPU "device"
+runs the CPU backend with the same structure.
+
+Parameter sets (`load`/`unload` on the control pipe) follow the SRS tiers: `read_params` maps the
+file (warm), `backend.load_key` makes it resident (hot), dropping the key returns to cold.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import logging
+import os
+import shutil
+import subprocess
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from typing import Any
+
+from cuzk.engine.config import Config, ConfigError
+from cuzk.engine.procs import WorkerProcess, set_thread_env
+from cuzk.engine.synthesis import SharedAssignment
+
+log = logging.getLogger("cuzk.engine.workers")
+CUDA_BACKEND_MODULE = "cuzk.backends.cuda"
+
+
+@dataclass(frozen=True)
+class DeviceSpec:
+    ordinal: int
+    kind: str  #: "cpu" or "cuda"
+
+
+@dataclass(frozen=True)
+class ProveItem:
+    """One partition for a device: which parameters, where its assignment is, what to verify against."""
+
+    circuit_id: str
+    shared: SharedAssignment
+    public_inputs: list[int]
+    label: str
+
+
+@dataclass
+class ItemResult:
+    ok: bool
+    proof: bytes = b""
+    error: str = ""
+    lock_wait_start: float = 0.0
+    device_start: float = 0.0
+    device_end: float = 0.0
+    verify_s: float = 0.0
+
+
+def nvidia_gpus() -> list[int]:
+    """GPU indices nvidia-smi reports (empty without a driver)."""
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return []
+    try:
+        out = subprocess.run([exe, "--query-gpu=index", "--format=csv,noheader"], capture_output=True, text=True,
+                             timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return [int(x) for x in out.stdout.split() if x.strip().isdigit()] if out.returncode == 0 else []
+
+
+def cuda_backend_installed() -> bool:
+    """Whether the CUDA backend and CuPy are installed, found without importing either (the daemon
+    process never loads a GPU library; only device processes do)."""
+    try:
+        spec = importlib.util.find_spec(CUDA_BACKEND_MODULE)
+        cupy = importlib.util.find_spec("cupy")
+    except (ImportError, ValueError):
+        return False
+    return spec is not None and spec.origin not in (None, "namespace") and cupy is not None
+
+
+def detect_devices(config: Config) -> list[DeviceSpec]:
+    """The prover devices for this configuration (gpus.backend, gpus.devices)."""
+    backend = config.gpus.backend
+    cuda_available = cuda_backend_installed()
+    if backend == "cpu":
+        if config.gpus.devices:
+            raise ConfigError("gpus.devices lists GPUs but gpus.backend = \"cpu\"")
+        return [DeviceSpec(0, "cpu")]
+    gpus = config.gpus.devices or nvidia_gpus()
+    if backend == "cuda" or (backend == "auto" and config.gpus.devices):
+        if not cuda_available:
+            raise ConfigError(f"gpus.backend = \"{backend}\" with GPUs configured, but the CUDA backend "
+                              f"({CUDA_BACKEND_MODULE} with CuPy) is not installed")
+        if not gpus:
+            raise ConfigError("gpus.backend = \"cuda\" but no GPU was found (nvidia-smi); set gpus.devices")
+        return [DeviceSpec(g, "cuda") for g in gpus]
+    if gpus and cuda_available:
+        return [DeviceSpec(g, "cuda") for g in gpus]
+    if gpus:
+        log.warning("GPUs %s found but the CUDA backend is not installed: proving on the CPU", gpus)
+    return [DeviceSpec(0, "cpu")]
+
+
+def make_backend(kind: str, ordinal: int) -> Any:
+    """The backend object for a device (device-process side)."""
+    if kind == "cpu":
+        from cuzk.backends import CpuBackend
+
+        return CpuBackend()
+    from cuzk.backends.cuda import CudaBackend
+
+    return CudaBackend(ordinal)
+
+
+def _limit_prover_threads(threads: int) -> None:
+    """Size the CPU MSM pool (py-arkworks chunks) to gpus.gpu_threads; numba reads NUMBA_NUM_THREADS."""
+    if threads <= 0:
+        return
+    from cuzk.curve import msm
+
+    msm._POOL = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="cuzk-msm")
+
+
+# -- the device process ---------------------------------------------------------------------------
+
+class _DeviceState:
+    def __init__(self, backend: Any) -> None:
+        self.backend = backend
+        self.keys: dict[str, Any] = {}
+        self.hot: set[str] = set()
+        self.prepared: dict[str, Any] = {}
+        self.keys_lock = threading.Lock()
+        self.device_lock = threading.Lock()
+
+    def load(self, circuit_id: str, path: str, hot: bool) -> dict[str, Any]:
+        from cuzk.groth16.params_file import read_params
+        from cuzk.groth16.verifier import prepare_verifying_key
+
+        start = time.monotonic()
+        with self.keys_lock:
+            pk = self.keys.get(circuit_id)
+        if pk is None:
+            pk = read_params(path)
+            pvk = prepare_verifying_key(pk.vk)
+            with self.keys_lock:
+                self.keys[circuit_id] = pk
+                self.prepared[circuit_id] = pvk
+        if hot and circuit_id not in self.hot:
+            self.backend.load_key(pk)
+            with self.keys_lock:
+                self.hot.add(circuit_id)
+        return {"load_s": time.monotonic() - start}
+
+    def unload(self, circuit_id: str, tier: str) -> None:
+        with self.keys_lock:
+            pk = self.keys.get(circuit_id)
+            was_hot = circuit_id in self.hot
+            self.hot.discard(circuit_id)
+            if tier == "cold":
+                self.keys.pop(circuit_id, None)
+                self.prepared.pop(circuit_id, None)
+        if pk is not None and was_hot:
+            self.backend.unload_key(pk)
+
+    def prove(self, items: list[ProveItem], verify: bool) -> list[ItemResult]:
+        """Prove items back to back under one hold of the device lock (a batch shares the lock)."""
+        from cuzk.groth16.verifier import verify_proof
+
+        attached, results = [], []
+        try:
+            for item in items:
+                with self.keys_lock:
+                    pk = self.keys.get(item.circuit_id)
+                    hot = item.circuit_id in self.hot
+                if pk is None or not hot:
+                    results.append(ItemResult(False, error=f"parameters for {item.circuit_id} are not resident on "
+                                                          "this device"))
+                    attached.append(None)
+                    continue
+                attached.append((pk, item.shared.attach()))
+                results.append(ItemResult(True))
+            wait_start = time.monotonic()
+            proofs: list[Any] = [None] * len(items)
+            with self.device_lock:
+                for k, entry in enumerate(attached):
+                    if entry is None:
+                        continue
+                    pk, att = entry
+                    results[k].lock_wait_start = wait_start
+                    results[k].device_start = time.monotonic()
+                    try:
+                        proofs[k] = self.backend.prove(pk, att.assignment)
+                    except Exception as err:
+                        results[k] = ItemResult(False, error=f"proving failed: {type(err).__name__}: {err}")
+                        log.debug("prove failed: %s", traceback.format_exc())
+                        continue
+                    results[k].device_end = time.monotonic()
+        finally:
+            for entry in attached:
+                if entry is not None:
+                    entry[1].close()
+        for k, item in enumerate(items):
+            if not results[k].ok:
+                continue
+            results[k].proof = proofs[k].to_bytes()
+            if verify:
+                start = time.monotonic()
+                with self.keys_lock:
+                    pvk = self.prepared[item.circuit_id]
+                good = verify_proof(pvk, proofs[k], item.public_inputs)
+                results[k].verify_s = time.monotonic() - start
+                if not good:
+                    results[k] = ItemResult(False, error="the proof did not verify against the partition's public "
+                                                         "inputs")
+        return results
+
+
+def _warm_up(backend: Any) -> None:
+    """Prove and verify a tiny circuit once so the backend's kernels are loaded before `ready`."""
+    import random
+
+    from cuzk.circuits.registry import lookup
+    from cuzk.groth16.assignment import Assignment
+    from cuzk.groth16.setup import generate_insecure_parameters
+    from cuzk.groth16.synthesis import synthesize_for_proving
+    from cuzk.groth16.verifier import verify_proof
+
+    spec = lookup("mimc-3")
+    pk = generate_insecure_parameters(spec.blank(), rng=random.Random(0))
+    asg = Assignment.from_proving_assignment(synthesize_for_proving(spec.example(random.Random(0))))
+    backend.load_key(pk)
+    proof = backend.prove(pk, asg)
+    backend.unload_key(pk)
+    if not verify_proof(pk.vk, proof, asg.public_inputs()):
+        raise RuntimeError(f"the {getattr(backend, 'name', 'prover')} backend made an invalid proof in its self-test")
+
+
+def _serve_prover(state: _DeviceState, conn: Connection) -> None:
+    while True:
+        try:
+            msg = conn.recv()
+        except (EOFError, OSError):
+            return
+        try:
+            if msg[0] == "prove":
+                reply: Any = ("ok", state.prove(msg[1], msg[2]))
+            else:
+                reply = ("error", f"unknown request {msg[0]!r}")
+        except Exception as err:
+            reply = ("error", f"{type(err).__name__}: {err}")
+        try:
+            conn.send(reply)
+        except (OSError, EOFError):
+            return
+
+
+def _device_info(state: _DeviceState) -> list[dict[str, Any]]:
+    return [{"name": d.name, "kind": d.kind, "memory_total": d.memory_total or 0, "memory_free": d.memory_free or 0}
+            for d in state.backend.devices()]
+
+
+def device_worker_main(name: str, control: Connection, *rest: Any) -> None:
+    """Entry point of a device process: args are the worker pipes, then a settings dict."""
+    *channels, settings = rest
+    set_thread_env(settings["threads"])
+    try:
+        _limit_prover_threads(settings["threads"])
+        backend = make_backend(settings["kind"], settings["ordinal"])
+        _warm_up(backend)
+        state = _DeviceState(backend)
+        info = _device_info(state)
+    except BaseException as err:
+        control.send(("error", f"{type(err).__name__}: {err}"))
+        return
+    for conn in channels:
+        threading.Thread(target=_serve_prover, args=(state, conn), daemon=True).start()
+    control.send(("ready", {"pid": os.getpid(), "devices": info}))
+    while True:
+        try:
+            msg = control.recv()
+        except (EOFError, OSError):
+            return
+        try:
+            if msg[0] == "load":
+                reply: Any = ("ok", state.load(msg[1], msg[2], msg[3]))
+            elif msg[0] == "unload":
+                state.unload(msg[1], msg[2])
+                reply = ("ok", None)
+            elif msg[0] == "info":
+                reply = ("ok", _device_info(state))
+            else:
+                reply = ("error", f"unknown request {msg[0]!r}")
+        except Exception as err:
+            reply = ("error", f"{type(err).__name__}: {err}")
+        try:
+            control.send(reply)
+        except (OSError, EOFError):
+            return
+
+
+# -- the daemon side --------------------------------------------------------------------------------
+
+@dataclass
+class Device:
+    spec: DeviceSpec
+    proc: WorkerProcess
+    info: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        if self.info:
+            return f"{self.spec.kind}: {self.info[0]['name']}"
+        return f"{self.spec.kind} {self.spec.ordinal}"
+
+
+class DeviceError(Exception):
+    """A device process answered a control request with an error."""
+
+
+class DevicePool:
+    """The device processes and the (device, channel) pairs prover worker threads use."""
+
+    def __init__(self, specs: list[DeviceSpec], *, workers_per_device: int, threads: int,
+                 on_restart: Callable[[Device], None] | None = None) -> None:
+        self.devices: list[Device] = []
+        self._on_restart = on_restart
+        for spec in specs:
+            settings = {"ordinal": spec.ordinal, "kind": spec.kind, "threads": threads}
+            proc = WorkerProcess(f"cuzk-device-{spec.kind}{spec.ordinal}", device_worker_main, (settings,),
+                                 channels=workers_per_device)
+            device = Device(spec, proc)
+            proc.on_restart = self._restarted(device)
+            self.devices.append(device)
+        self.workers_per_device = workers_per_device
+
+    def _restarted(self, device: Device) -> Callable[[WorkerProcess], None]:
+        def hook(proc: WorkerProcess) -> None:
+            device.info = proc.info["devices"]
+            if self._on_restart is not None:
+                self._on_restart(device)
+        return hook
+
+    def start(self) -> None:
+        for d in self.devices:
+            d.proc.start()
+
+    def wait_ready(self) -> None:
+        for d in self.devices:
+            d.info = d.proc.wait_ready()["devices"]
+
+    def stop(self) -> None:
+        for d in self.devices:
+            d.proc.stop()
+
+    def _control(self, device: Device, msg: tuple[Any, ...]) -> Any:
+        reply = device.proc.request(msg)
+        if reply[0] != "ok":
+            raise DeviceError(f"{device.proc.name}: {reply[1]}")
+        return reply[1]
+
+    def load(self, device: Device, circuit_id: str, path: str, *, hot: bool) -> float:
+        return self._control(device, ("load", circuit_id, path, hot))["load_s"]
+
+    def load_all(self, circuit_id: str, path: str, *, hot: bool) -> float:
+        """Load on every device at once; returns the slowest load's seconds."""
+        if len(self.devices) == 1:
+            return self.load(self.devices[0], circuit_id, path, hot=hot)
+        with ThreadPoolExecutor(max_workers=len(self.devices)) as pool:
+            times = list(pool.map(lambda d: self.load(d, circuit_id, path, hot=hot), self.devices))
+        return max(times)
+
+    def unload_all(self, circuit_id: str, tier: str) -> None:
+        for d in self.devices:
+            if d.proc.alive:
+                self._control(d, ("unload", circuit_id, tier))
+
+    def refresh_info(self) -> None:
+        """Update free memory and the like, skipping devices busy with a parameter load."""
+        for d in self.devices:
+            try:
+                reply = d.proc.request_if_idle(("info",))
+            except Exception as err:  # a dying device keeps its last known info
+                log.debug("device info from %s failed: %s", d.proc.name, err)
+                continue
+            if reply is not None and reply[0] == "ok":
+                d.info = reply[1]
+
+    def prove(self, device: Device, channel: int, items: list[ProveItem], verify: bool) -> list[ItemResult]:
+        reply = device.proc.request(("prove", items, verify), channel=channel)
+        if reply[0] != "ok":
+            return [ItemResult(False, error=str(reply[1])) for _ in items]
+        return reply[1]
