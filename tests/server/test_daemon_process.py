@@ -16,8 +16,8 @@ from cuzk.server.client import build_submit, payload_for_test_circuit
 
 
 def run_daemon_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "cuzk.cli.main", "daemon", "run", *args], capture_output=True, text=True,
-                          timeout=timeout, check=False, stdin=subprocess.DEVNULL)
+    return subprocess.run([sys.executable, "-m", "cuzk.cli.main", "daemon", "run", *args], capture_output=True,
+                          text=True, timeout=timeout, check=False, stdin=subprocess.DEVNULL)
 
 
 @pytest.mark.parametrize(("config", "message"), [
