@@ -157,19 +157,20 @@ class SectorParams:
         return WINDOW_POST_CHALLENGES
 
 
-def _snap_partitions(nodes: int) -> int:
+# SnapDeals rules by node count (storage-proofs-update constants.rs); they also cover the test sizes.
+def snap_partitions(nodes: int) -> int:
     return 1 if nodes <= 1 << 8 else 2 if nodes <= 1 << 10 else 4 if nodes <= 1 << 19 else 16
 
 
-def _snap_challenges(nodes: int) -> int:
+def snap_challenges(nodes: int) -> int:
     return 10 if nodes <= 1 << 19 else 86
 
 
-def _snap_hs(nodes: int) -> tuple[int, ...]:
+def snap_hs(nodes: int) -> tuple[int, ...]:
     return (1,) * 6 if nodes <= 1 << 10 else (7, 8, 9, 10, 11, 12)
 
 
-def _snap_apex(nodes: int) -> int:
+def snap_apex(nodes: int) -> int:
     return 8 if nodes <= 1 << 8 else 128
 
 
@@ -179,8 +180,8 @@ def _size(name: str, short: str, index: int, sector_bytes: int, layers: int, sha
     return SectorParams(name=name, short=short, index=index, sector_bytes=sector_bytes, layers=layers,
                         tree_shape=shape, porep_partitions=partitions, porep_min_challenges=min_challenges,
                         ni_partitions=ni_partitions, ni_min_challenges=ni_min, window_post_sectors=window_sectors,
-                        snap_partitions=_snap_partitions(nodes), snap_challenges=_snap_challenges(nodes),
-                        snap_hs=_snap_hs(nodes), snap_apex_leaves=_snap_apex(nodes))
+                        snap_partitions=snap_partitions(nodes), snap_challenges=snap_challenges(nodes),
+                        snap_hs=snap_hs(nodes), snap_apex_leaves=snap_apex(nodes))
 
 
 ALL_SIZES: tuple[SectorParams, ...] = (

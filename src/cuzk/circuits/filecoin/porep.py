@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from cuzk.filecoin.sizes import ALL_SIZES
 from cuzk.gadgets.boolean import FALSE, Boolean, reverse_bit_numbering, u64_into_boolean_vec_le
 from cuzk.gadgets.multipack import pack_into_inputs
 from cuzk.gadgets.num import AllocatedNum, add, equal
@@ -99,13 +100,11 @@ class StackedConfig:
             raise ValueError(f"no published PoRep circuit for sector size {sector_size} (known: {sizes})") from None
 
 
-#: Sector size in bytes → circuit configuration (filecoin-proofs.md §1.1).
+#: Sector size in bytes → circuit configuration, from the published size table (§1.1).
 PRODUCTION_CONFIGS: dict[int, StackedConfig] = {
-    2 << 10: StackedConfig(1 << 6, 2, 2),
-    8 << 20: StackedConfig(1 << 18, 2, 2),
-    512 << 20: StackedConfig(1 << 24, 2, 2),
-    32 << 30: StackedConfig(1 << 30, 11, 18, 8, 8, 0),
-    64 << 30: StackedConfig(1 << 31, 11, 18, 8, 8, 2),
+    p.sector_bytes: StackedConfig(p.nodes, p.layers, p.porep_challenges, p.tree_shape.base, p.tree_shape.sub,
+                                  p.tree_shape.top)
+    for p in ALL_SIZES
 }
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from cuzk.filecoin.sizes import ALL_SIZES, WINDOW_POST_CHALLENGES, WINNING_POST_CHALLENGES, WINNING_POST_SECTORS
 from cuzk.gadgets.num import AllocatedNum, equal
 from cuzk.gadgets.por import POSEIDON, PathLevel, TreeShape, alloc_leaf_and_enforce_inclusion, node_hash_circuit
 from cuzk.r1cs import ConstraintSystem
@@ -37,27 +38,9 @@ __all__ = [
 ]
 
 NODE_SIZE = 32  #: bytes per tree leaf
-WINNING_POST_CHALLENGE_COUNT = 66  #: leaves challenged in the one winning sector
-WINNING_POST_SECTOR_COUNT = 1  #: real sectors in a WinningPoSt
-WINDOW_POST_CHALLENGE_COUNT = 10  #: leaves challenged per WindowPoSt sector
-
-#: Sector size in bytes → (tree_r_last sub arity, top arity); the base arity is always 8 (§1.1).
-_PRODUCTION_TREE_SHAPES: dict[int, tuple[int, int]] = {
-    2 << 10: (0, 0),
-    8 << 20: (0, 0),
-    512 << 20: (0, 0),
-    32 << 30: (8, 0),
-    64 << 30: (8, 2),
-}
-
-#: Sector size in bytes → sectors per WindowPoSt partition (filecoin-proofs constants.rs).
-_WINDOW_POST_SECTOR_COUNTS: dict[int, int] = {
-    2 << 10: 2,
-    8 << 20: 2,
-    512 << 20: 2,
-    32 << 30: 2349,
-    64 << 30: 2300,
-}
+WINNING_POST_CHALLENGE_COUNT = WINNING_POST_CHALLENGES  #: leaves challenged in the one winning sector
+WINNING_POST_SECTOR_COUNT = WINNING_POST_SECTORS  #: real sectors in a WinningPoSt
+WINDOW_POST_CHALLENGE_COUNT = WINDOW_POST_CHALLENGES  #: leaves challenged per WindowPoSt sector
 
 
 @dataclass(frozen=True)
@@ -122,16 +105,18 @@ def _lookup(configs: dict[int, FallbackPoStConfig], sector_size: int, what: str)
 _WINNING_CIRCUIT_SECTORS = WINNING_POST_CHALLENGE_COUNT // WINNING_POST_SECTOR_COUNT
 _WINNING_CIRCUIT_CHALLENGES = WINNING_POST_CHALLENGE_COUNT // _WINNING_CIRCUIT_SECTORS
 
-#: Sector size in bytes → WinningPoSt circuit (66 sectors × 1 challenge).
+#: Sector size in bytes → WinningPoSt circuit (66 sectors × 1 challenge), tree shapes from the size table.
 WINNING_POST_CONFIGS: dict[int, FallbackPoStConfig] = {
-    size: FallbackPoStConfig(size, _WINNING_CIRCUIT_SECTORS, _WINNING_CIRCUIT_CHALLENGES, 8, sub, top)
-    for size, (sub, top) in _PRODUCTION_TREE_SHAPES.items()
+    p.sector_bytes: FallbackPoStConfig(p.sector_bytes, _WINNING_CIRCUIT_SECTORS, _WINNING_CIRCUIT_CHALLENGES,
+                                       p.tree_shape.base, p.tree_shape.sub, p.tree_shape.top)
+    for p in ALL_SIZES
 }
 
 #: Sector size in bytes → WindowPoSt partition circuit: sectors per partition × 10 challenges.
 WINDOW_POST_CONFIGS: dict[int, FallbackPoStConfig] = {
-    size: FallbackPoStConfig(size, _WINDOW_POST_SECTOR_COUNTS[size], WINDOW_POST_CHALLENGE_COUNT, 8, sub, top)
-    for size, (sub, top) in _PRODUCTION_TREE_SHAPES.items()
+    p.sector_bytes: FallbackPoStConfig(p.sector_bytes, p.window_post_sectors, WINDOW_POST_CHALLENGE_COUNT,
+                                       p.tree_shape.base, p.tree_shape.sub, p.tree_shape.top)
+    for p in ALL_SIZES
 }
 
 

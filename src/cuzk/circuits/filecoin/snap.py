@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 
 from cuzk.errors import SynthesisError
 from cuzk.field.constants import R_MODULUS
+from cuzk.filecoin.sizes import snap_apex, snap_challenges, snap_hs, snap_partitions
 from cuzk.gadgets.boolean import IS_KIND, AllocatedBit, Boolean, field_into_allocated_bits_le
 from cuzk.gadgets.insertion import select
 from cuzk.gadgets.multipack import CAPACITY, pack_bits
@@ -199,11 +200,8 @@ def _rule_config(sector_size: int) -> EmptySectorUpdateConfig:
     """storage-proofs-update constants.rs: partition_count, challenge_count, hs, apex_leaf_count."""
     nodes = sector_size // _NODE_SIZE
     sub, top = _TREE_R_SHAPES[sector_size]
-    partitions = 1 if nodes <= 1 << 8 else 2 if nodes <= 1 << 10 else 4 if nodes <= 1 << 19 else 16
-    challenges = 10 if nodes <= 1 << 19 else 86
-    hs = (1,) * 6 if nodes <= 1 << 10 else (7, 8, 9, 10, 11, 12)
-    apex = 8 if nodes <= 1 << 8 else 128
-    return EmptySectorUpdateConfig(nodes, partitions, challenges, hs, apex, 8, sub, top)
+    return EmptySectorUpdateConfig(nodes, snap_partitions(nodes), snap_challenges(nodes), snap_hs(nodes),
+                                   snap_apex(nodes), 8, sub, top)
 
 
 #: Sector size in bytes → configuration, for every size storage-proofs-update accepts.
