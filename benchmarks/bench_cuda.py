@@ -1,0 +1,318 @@
+"""CUDA backend kernels and a whole proof on one GPU, side by side with sppark on the same GPU model.
+
+Measures, with data already on the device (sppark's "resident" variants):
+
+* NTTs over Fr: forward, inverse, forward coset and inverse coset, natural order in and out;
+* G1 and G2 MSMs of dense random scalars uniform below r (the worst case, as sppark's runs);
+* a whole Groth16 proof of a MiMC circuit on the CudaBackend (keys resident), phase by phase.
+
+Every time is the median (min, max) of `--reps` runs after one warm-up: CUDA events around the NTTs,
+host wall clock around each MSM call (it includes its small device-to-host reads and the final
+window combination, like sppark's `msm_t::invoke` figures). The sppark figures are the medians of
+/work/shared/reference/sppark-anchor.md (measured on an H200: resident_* rows).
+
+    python benchmarks/bench_cuda.py --out results.json
+    python benchmarks/bench_cuda.py --quick          # small sizes, a smoke test
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import random
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _common import envelope, write
+
+#: sppark on an H200, data already on the GPU, median ms (sppark-anchor.md).
+SPPARK_MS = {
+    "ntt_fwd_NN": {20: 0.278, 24: 4.745, 27: 44.40},
+    "ntt_inv_NN": {20: 0.294, 24: 4.997, 27: 46.95},
+    "ntt_fwd_NN_coset": {20: 0.319, 24: 5.346, 27: 49.14},
+    "ntt_inv_NN_coset": {20: 0.334, 24: 5.596, 27: 51.69},
+    "msm_g1": {20: 20.06, 22: 53.12, 24: 153.85, 26: 557.28, 27: 1099.93},
+    "msm_g2": {20: 46.68, 22: 137.48},
+}
+R = 0x73EDA753299D7D483339D80809A1D80553BDA402FFFE5BFEFFFFFFFF00000001
+#: What the --sweep picked, handed to the whole-proof benchmark.
+TUNING: dict[str, Any] = {"accumulate_variant": {}, "acc_threads": {}}
+
+
+def nvidia_smi() -> dict[str, str]:
+    fields = ["name", "driver_version", "clocks.sm", "clocks.mem", "clocks.max.sm", "clocks.max.mem",
+              "memory.total", "power.limit", "pcie.link.gen.current"]
+    try:
+        out = subprocess.run(["nvidia-smi", f"--query-gpu={','.join(fields)}", "--format=csv,noheader"],
+                             capture_output=True, text=True, check=True).stdout.strip().splitlines()[0]
+        return dict(zip(fields, [v.strip() for v in out.split(",")], strict=False))
+    except (OSError, subprocess.CalledProcessError, IndexError):
+        return {}
+
+
+def stats_ms(samples: list[float]) -> dict[str, Any]:
+    return {"median_ms": round(statistics.median(samples), 4), "min_ms": round(min(samples), 4),
+            "max_ms": round(max(samples), 4), "samples_ms": [round(x, 4) for x in samples]}
+
+
+def random_scalars(n: int, rng: np.random.Generator) -> np.ndarray:
+    """(n, 4) uint64 canonical scalars, uniform below r (rejection on the top limbs)."""
+    limbs = [(R >> (64 * i)) & (2**64 - 1) for i in range(4)]
+    out = rng.integers(0, 2**64, size=(n, 4), dtype=np.uint64)
+    out[:, 3] %= np.uint64(limbs[3] + 1)
+    while True:
+        ge = np.zeros(len(out), bool)
+        eq = np.ones(len(out), bool)
+        for i in (3, 2, 1, 0):
+            ge |= eq & (out[:, i] > np.uint64(limbs[i]))
+            eq &= out[:, i] == np.uint64(limbs[i])
+        bad = np.flatnonzero(ge | eq)
+        if not len(bad):
+            return out
+        fresh = rng.integers(0, 2**64, size=(len(bad), 4), dtype=np.uint64)
+        fresh[:, 3] %= np.uint64(limbs[3] + 1)
+        out[bad] = fresh
+
+
+def time_events(cp: Any, fn: Callable[[], Any], reps: int) -> list[float]:
+    fn()
+    cp.cuda.Device().synchronize()
+    samples = []
+    for _ in range(reps):
+        start, end = cp.cuda.Event(), cp.cuda.Event()
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        samples.append(cp.cuda.get_elapsed_time(start, end))
+    return samples
+
+
+def time_wall(cp: Any, fn: Callable[[], Any], reps: int) -> list[float]:
+    fn()
+    cp.cuda.Device().synchronize()
+    samples = []
+    for _ in range(reps):
+        start = time.perf_counter()
+        fn()
+        cp.cuda.Device().synchronize()
+        samples.append((time.perf_counter() - start) * 1e3)
+    return samples
+
+
+def with_sppark(row: dict[str, Any], key: str, log_n: int) -> dict[str, Any]:
+    ref = SPPARK_MS.get(key, {}).get(log_n)
+    if ref is not None:
+        row["sppark_median_ms"] = ref
+        row["ratio_vs_sppark"] = round(row["median_ms"] / ref, 3)
+    return row
+
+
+def bench_ntt(cp: Any, sizes: list[int], reps: int) -> list[dict[str, Any]]:
+    from cuzk.backends.cuda.module import get_module
+    from cuzk.backends.cuda.ntt import DeviceNtt
+
+    ntt = DeviceNtt(get_module())
+    rows = []
+    for log_n in sizes:
+        data = cp.random.randint(0, 2**31, size=(1 << log_n, 8), dtype=cp.int64).astype(cp.uint32)
+        data[:, 7] &= 0x0FFFFFFF  # valid field elements (below r), any values will do for timing
+        for key, fn in (("ntt_fwd_NN", lambda d=data, L=log_n: ntt.ntt(d, L)),
+                        ("ntt_inv_NN", lambda d=data, L=log_n: ntt.intt(d, L)),
+                        ("ntt_fwd_NN_coset", lambda d=data, L=log_n: ntt.coset_ntt(d, L)),
+                        ("ntt_inv_NN_coset", lambda d=data, L=log_n: ntt.icoset_ntt(d, L))):
+            row = {"op": key, "log_n": log_n, **stats_ms(time_events(cp, fn, reps))}
+            rows.append(with_sppark(row, key, log_n))
+            print(json.dumps({k: v for k, v in row.items() if k != "samples_ms"}), flush=True)
+        del data
+        ntt.clear_tables()
+        cp.get_default_memory_pool().free_all_blocks()
+    return rows
+
+
+def bench_msm(cp: Any, group: str, sizes: list[int], reps: int, check_log: int | None,
+              sweep_log: int | None = None, window_log: int | None = None) -> list[dict[str, Any]]:
+    """Bases: 2^12 distinct random points, spread over the n slots in random order (point values do
+    not change Pippenger's work); scalars uniform below r. With `sweep_log`, every occupancy variant
+    of the accumulation kernel (and grid size) is timed at that size first, with `window_log` every
+    window-size cap; the fastest settings are used for the rest."""
+    from cuzk.backends.cuda.module import get_module
+    from cuzk.backends.cuda.msm import ACCUMULATE_VARIANTS, DeviceMsm, window_size
+    from cuzk.curve.encoding import g1_points_to_uncompressed, g2_points_to_uncompressed
+    from cuzk.curve.msm import msm as cpu_msm
+    from cuzk.curve.points import G1Point, G2Point, Scalar
+
+    cls = G1Point if group == "g1" else G2Point
+    eng = DeviceMsm(get_module())
+    prng = random.Random(7)
+    distinct = 1 << 12
+    pool = [cls() * Scalar.from_le_bytes(prng.randrange(1, R).to_bytes(32, "little")) for _ in range(distinct)]
+    enc = g1_points_to_uncompressed if group == "g1" else g2_points_to_uncompressed
+    dev_pool = eng.upload_bases(group, enc(pool))
+    rng = np.random.default_rng(1)
+    rows = []
+    if sweep_log is not None:
+        n = 1 << sweep_log
+        bases = dev_pool[cp.asarray(rng.integers(0, distinct, size=n))]
+        scalars = cp.asarray(random_scalars(n, rng).view(np.uint32).reshape(n, 8))
+        best = None
+        for variant in ACCUMULATE_VARIANTS[group]:
+            for per_sm in (256, 512, 1024):
+                eng.accumulate_variant[group] = variant
+                eng.acc_threads[group] = eng.k.num_sms * per_sm
+                samples = time_wall(cp, lambda b=bases, s=scalars: eng.msm(group, b, s), 3)
+                row = {"op": f"msm_{group}_accumulate{variant}", "threads_per_sm": per_sm, "log_n": sweep_log,
+                       **stats_ms(samples)}
+                rows.append(row)
+                print(json.dumps({k: v for k, v in row.items() if k != "samples_ms"}), flush=True)
+                if best is None or row["median_ms"] < best[2]:
+                    best = (variant, per_sm, row["median_ms"])
+        eng.accumulate_variant[group] = best[0]
+        eng.acc_threads[group] = eng.k.num_sms * best[1]
+        TUNING["accumulate_variant"][group] = best[0]
+        TUNING["acc_threads"][group] = eng.acc_threads[group]
+        del bases, scalars
+    if window_log is not None:
+        n = 1 << window_log
+        bases = dev_pool[cp.asarray(rng.integers(0, distinct, size=n))]
+        scalars = cp.asarray(random_scalars(n, rng).view(np.uint32).reshape(n, 8))
+        best_w = None
+        for cap in (16, 18, 20, 22):
+            eng.max_window = cap
+            samples = time_wall(cp, lambda b=bases, s=scalars: eng.msm(group, b, s), 3)
+            row = {"op": f"msm_{group}_max_window", "max_window": cap, "window_bits": window_size(n, cap),
+                   "log_n": window_log, **stats_ms(samples)}
+            rows.append(row)
+            print(json.dumps({k: v for k, v in row.items() if k != "samples_ms"}), flush=True)
+            if best_w is None or row["median_ms"] < best_w[1]:
+                best_w = (cap, row["median_ms"])
+        eng.max_window = best_w[0]
+        TUNING["max_window"] = best_w[0]
+        del bases, scalars
+    for log_n in sizes:
+        n = 1 << log_n
+        idx = rng.integers(0, distinct, size=n)
+        bases = dev_pool[cp.asarray(idx)]
+        host_scalars = random_scalars(n, rng)
+        scalars = cp.asarray(host_scalars.view(np.uint32).reshape(n, 8))
+        result: list[Any] = []
+
+        def run(b: Any = bases, s: Any = scalars, out: list[Any] = result) -> None:
+            out[:] = [eng.msm(group, b, s)]
+
+        row = {"op": f"msm_{group}", "log_n": log_n, "window_bits": window_size(n, eng.max_window),
+               "accumulate_variant": eng.accumulate_variant[group],
+               "threads_per_sm": eng.acc_threads[group] // eng.k.num_sms, "max_window": eng.max_window,
+               **stats_ms(time_wall(cp, run, reps if log_n < 26 else max(3, reps - 2)))}
+        eng.profile = {}
+        run()
+        row["phases_ms"] = {k: round(v, 3) for k, v in eng.profile.items()}
+        eng.profile = None
+        if check_log is not None and log_n == check_log:
+            want = cpu_msm([pool[i] for i in idx.tolist()], host_scalars, group=cls)
+            row["checked_against_cpu"] = bool(eng.to_points(group, [result[0]])[0] == want)
+        rows.append(with_sppark(row, f"msm_{group}", log_n))
+        print(json.dumps({k: v for k, v in row.items() if k != "samples_ms"}), flush=True)
+        del bases, scalars, result
+        cp.get_default_memory_pool().free_all_blocks()
+    return rows
+
+
+def bench_prove(circuit_id: str, reps: int, tuning: dict[str, Any] | None = None) -> dict[str, Any]:
+    from cuzk.backends.cuda import CudaBackend
+    from cuzk.circuits.registry import lookup
+    from cuzk.groth16.assignment import Assignment
+    from cuzk.groth16.setup import ToxicWaste, generate_insecure_parameters
+    from cuzk.groth16.synthesis import synthesize_for_proving
+    from cuzk.groth16.verifier import verify_proof
+
+    spec = lookup(circuit_id)
+    t0 = time.perf_counter()
+    pk = generate_insecure_parameters(spec.blank(), waste=ToxicWaste.random(random.Random(1)))
+    keygen = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    asg = Assignment.from_proving_assignment(synthesize_for_proving(spec.example(random.Random(2))))
+    synth = time.perf_counter() - t0
+    backend = CudaBackend(0)
+    if tuning:
+        backend.msm.accumulate_variant.update(tuning["accumulate_variant"])
+        backend.msm.acc_threads.update(tuning["acc_threads"])
+        backend.msm.max_window = tuning.get("max_window", backend.msm.max_window)
+    t0 = time.perf_counter()
+    backend.load_key(pk)
+    load = time.perf_counter() - t0
+    proof = backend.prove(pk, asg)  # warm-up (twiddle tables, pools)
+    verified = verify_proof(pk.vk, proof, asg.public_inputs())
+    walls, phases = [], []
+    for _ in range(reps):
+        t: dict[str, float] = {}
+        t0 = time.perf_counter()
+        backend.prove(pk, asg, timings=t)
+        walls.append((time.perf_counter() - t0) * 1e3)
+        phases.append(t)
+    median_phases = {k: round(statistics.median(p[k] for p in phases) * 1e3, 3) for k in phases[0]}
+    return {"circuit": circuit_id, "constraints": asg.num_constraints, "domain": pk.domain_size,
+            "keygen_s": round(keygen, 2), "synthesis_s": round(synth, 2), "load_key_s": round(load, 3),
+            "verified": bool(verified), **stats_ms(walls), "phases_median_ms": median_phases,
+            "resident": backend.resident(pk), "accumulate_variant": dict(backend.msm.accumulate_variant),
+            "threads_per_sm": {g: t // backend.msm.k.num_sms for g, t in backend.msm.acc_threads.items()},
+            "max_window": backend.msm.max_window}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--ntt", default="20,24,27", help="log2 sizes of the NTTs")
+    ap.add_argument("--g1", default="20,22,24,26", help="log2 sizes of the G1 MSMs")
+    ap.add_argument("--g2", default="20,22", help="log2 sizes of the G2 MSMs")
+    ap.add_argument("--prove", default="mimc-18", help="circuit id for the whole proof ('' to skip)")
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--check", type=int, default=20, help="log2 size of the MSM checked against the CPU")
+    ap.add_argument("--sweep", type=int, default=None,
+                    help="log2 size at which the accumulation-kernel variants are compared first")
+    ap.add_argument("--window-sweep", type=int, default=None,
+                    help="log2 size at which G1 window-size caps are compared first")
+    ap.add_argument("--quick", action="store_true", help="small sizes only (a smoke test)")
+    ap.add_argument("--out", type=Path, default=None)
+    args = ap.parse_args()
+    if args.quick:
+        args.ntt, args.g1, args.g2, args.prove, args.reps, args.check = "16", "16", "14", "mimc-10", 3, 16
+
+    import cupy as cp
+
+    from cuzk.backends.cuda.device import properties
+    from cuzk.backends.cuda.module import get_module
+
+    t0 = time.perf_counter()
+    mod = get_module()
+    compile_s = time.perf_counter() - t0
+    sizes = {k: [int(x) for x in v.split(",") if x] for k, v in (("ntt", args.ntt), ("g1", args.g1),
+                                                                 ("g2", args.g2))}
+    results: dict[str, Any] = {"module_load_s": round(compile_s, 2), "module_source": mod.source}
+    results["ntt"] = bench_ntt(cp, sizes["ntt"], args.reps)
+    results["msm"] = (bench_msm(cp, "g1", sizes["g1"], args.reps, args.check, args.sweep, args.window_sweep)
+                      + bench_msm(cp, "g2", sizes["g2"], args.reps, None, args.sweep))
+    results["tuning"] = TUNING
+    if args.prove:
+        results["prove"] = bench_prove(args.prove, args.reps, TUNING)
+        print(json.dumps({k: v for k, v in results["prove"].items() if k != "samples_ms"}), flush=True)
+    p = properties()
+    payload = envelope("cuda", results, gpu={"name": p.name, "multiprocessors": p.multiprocessors,
+                                             "compute_capability": p.compute_capability,
+                                             "total_memory": p.total_memory, **nvidia_smi()},
+                       sppark_reference="shared/reference/sppark-anchor.md (H200, resident, median ms)",
+                       measured=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"))
+    path = write("cuda-h200", payload, args.out)
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()

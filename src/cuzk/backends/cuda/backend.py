@@ -1,0 +1,304 @@
+"""CudaBackend: Groth16 proofs with the H polynomial and all five MSMs on one CUDA device.
+
+The proof is the CPU prover's (cuzk.groth16.prover): the same density selection, the same r and s,
+and the same `assemble_proof` on the MSM results, so a proof with fixed r, s is byte-identical to
+the CPU backend's. Per proof:
+
+1. all device inputs are allocated at once (a, b, c padded to the domain, and the L/A/B witness
+   scalars), then copied on a separate stream through a pinned double buffer;
+2. the compute stream waits only for a, b, c, computes H (7 NTTs) and the H MSM while the witness
+   is still being selected and copied;
+3. the L, A, B_G1 and B_G2 MSMs skip scalars 0, add the bases of scalars 1, and run Pippenger on
+   the rest (the split of B is shared by B_G1 and B_G2);
+4. each phase drops its buffers as soon as it ends (they return to CuPy's pool for the next phase).
+
+Keys: `load_key` converts the five base vectors to device form once and keeps them resident when the
+memory plan allows; a vector that does not fit is streamed in chunks for each MSM instead.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import weakref
+from collections.abc import MutableMapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from cuzk.backends.base import DeviceInfo, ProverBackend
+from cuzk.backends.cuda import cuda_available
+from cuzk.backends.cuda.device import MemoryPlan, memory_info, properties
+from cuzk.backends.cuda.module import get_module
+from cuzk.backends.cuda.msm import RAW_BYTES, DeviceMsm, working_bytes
+from cuzk.backends.cuda.ntt import DeviceNtt
+from cuzk.errors import CuzkError
+from cuzk.field.constants import FR_GENERATOR, R_MODULUS
+from cuzk.groth16 import prover
+from cuzk.groth16.assignment import Assignment
+from cuzk.groth16.keys import HBasis, ProvingKey
+from cuzk.groth16.proof import Proof
+
+_STAGE_BYTES = 64 << 20
+_QUERIES = (("h", "g1"), ("l", "g1"), ("a", "g1"), ("b_g1", "g1"), ("b_g2", "g2"))
+
+
+class CudaUnavailableError(CuzkError):
+    """CUDA cannot be used here (no CuPy, no device, broken driver)."""
+
+
+class CudaDeviceError(CuzkError):
+    """A CUDA call failed during one job; the job fails, the backend stays usable if the device is."""
+
+
+@dataclass
+class _DeviceKey:
+    """A proving key's bases in device form; None for a vector that is streamed per MSM."""
+
+    bases: dict[str, Any] = field(default_factory=dict)
+
+    def nbytes(self) -> int:
+        return sum(int(b.nbytes) for b in self.bases.values() if b is not None)
+
+
+class _PinnedUploader:
+    """Host -> device copies on one stream through two pinned staging buffers: the CPU fills one
+    while the DMA engine drains the other, so pageable numpy arrays upload at close to PCIe speed."""
+
+    def __init__(self, cp: Any, stream: Any, chunk: int = _STAGE_BYTES) -> None:
+        self.cp = cp
+        self.stream = stream
+        self.chunk = chunk
+        import cupyx
+
+        self._host = [cupyx.empty_pinned(chunk, dtype=np.uint8) for _ in range(2)]
+        self._done: list[Any] = [None, None]
+
+    def upload(self, dst: Any, src: np.ndarray) -> None:
+        """Queue dst[...] = src on the stream (dst a C-contiguous device array of the same bytes)."""
+        flat = np.ascontiguousarray(src).reshape(-1).view(np.uint8)
+        if flat.nbytes != dst.nbytes:
+            raise ValueError(f"upload size mismatch: {flat.nbytes} host bytes, {dst.nbytes} device bytes")
+        runtime = self.cp.cuda.runtime
+        for k, off in enumerate(range(0, flat.nbytes, self.chunk)):
+            slot = k & 1
+            if self._done[slot] is not None:
+                self._done[slot].synchronize()
+            size = min(self.chunk, flat.nbytes - off)
+            self._host[slot][:size] = flat[off:off + size]
+            runtime.memcpyAsync(dst.data.ptr + off, self._host[slot].ctypes.data, size,
+                                runtime.memcpyHostToDevice, self.stream.ptr)
+            self._done[slot] = self.stream.record()
+
+
+class CudaBackend(ProverBackend):
+    """Proofs on one CUDA device. One proof at a time per instance (a device runs one job)."""
+
+    name = "cuda"
+
+    def __init__(self, device_id: int = 0, *, memory_margin: int | None = None) -> None:
+        reason = cuda_available()
+        if reason is not None:
+            raise CudaUnavailableError(reason)
+        import cupy
+
+        self._cp = cupy
+        self.device_id = device_id
+        self._device = cupy.cuda.Device(device_id)
+        with self._device:
+            self.kernels = get_module(device_id)
+            self.ntt = DeviceNtt(self.kernels)
+            self.msm = DeviceMsm(self.kernels)
+            self._compute = cupy.cuda.Stream(non_blocking=True)
+            self._copy = cupy.cuda.Stream(non_blocking=True)
+            self._uploader = _PinnedUploader(cupy, self._copy)
+        self.plan = MemoryPlan(device_id, memory_margin)
+        self.props = properties(device_id)
+        self._keys: weakref.WeakKeyDictionary[ProvingKey, _DeviceKey] = weakref.WeakKeyDictionary()
+        self._lock = threading.RLock()
+        self.current_job: str | None = None
+
+    # -- ProverBackend --------------------------------------------------------------------------------
+
+    def devices(self) -> list[DeviceInfo]:
+        free, total = memory_info(self.device_id)
+        p = self.props
+        return [DeviceInfo(name=p.name, kind="cuda", memory_total=total, memory_free=free,
+                           extra={"device_id": str(self.device_id), "multiprocessors": str(p.multiprocessors),
+                                  "compute_capability": p.compute_capability,
+                                  "resident_key_bytes": str(sum(k.nbytes() for k in self._keys.values())),
+                                  "current_job": self.current_job or ""})]
+
+    def load_key(self, pk: ProvingKey) -> None:
+        with self._lock, self._device:
+            if pk in self._keys:
+                return
+            dk = _DeviceKey()
+            reserve = self._working_bytes(pk)
+            self.plan.release_cached()
+            for name, group in _QUERIES:
+                raw = getattr(pk, name).raw
+                if self.plan.fits(raw.nbytes, reserve):
+                    dk.bases[name] = self.msm.upload_bases(group, raw)
+                else:
+                    dk.bases[name] = None
+            self._cp.cuda.Device().synchronize()
+            self._keys[pk] = dk
+
+    def unload_key(self, pk: ProvingKey) -> None:
+        with self._lock, self._device:
+            dk = self._keys.pop(pk, None)
+            if dk is not None:
+                dk.bases.clear()
+                self.plan.release_cached()
+
+    def resident(self, pk: ProvingKey) -> dict[str, bool]:
+        """Which of the key's vectors are resident on the device (the rest are streamed)."""
+        dk = self._keys.get(pk)
+        return {name: dk is not None and dk.bases.get(name) is not None for name, _ in _QUERIES}
+
+    def prove(self, pk: ProvingKey, asg: Assignment, *, r: int | None = None, s: int | None = None,
+              timings: MutableMapping[str, float] | None = None) -> Proof:
+        """One proof. `timings` (seconds) receives the CPU prover's keys (h, msm_h, msm_l, msm_a,
+        msm_b_g1, msm_b_g2, select, assemble) plus h2d_abc, h2d_witness (copy-stream time),
+        upload_wait (host time queuing copies) and results (device -> host of the sums)."""
+        with self._lock, self._device:
+            self.current_job = f"prove: {asg.num_constraints} constraints"
+            try:
+                return self._prove(pk, asg, r, s, timings if timings is not None else {})
+            except (self._cp.cuda.runtime.CUDARuntimeError, self._cp.cuda.driver.CUDADriverError,
+                    self._cp.cuda.memory.OutOfMemoryError) as exc:
+                raise CudaDeviceError(f"CUDA error on device {self.device_id}: {exc}") from exc
+            finally:
+                self.current_job = None
+
+    # -- internals ------------------------------------------------------------------------------------
+
+    @staticmethod
+    def _working_bytes(pk: ProvingKey) -> int:
+        """Device memory a proof needs besides the key: a, b, c, the witness scalars, MSM buffers."""
+        m = pk.domain_size
+        inputs = 32 * (3 * m + len(pk.l) + len(pk.a) + len(pk.b_g1))
+        largest = max(len(pk.h), len(pk.l), len(pk.a), len(pk.b_g1), 1)
+        return inputs + working_bytes("g1", largest) + working_bytes("g2", max(len(pk.b_g2), 1))
+
+    def _msm(self, group: str, bases: Any, raw: np.ndarray, scalars: Any, split: Any = None,
+             use_split: bool = True) -> Any:
+        """One MSM over resident bases, or streamed in chunks of what fits when bases is None."""
+        if bases is not None:
+            if use_split:
+                return self.msm.msm_split(group, bases, scalars, split)
+            return self.msm.msm(group, bases, scalars)
+        n = scalars.shape[0]
+        per_point = RAW_BYTES[group] * 2 + 4 * 32
+        chunk = max(1 << 16, self.plan.available() // per_point)
+        parts = []
+        for lo in range(0, n, chunk):
+            hi = min(n, lo + chunk)
+            dev = self.msm.upload_bases(group, raw[lo:hi])
+            sc = scalars[lo:hi]
+            parts.append(self.msm.msm_split(group, dev, sc) if use_split else self.msm.msm(group, dev, sc))
+            del dev
+        return self.msm.add(parts) if parts else self.msm.zero(group)
+
+    def _prove(self, pk: ProvingKey, asg: Assignment, r: int | None, s: int | None,
+               t: MutableMapping[str, float]) -> Proof:
+        cp, clock = self._cp, time.perf_counter
+        m = pk.domain_size
+        if asg.num_constraints > m:
+            raise prover.KeyMismatchError(f"the circuit has {asg.num_constraints} constraints but the key's "
+                                          f"domain holds {m}")
+        if pk not in self._keys:
+            self.load_key(pk)
+        dk = self._keys[pk]
+        log_n = m.bit_length() - 1
+        coefficients = pk.h_basis is HBasis.COEFFICIENTS
+        shift = FR_GENERATOR if coefficients else pk.odd_coset_shift
+        if shift is None:
+            raise prover.KeyMismatchError("an odd-coset proving key needs its coset shift")
+        root = pk.domain_root if pk.domain_root is not None else self.ntt.default_root(log_n)
+        nc = asg.num_constraints
+
+        start = clock()
+        q = prover.select_query_scalars(pk, asg)
+        t["select"] = clock() - start
+
+        def words(v: np.ndarray) -> np.ndarray:
+            return np.ascontiguousarray(v).view(np.uint32).reshape(-1, 8)
+
+        # 1. Every input buffer is allocated before any compute work is queued, so no buffer can
+        #    reuse memory that a still-running kernel reads (CuPy's pool is stream-ordered).
+        with self._compute:
+            abc = [cp.zeros((m, 8), dtype=cp.uint32) for _ in range(3)]
+            wit = {name: cp.empty((v.shape[0], 8), dtype=cp.uint32) for name, v in (("l", q.l), ("a", q.a),
+                                                                                   ("b", q.b))}
+            allocated = self._compute.record()
+        self._copy.wait_event(allocated)
+        start = clock()
+        copy_begin = self._copy.record()
+        for dst, src in zip(abc, (asg.a, asg.b, asg.c), strict=True):
+            if nc:
+                self._uploader.upload(dst[:nc], words(src))
+        abc_done = self._copy.record()
+        t_queue = clock() - start
+
+        # 2. H on the compute stream, overlapping the witness upload below.
+        with self._compute:
+            self._compute.wait_event(abc_done)
+            h_begin = self._compute.record()
+            for v in abc:
+                self.ntt.to_montgomery(v, nc)
+            h = self.ntt.h_quotient(*abc, log_n, root, shift, divide=coefficients)
+            del abc
+            self.ntt.from_montgomery(h)
+            h_end = self._compute.record()
+
+        start = clock()
+        for name, v in (("l", q.l), ("a", q.a), ("b", q.b)):
+            if v.shape[0]:
+                self._uploader.upload(wit[name], words(v))
+        wit_done = self._copy.record()
+        t["upload_wait"] = t_queue + clock() - start
+
+        with self._compute:
+            start = clock()
+            sums: dict[str, Any] = {}
+            h_scalars = h[: len(pk.h)]
+            sums["h"] = self._msm("g1", dk.bases["h"], pk.h.raw, h_scalars, use_split=False)
+            self._compute.synchronize()
+            del h, h_scalars
+            t["msm_h"] = clock() - start
+            t["h"] = cp.cuda.get_elapsed_time(h_begin, h_end) / 1e3
+
+            self._compute.wait_event(wit_done)
+            self._compute.synchronize()
+            t["h2d_abc"] = cp.cuda.get_elapsed_time(copy_begin, abc_done) / 1e3
+            t["h2d_witness"] = cp.cuda.get_elapsed_time(abc_done, wit_done) / 1e3
+            for key, name, group, sc in (("msm_l", "l", "g1", wit["l"]), ("msm_a", "a", "g1", wit["a"])):
+                start = clock()
+                sums[name] = self._msm(group, dk.bases[name], getattr(pk, name).raw, sc)
+                self._compute.synchronize()
+                t[key] = clock() - start
+            del wit["l"], wit["a"]
+            start = clock()
+            b_split = self.msm.split(wit["b"])
+            for key, name, group in (("msm_b_g1", "b_g1", "g1"), ("msm_b_g2", "b_g2", "g2")):
+                sums[name] = self._msm(group, dk.bases[name], getattr(pk, name).raw, wit["b"], b_split)
+                self._compute.synchronize()
+                t[key] = clock() - start
+                start = clock()
+            del wit, b_split
+
+            start = clock()
+            g1 = self.msm.to_points("g1", [sums[k] for k in ("h", "l", "a", "b_g1")])
+            g2 = self.msm.to_points("g2", [sums["b_g2"]])
+            t["results"] = clock() - start
+
+        start = clock()
+        proof = prover.assemble_proof(
+            pk.vk, prover.MsmResults(h=g1[0], l=g1[1], a=g1[2], b_g1=g1[3], b_g2=g2[0]),
+            prover.random_nonzero_scalar() if r is None else r % R_MODULUS,
+            prover.random_nonzero_scalar() if s is None else s % R_MODULUS)
+        t["assemble"] = clock() - start
+        return proof

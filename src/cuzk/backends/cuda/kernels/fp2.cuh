@@ -1,0 +1,35 @@
+// Fp2 = Fp[u]/(u^2 + 1), the field of G2 coordinates; c0 + c1*u, stored c0 then c1 (Montgomery).
+// It offers the same operations as fp_t so the curve code is one template for G1 and G2.
+#pragma once
+#include "fp.cuh"
+
+struct fp2_t {
+    fp_t c0, c1;
+
+    DEV static fp2_t zero() { return {fp_t::zero(), fp_t::zero()}; }
+    DEV static fp2_t one() { return {fp_t::one(), fp_t::zero()}; }
+    DEV bool is_zero() const { return c0.is_zero() && c1.is_zero(); }
+    DEV bool operator==(const fp2_t& b) const { return c0 == b.c0 && c1 == b.c1; }
+    DEV friend fp2_t operator+(const fp2_t& a, const fp2_t& b) { return {a.c0 + b.c0, a.c1 + b.c1}; }
+    DEV friend fp2_t operator-(const fp2_t& a, const fp2_t& b) { return {a.c0 - b.c0, a.c1 - b.c1}; }
+    DEV fp2_t operator-() const { return {-c0, -c1}; }
+    DEV fp2_t dbl() const { return {c0.dbl(), c1.dbl()}; }
+
+    // Karatsuba: three Fp products.
+    DEV_NOINLINE friend fp2_t operator*(const fp2_t& a, const fp2_t& b) {
+        const fp_t t0 = a.c0 * b.c0;
+        const fp_t t1 = a.c1 * b.c1;
+        const fp_t t2 = (a.c0 + a.c1) * (b.c0 + b.c1);
+        return {t0 - t1, t2 - t0 - t1};
+    }
+    // (c0 + c1 u)^2 = (c0 + c1)(c0 - c1) + 2 c0 c1 u: two Fp products.
+    DEV_NOINLINE fp2_t sqr() const {
+        const fp_t t = c0 * c1;
+        return {(c0 + c1) * (c0 - c1), t.dbl()};
+    }
+    // 1/(c0 + c1 u) = (c0 - c1 u) / (c0^2 + c1^2).
+    DEV_NOINLINE fp2_t inv() const {
+        const fp_t d = (c0.sqr() + c1.sqr()).inv();
+        return {c0 * d, -(c1 * d)};
+    }
+};

@@ -1,0 +1,254 @@
+// Multi-scalar multiplication sum_i s_i * P_i (Pippenger, signed windows, bucket sort), G1 and G2.
+//
+// 1. Digits. Each canonical scalar (< 2^255) is cut into W = ceil(256/c) windows of c bits and
+//    recoded to signed digits in [-2^(c-1), 2^(c-1)]; digit d of window w sends the base (negated
+//    when d < 0) to bucket key = w * 2^(c-1) + |d| - 1. Zero digits are dropped.
+// 2. Counting sort by key: msm_histogram counts, the host takes an exclusive prefix sum (offsets),
+//    msm_scatter writes each entry (base index | sign << 31) to its key's range.
+// 3. Accumulation: thread t owns entries [t*K, (t+1)*K) of the sorted array and adds each run of one
+//    key into an XYZZ accumulator (mixed additions). A bucket wholly inside one segment is written
+//    directly; a bucket that crosses segment boundaries leaves pieces (the tail piece of the segment
+//    where it starts, the head pieces of the following ones) that msm_combine adds up. Work per
+//    thread is K additions however skewed the buckets are.
+// 4. Reduction per window, sum_j (j+1) * bucket_j: each thread runs the running-sum trick over L
+//    consecutive buckets (S_p = chunk sum, T_p = weighted chunk sum), then
+//    sum = sum_p T_p + L * sum_p p * S_p, the last term from per-bit sums of S_p (xyzz_sum_bits).
+// 5. msm_window_sums gives each window's sum; the host combines them by Horner (c doublings per
+//    window in py-arkworks: a long serial chain that one GPU thread would run far slower).
+#pragma once
+#include "ntt.cu"
+
+DEV u32 window_bits(const fr_t& s, u32 off, u32 c) {
+    const u32 w = off >> 5, sh = off & 31;
+    if (w >= 8) return 0;
+    u64 x = s.v[w];
+    if (w + 1 < 8) x |= (u64)s.v[w + 1] << 32;
+    return (u32)(x >> sh) & ((1u << c) - 1);
+}
+
+// Signed digit of window w, given the carry from window w-1; returns |d| and sets neg and carry.
+DEV u32 signed_digit(const fr_t& s, u32 w, u32 c, u32& carry, u32& neg) {
+    const u32 raw = window_bits(s, w * c, c) + carry;
+    const u32 half = 1u << (c - 1);
+    if (raw > half) {
+        carry = 1; neg = 1;
+        return (1u << c) - raw;
+    }
+    carry = 0; neg = 0;
+    return raw;
+}
+
+KERNEL msm_histogram(const fr_t* scalars, u32 n, u32 c, u32 W, u32* counts) {
+    const u32 i = global_tid();
+    if (i >= n) return;
+    const fr_t s = load_struct(scalars + i);
+    const u32 B = 1u << (c - 1);
+    u32 carry = 0, neg = 0;
+    for (u32 w = 0; w < W; ++w) {
+        const u32 mag = signed_digit(s, w, c, carry, neg);
+        if (mag) atomicAdd(counts + w * B + mag - 1, 1u);
+    }
+}
+
+KERNEL msm_scatter(const fr_t* scalars, u32 n, u32 c, u32 W, const u32* index_map, u32* cursor, u32* sorted) {
+    const u32 i = global_tid();
+    if (i >= n) return;
+    const fr_t s = load_struct(scalars + i);
+    const u32 B = 1u << (c - 1);
+    const u32 base = index_map ? index_map[i] : i;
+    u32 carry = 0, neg = 0;
+    for (u32 w = 0; w < W; ++w) {
+        const u32 mag = signed_digit(s, w, c, carry, neg);
+        if (mag) {
+            const u32 pos = atomicAdd(cursor + w * B + mag - 1, 1u);
+            sorted[pos] = base | (neg << 31);
+        }
+    }
+}
+
+// flags[i] = 0 (scalar 0), 1 (scalar 1) or 2 (anything else): the 0/1 split of witness MSMs.
+KERNEL msm_classify(const fr_t* scalars, u32 n, u8* flags) {
+    const u32 i = global_tid();
+    if (i >= n) return;
+    const fr_t s = load_struct(scalars + i);
+    u32 high = 0;
+    UNROLL for (int q = 1; q < 8; ++q) high |= s.v[q];
+    flags[i] = (u8)(high || s.v[0] > 1 ? 2 : s.v[0]);
+}
+
+template <class A, class X>
+DEV void accumulate(const u32* sorted, const u32* offsets, u32 nkeys, u32 total, u32 K, const A* bases,
+                    X* buckets, X* first, X* last) {
+    const u32 t = global_tid();
+    const u64 start64 = (u64)t * K;
+    if (start64 >= total) return;
+    const u32 start = (u32)start64;
+    const u32 end = (u32)(start64 + K < total ? start64 + K : total);
+    u32 lo = 0, hi = nkeys;  // offsets[lo] <= start < offsets[hi]
+    while (hi - lo > 1) {
+        const u32 mid = (lo + hi) >> 1;
+        if (offsets[mid] <= start) lo = mid; else hi = mid;
+    }
+    u32 k = lo, pos = start;
+    while (pos < end) {
+        u32 kend = offsets[k + 1];
+        while (kend <= pos) kend = offsets[++k + 1];
+        const u32 run_end = kend < end ? kend : end;
+        X acc = X::inf();
+        u32 e = sorted[pos];
+        A p = load_struct(bases + (e & 0x7fffffffu));
+        for (u32 q = pos; q < run_end; ++q) {
+            // Issue the next gather before this addition so its latency overlaps the arithmetic.
+            const u32 e_next = q + 1 < run_end ? sorted[q + 1] : e;
+            const A p_next = load_struct(bases + (e_next & 0x7fffffffu));
+            acc.add_affine((e >> 31) ? p.neg() : p);
+            e = e_next;
+            p = p_next;
+        }
+        const bool starts = offsets[k] >= start, ends = kend <= end;
+        if (starts && ends) store_struct(buckets + k, acc);
+        else if (!starts) store_struct(first + t, acc);
+        else store_struct(last + t, acc);
+        pos = run_end;
+        ++k;
+    }
+}
+
+template <class X>
+DEV void combine(const u32* offsets, u32 nkeys, u32 K, X* buckets, const X* first, const X* last) {
+    const u32 k = global_tid();
+    if (k >= nkeys) return;
+    const u32 a = offsets[k], b = offsets[k + 1];
+    if (b <= a) return;
+    const u32 t0 = a / K, t1 = (b - 1) / K;
+    if (t0 == t1) return;
+    X acc = load_struct(last + t0);
+    for (u32 t = t0 + 1; t <= t1; ++t) acc.add(load_struct(first + t));
+    store_struct(buckets + k, acc);
+}
+
+// Thread id = w * P + p over buckets [id * L, (id + 1) * L): S = sum, T = sum (j - id*L + 1) * bucket_j.
+template <class X>
+DEV void runsum(const X* buckets, u32 logL, u32 nthreads, X* S, X* T) {
+    const u32 id = global_tid();
+    if (id >= nthreads) return;
+    const X* q = buckets + ((u64)id << logL);
+    X run = X::inf(), tot = X::inf();
+    for (int j = (int)(1u << logL) - 1; j >= 0; --j) {
+        run.add(load_struct(q + j));
+        tot.add(run);
+    }
+    store_struct(S + id, run);
+    store_struct(T + id, tot);
+}
+
+// For each group g of M points and b in [0, nbits]: partial sums over chunks of `chunk` points of
+// in[g*M + j] for the j with bit b set (b < nbits) or all j (b == nbits).
+// out[(g * (nbits + 1) + b) * Q + q], Q = ceil(M / chunk). With nbits = 0 it is a plain chunked sum.
+template <class X>
+DEV void sum_bits(const X* in, u32 groups, u32 M, u32 nbits, u32 chunk, X* out) {
+    const u32 Q = (M + chunk - 1) / chunk;
+    const u32 id = global_tid();
+    if (id >= groups * (nbits + 1) * Q) return;
+    const u32 q = id % Q, gb = id / Q;
+    const u32 b = gb % (nbits + 1), g = gb / (nbits + 1);
+    const u32 j0 = q * chunk, j1 = j0 + chunk < M ? j0 + chunk : M;
+    X acc = X::inf();
+    for (u32 j = j0; j < j1; ++j)
+        if (b == nbits || ((j >> b) & 1u)) acc.add(load_struct(in + (u64)g * M + j));
+    store_struct(out + id, acc);
+}
+
+// Thread w < W: R_w = V_w + L * sum_b 2^b U_(w,b), the window's sum_j (j+1) bucket_j. The host then
+// combines the windows (sum_w 2^(c w) R_w, Horner with c doublings per window).
+template <class X>
+DEV void window_sums(const X* U, const X* V, u32 W, u32 nbitsP, u32 logL, X* out) {
+    const u32 w = global_tid();
+    if (w >= W) return;
+    X r = X::inf();
+    for (int b = (int)nbitsP - 1; b >= 0; --b) {
+        r.dbl();
+        r.add(load_struct(U + w * (nbitsP + 1) + b));
+    }
+    for (u32 i = 0; i < logL; ++i) r.dbl();
+    r.add(load_struct(V + w));
+    store_struct(out + w, r);
+}
+
+// Partial sums of the bases whose scalar is exactly 1 (flags from msm_classify), `chunk` per thread.
+template <class A, class X>
+DEV void sum_ones(const A* bases, const u8* flags, u32 n, u32 chunk, X* out) {
+    const u32 q = global_tid();
+    const u64 j0 = (u64)q * chunk;
+    if (j0 >= n) return;
+    const u32 j1 = (u32)(j0 + chunk < n ? j0 + chunk : n);
+    X acc = X::inf();
+    for (u32 j = (u32)j0; j < j1; ++j)
+        if (flags[j] == 1) acc.add_affine(load_struct(bases + j));
+    store_struct(out + q, acc);
+}
+
+// Curve test hook: op 0: a + b (mixed), 1: 2a + 2b (full XYZZ addition), 2: 2a.
+template <class A, class X>
+DEV void ec_op(u32 op, const A* a, const A* b, X* out, u32 n) {
+    const u32 i = global_tid();
+    if (i >= n) return;
+    const A pa = load_struct(a + i), pb = load_struct(b + i);
+    X x = X::inf();
+    x.add_affine(pa);
+    if (op == 0) {
+        x.add_affine(pb);
+    } else if (op == 1) {
+        X y = X::inf();
+        y.add_affine(pb);
+        x.dbl();
+        y.dbl();
+        x.add(y);
+    } else {
+        x.dbl();
+    }
+    store_struct(out + i, x);
+}
+
+// The accumulation kernel in occupancy variants: _oB asks the compiler to fit B blocks of 128 threads
+// per multiprocessor (fewer registers, more warps to hide the latency of the carry chains). DeviceMsm
+// picks one per group (`accumulate_variant`).
+#define CUZK_ACC_KERNEL(G, SUFFIX, BLOCKS)                                                               \
+    KERNEL LAUNCH_BOUNDS2(128, BLOCKS) msm_accumulate_##G##SUFFIX(                                       \
+        const u32* sorted, const u32* offsets, u32 nkeys, u32 total, u32 K, const G##_affine* bases,     \
+        G##_xyzz* buckets, G##_xyzz* first, G##_xyzz* last) {                                           \
+        accumulate<G##_affine, G##_xyzz>(sorted, offsets, nkeys, total, K, bases, buckets, first, last); \
+    }
+
+CUZK_ACC_KERNEL(g1, _o1, 1)
+CUZK_ACC_KERNEL(g1, _o3, 3)
+CUZK_ACC_KERNEL(g1, _o4, 4)
+CUZK_ACC_KERNEL(g2, _o1, 1)
+CUZK_ACC_KERNEL(g2, _o2, 2)
+CUZK_ACC_KERNEL(g2, _o3, 3)
+
+#define CUZK_MSM_KERNELS(G)                                                                              \
+    KERNEL msm_combine_##G(const u32* offsets, u32 nkeys, u32 K, G##_xyzz* buckets,                      \
+                           const G##_xyzz* first, const G##_xyzz* last) {                                \
+        combine<G##_xyzz>(offsets, nkeys, K, buckets, first, last);                                      \
+    }                                                                                                    \
+    KERNEL msm_runsum_##G(const G##_xyzz* buckets, u32 logL, u32 nthreads, G##_xyzz* S, G##_xyzz* T) {   \
+        runsum<G##_xyzz>(buckets, logL, nthreads, S, T);                                                 \
+    }                                                                                                    \
+    KERNEL xyzz_sum_bits_##G(const G##_xyzz* in, u32 groups, u32 M, u32 nbits, u32 chunk,               \
+                             G##_xyzz* out) {                                                            \
+        sum_bits<G##_xyzz>(in, groups, M, nbits, chunk, out);                                            \
+    }                                                                                                    \
+    KERNEL msm_window_sums_##G(const G##_xyzz* U, const G##_xyzz* V, u32 W, u32 nbitsP, u32 logL,        \
+                               G##_xyzz* out) {                                                          \
+        window_sums<G##_xyzz>(U, V, W, nbitsP, logL, out);                                               \
+    }                                                                                                    \
+    KERNEL msm_sum_ones_##G(const G##_affine* bases, const u8* flags, u32 n, u32 chunk, G##_xyzz* out) { \
+        sum_ones<G##_affine, G##_xyzz>(bases, flags, n, chunk, out);                                     \
+    }                                                                                                    \
+    KERNEL ec_test_##G(u32 op, const G##_affine* a, const G##_affine* b, G##_xyzz* out, u32 n) {         \
+        ec_op<G##_affine, G##_xyzz>(op, a, b, out, n);                                                   \
+    }
+
+CUZK_MSM_KERNELS(g1)
+CUZK_MSM_KERNELS(g2)

@@ -1,0 +1,158 @@
+// Number-theoretic transforms over Fr, in place on (n, 8) Montgomery arrays, n = 2^L <= 2^28.
+//
+// A radix-2 transform of 2^L points is cut into passes of S <= 10 stages each; one block runs C
+// independent sub-transforms of 2^S points (stride 2^lo apart, C neighbouring columns so loads
+// are contiguous) in shared memory, then writes back: three sweeps over memory at 2^27.
+//
+// DIF (natural in, bit-reversed out) passes go from the top index bits down; DIT (bit-reversed in,
+// natural out) from the bottom up. Between passes the four-step identity is used: a pass on bits
+// [lo, lo+S) of a sub-problem of 2^(lo+S) points is a plain 2^S-point DFT over the pass bits (root
+// w_(2^S)) followed (DIF) or preceded (DIT) by the twiddle w_(2^(lo+S))^(l * bitrev_S(t)), l being
+// the low index bits and t the position inside the sub-transform. Roots come from tables:
+//   inner[k] = w_(2^I)^k, k < 2^(I-1), I = min(L, 10)          (the in-pass stages)
+//   w^e = tw_lo[e mod 2^14] * tw_hi[e >> 14]                    (the between-pass twiddles)
+// where w is the domain's root of order 2^L and w_(2^j) = w^(2^(L-j)).
+#pragma once
+#include "convert.cu"
+
+#define NTT_TW_SPLIT 14
+
+DEV fr_t tw_pow(const fr_t* lo, const fr_t* hi, u32 e) {
+    fr_t w = load_struct(lo + (e & ((1u << NTT_TW_SPLIT) - 1)));
+    const u32 h = e >> NTT_TW_SPLIT;
+    if (h) w = w * load_struct(hi + h);
+    return w;
+}
+
+// Shared memory holds the block's E elements limb-major (limb q of element e at q*E + e), so a
+// warp touching consecutive elements touches consecutive banks.
+DEV fr_t sm_get(const u32* sm, u32 E, u32 e) {
+    fr_t r;
+    UNROLL for (int q = 0; q < 8; ++q) r.v[q] = sm[q * E + e];
+    return r;
+}
+DEV void sm_put(u32* sm, u32 E, u32 e, const fr_t& x) {
+    UNROLL for (int q = 0; q < 8; ++q) sm[q * E + e] = x.v[q];
+}
+
+// Natural -> bit-reversed. Launch: 2^(L-S)/C blocks of C*2^(S-1) threads, C*2^S*32 bytes of shared
+// memory; C = 2^logC <= 2^lo.
+BLOCK_KERNEL LAUNCH_BOUNDS(512) ntt_dif_pass(fr_t* data, u32 log_n, u32 lo, u32 S, u32 logC, u32 inner_log,
+                                             const fr_t* inner, const fr_t* tw_lo, const fr_t* tw_hi) {
+    DYN_SMEM(u32, sm);
+    const u32 C = 1u << logC, E = C << S;
+    const u32 col0 = blockIdx.x << logC;
+    const u32 l0 = col0 & ((1u << lo) - 1);
+    const u64 base = ((u64)(col0 >> lo) << (lo + S)) + l0;
+    BLOCK_THREADS(tid) {
+        for (u32 e = tid; e < E; e += blockDim.x)
+            sm_put(sm, E, e, load_struct(data + base + ((u64)(e >> logC) << lo) + (e & (C - 1))));
+    }
+    SYNC();
+    for (int s = (int)S - 1; s >= 0; --s) {
+        BLOCK_THREADS(tid) {
+            for (u32 q = tid; q < E / 2; q += blockDim.x) {
+                const u32 c = q & (C - 1), r = q >> logC;
+                const u32 j = r & ((1u << s) - 1);
+                const u32 t0 = ((r >> s) << (s + 1)) | j;
+                const u32 e0 = (t0 << logC) | c, e1 = ((t0 + (1u << s)) << logC) | c;
+                const fr_t u = sm_get(sm, E, e0), v = sm_get(sm, E, e1);
+                sm_put(sm, E, e0, u + v);
+                fr_t d = u - v;
+                if (j) d = d * load_struct(inner + (j << (inner_log - 1 - s)));
+                sm_put(sm, E, e1, d);
+            }
+        }
+        SYNC();
+    }
+    BLOCK_THREADS(tid) {
+        for (u32 e = tid; e < E; e += blockDim.x) {
+            const u32 c = e & (C - 1), t = e >> logC;
+            fr_t x = sm_get(sm, E, e);
+            if (lo) {
+                const u32 ex = ((l0 + c) * bit_reverse(t, S)) << (log_n - lo - S);
+                if (ex) x = x * tw_pow(tw_lo, tw_hi, ex);
+            }
+            store_struct(data + base + ((u64)t << lo) + c, x);
+        }
+    }
+}
+
+// Bit-reversed -> natural; same launch shape as ntt_dif_pass, passes from lo = 0 upwards.
+BLOCK_KERNEL LAUNCH_BOUNDS(512) ntt_dit_pass(fr_t* data, u32 log_n, u32 lo, u32 S, u32 logC, u32 inner_log,
+                                             const fr_t* inner, const fr_t* tw_lo, const fr_t* tw_hi) {
+    DYN_SMEM(u32, sm);
+    const u32 C = 1u << logC, E = C << S;
+    const u32 col0 = blockIdx.x << logC;
+    const u32 l0 = col0 & ((1u << lo) - 1);
+    const u64 base = ((u64)(col0 >> lo) << (lo + S)) + l0;
+    BLOCK_THREADS(tid) {
+        for (u32 e = tid; e < E; e += blockDim.x) {
+            const u32 c = e & (C - 1), t = e >> logC;
+            fr_t x = load_struct(data + base + ((u64)t << lo) + c);
+            if (lo) {
+                const u32 ex = ((l0 + c) * bit_reverse(t, S)) << (log_n - lo - S);
+                if (ex) x = x * tw_pow(tw_lo, tw_hi, ex);
+            }
+            sm_put(sm, E, e, x);
+        }
+    }
+    SYNC();
+    for (u32 s = 0; s < S; ++s) {
+        BLOCK_THREADS(tid) {
+            for (u32 q = tid; q < E / 2; q += blockDim.x) {
+                const u32 c = q & (C - 1), r = q >> logC;
+                const u32 j = r & ((1u << s) - 1);
+                const u32 t0 = ((r >> s) << (s + 1)) | j;
+                const u32 e0 = (t0 << logC) | c, e1 = ((t0 + (1u << s)) << logC) | c;
+                const fr_t u = sm_get(sm, E, e0);
+                fr_t v = sm_get(sm, E, e1);
+                if (j) v = v * load_struct(inner + (j << (inner_log - 1 - s)));
+                sm_put(sm, E, e0, u + v);
+                sm_put(sm, E, e1, u - v);
+            }
+        }
+        SYNC();
+    }
+    BLOCK_THREADS(tid) {
+        for (u32 e = tid; e < E; e += blockDim.x)
+            store_struct(data + base + ((u64)(e >> logC) << lo) + (e & (C - 1)), sm_get(sm, E, e));
+    }
+}
+
+// In-place bit-reversal permutation; each pair is swapped by its smaller index.
+KERNEL ntt_bitrev(fr_t* data, u32 log_n) {
+    const u32 i = global_tid();
+    if (i >= (1u << log_n)) return;
+    const u32 j = bit_reverse(i, log_n);
+    if (i < j) {
+        const fr_t a = load_struct(data + i), b = load_struct(data + j);
+        store_struct(data + i, b);
+        store_struct(data + j, a);
+    }
+}
+
+// a[i] *= scale * g^k with k = i (or bitrev_L(i) when `bitrev`), g^k = g_lo[k mod 2^14] * g_hi[k >> 14].
+// Either part may be absent (null table, null scale). This is the coset shift and the 1/n of
+// inverse transforms, one sweep over memory.
+KERNEL fr_mul_powers(fr_t* a, u32 n, u32 log_n, const fr_t* g_lo, const fr_t* g_hi, const fr_t* scale,
+                     u32 bitrev) {
+    const u32 i = global_tid();
+    if (i >= n) return;
+    fr_t x = load_struct(a + i);
+    if (g_lo) {
+        const u32 k = bitrev ? bit_reverse(i, log_n) : i;
+        if (k) x = x * tw_pow(g_lo, g_hi, k);
+    }
+    if (scale) x = x * load_struct(scale);
+    store_struct(a + i, x);
+}
+
+// a[i] = (a[i] * b[i] - c[i]) * z_inv (z_inv optional): the quotient of the H polynomial on a coset.
+KERNEL fr_h_combine(fr_t* a, const fr_t* b, const fr_t* c, u32 n, const fr_t* z_inv) {
+    const u32 i = global_tid();
+    if (i >= n) return;
+    fr_t x = load_struct(a + i) * load_struct(b + i) - load_struct(c + i);
+    if (z_inv) x = x * load_struct(z_inv);
+    store_struct(a + i, x);
+}

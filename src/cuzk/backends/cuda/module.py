@@ -1,0 +1,158 @@
+"""Compiling cuzk's CUDA kernels at run time (CuPy RawModule through NVRTC) and launching them.
+
+The kernel files under ``kernels/`` are joined into one translation unit in dependency order (their
+local ``#include`` lines exist for standalone ``nvcc`` checks and are dropped here), so the
+compiled-module cache key, a hash of the full source and the options, changes whenever any file
+does. CuPy keeps the cubins on disk; we point its cache at ``$CUZK_KERNEL_CACHE`` (default
+``$XDG_CACHE_HOME/cuzk/kernels``) so that a restarted daemon loads them in milliseconds instead of
+recompiling for minutes (NVRTC spends 1-4 CPU-minutes on the G1/G2 curve kernels). An
+ahead-of-time nvcc build (`build_cubin`) placed in that directory is used in preference. CuPy adds
+``-arch=sm_XX`` for the current device itself (sm_90 on an H100/H200), producing native code rather
+than PTX for the driver to JIT.
+
+Everything that drives kernels (ntt.py, msm.py) talks to a `KernelModule`: ``launch`` plus ``xp``
+(the array module). Tests on machines without a GPU can substitute an object with the same
+interface.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+KERNEL_DIR = Path(__file__).parent / "kernels"
+#: Dependency order: each file only uses what the files before it define.
+SOURCE_FILES = ("common.cuh", "mont.cuh", "fp.cuh", "fr.cuh", "fp2.cuh", "ec.cuh", "convert.cu", "ntt.cu",
+                "msm.cu")
+NVRTC_OPTIONS = ("--std=c++17", "-DCUZK_NVRTC=1")
+
+_LOCAL_INCLUDE = re.compile(r'^\s*#\s*(include\s+"[^"]+"|pragma\s+once)\s*$', re.MULTILINE)
+
+
+def kernel_source() -> str:
+    """All kernel files as one translation unit, with their local includes removed."""
+    parts = []
+    for name in SOURCE_FILES:
+        text = (KERNEL_DIR / name).read_text()
+        parts.append(f"// ---- {name}\n" + _LOCAL_INCLUDE.sub("", text))
+    return "\n".join(parts)
+
+
+def source_digest() -> str:
+    """Names a compiled module: any change of a kernel file or of the options gives a new name."""
+    return hashlib.sha256((kernel_source() + repr(NVRTC_OPTIONS)).encode()).hexdigest()[:20]
+
+
+def cubin_path(arch: str, directory: Path | None = None) -> Path:
+    """Where an ahead-of-time build of the current source for `arch` (e.g. "sm_90") is looked for."""
+    return (directory or kernel_cache_dir()) / f"cuzk-{source_digest()}-{arch}.cubin"
+
+
+def build_cubin(arch: str = "sm_90", directory: Path | None = None, nvcc: str = "nvcc") -> Path:
+    """Compile the kernels ahead of time with nvcc (a minute of CPU) into `cubin_path(arch)`.
+
+    A process that finds this file loads it instead of running NVRTC, e.g. after building the
+    cubin once on a machine with the CUDA toolkit and shipping it with a deployment.
+    """
+    if shutil.which(nvcc) is None:
+        raise FileNotFoundError(f"{nvcc} not found")
+    out = cubin_path(arch, directory)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / "cuzk_kernels.cu"
+        src.write_text(kernel_source())
+        tmp_out = Path(tmp) / out.name
+        subprocess.run([nvcc, "-cubin", f"-arch={arch}", *NVRTC_OPTIONS, "-o", str(tmp_out), str(src)],
+                       check=True, capture_output=True, text=True)
+        shutil.move(str(tmp_out), out)
+    return out
+
+
+def kernel_cache_dir() -> Path:
+    """Where compiled kernels are kept between processes."""
+    explicit = os.environ.get("CUZK_KERNEL_CACHE")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "cuzk" / "kernels"
+
+
+class KernelModule:
+    """The compiled kernels of one device, with CuPy arrays as ``xp``."""
+
+    def __init__(self, device_id: int = 0) -> None:
+        import cupy
+
+        self.xp = cupy
+        self.device_id = device_id
+        cache = kernel_cache_dir()
+        cache.mkdir(parents=True, exist_ok=True)
+        # CuPy reads the variable at compile time; only set it when the user has not chosen one.
+        os.environ.setdefault("CUPY_CACHE_DIR", str(cache))
+        with cupy.cuda.Device(device_id):
+            props = cupy.cuda.runtime.getDeviceProperties(device_id)
+            self.num_sms = int(props["multiProcessorCount"])
+            aot = cubin_path(f"sm_{props['major']}{props['minor']}", cache)
+            self.source = "cubin" if aot.exists() else "nvrtc"
+            if aot.exists():
+                self._module = cupy.RawModule(path=str(aot))
+            else:
+                self._module = cupy.RawModule(code=kernel_source(), options=NVRTC_OPTIONS)
+                self._module.compile()
+        self._functions: dict[str, Any] = {}
+
+    def function(self, name: str) -> Any:
+        fn = self._functions.get(name)
+        if fn is None:
+            fn = self._functions[name] = self._module.get_function(name)
+        return fn
+
+    def launch(self, name: str, grid: int, block: int, args: tuple | list, shared_mem: int = 0) -> None:
+        """Launch on the current stream. Python ints become u32, None a null pointer."""
+        conv = []
+        for a in args:
+            if a is None:
+                conv.append(np.uint64(0))
+            elif isinstance(a, int):
+                if not 0 <= a < 1 << 32:
+                    raise ValueError(f"{name}: integer argument {a} does not fit in u32")
+                conv.append(np.uint32(a))
+            else:
+                conv.append(a)
+        self.function(name)((int(grid),), (int(block),), tuple(conv), shared_mem=int(shared_mem))
+
+    def launch1d(self, name: str, n: int, args: tuple | list, block: int = 256) -> None:
+        """One thread per item, `block` threads a block."""
+        if n > 0:
+            self.launch(name, (n + block - 1) // block, block, args)
+
+    def to_host(self, a: Any) -> np.ndarray:
+        return self.xp.asnumpy(a)
+
+    def to_device(self, a: np.ndarray) -> Any:
+        return self.xp.asarray(a)
+
+    def synchronize(self) -> None:
+        self.xp.cuda.get_current_stream().synchronize()
+
+
+_MODULES: dict[int, KernelModule] = {}
+_MODULES_LOCK = threading.Lock()
+
+
+def get_module(device_id: int = 0) -> KernelModule:
+    """The process-wide compiled module of a device (compiled, or loaded from the cache, once)."""
+    with _MODULES_LOCK:
+        mod = _MODULES.get(device_id)
+        if mod is None:
+            mod = _MODULES[device_id] = KernelModule(device_id)
+        return mod

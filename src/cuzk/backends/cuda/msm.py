@@ -1,0 +1,356 @@
+"""G1/G2 multi-scalar multiplication on the device (driving kernels/msm.cu).
+
+Data on the device:
+
+* bases: (n, 24) u32 for G1, (n, 48) for G2 — affine Montgomery coordinates (x, y), G2 as
+  (x.c0, x.c1, y.c0, y.c1); infinity is (0, 0). Made from blstrs bytes by `upload_bases`.
+* scalars: (n, 8) u32 canonical little-endian (the CPU's (n, 4) uint64 arrays, viewed).
+* results: `Partial` sums, a few XYZZ points (k, 48) / (k, 96) u32 with a doubling count each,
+  standing for sum_i 2^shift_i * P_i. `to_points` brings them to the host in one copy, divides by
+  ZZ/ZZZ with Python integers and finishes the sum with py-arkworks (Horner over the window
+  shifts: a serial chain of doublings, which one GPU thread would run much slower than the host).
+
+`msm` is Pippenger with signed windows and a counting sort of (bucket, base) pairs; `msm_split`
+first sums the bases whose scalar is 1 by plain additions, drops the 0s, and runs `msm` on the rest
+(a tail that is small for the mostly-binary witnesses of SHA-256 circuits).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from cuzk.curve.encoding import g1_from_uncompressed, g2_from_uncompressed
+from cuzk.curve.points import G1Point, G2Point, Scalar
+from cuzk.field.constants import P_MODULUS
+
+GROUPS = ("g1", "g2")
+AFFINE_WORDS = {"g1": 24, "g2": 48}
+XYZZ_WORDS = {"g1": 48, "g2": 96}
+RAW_BYTES = {"g1": 96, "g2": 192}
+_FP_BYTES = 48
+_FP_WORDS = 12
+#: Window sizes considered by the cost model (c bits; 2^(c-1) buckets per window).
+MIN_WINDOW, MAX_WINDOW = 4, 22
+#: The cap DeviceMsm applies: measured on an H200 (2026-11-29, G1 2^24) c = 16 took 382 ms, c = 18
+#: 504 ms, c = 20 432 ms; the model's c = 20 loses to more, shorter bucket runs at c = 16.
+DEFAULT_MAX_WINDOW = 16
+#: Points converted per launch when bases are uploaded (bounds the staging memory).
+UPLOAD_CHUNK = 1 << 22
+_BLOCK = 256
+_ACC_BLOCK = 128
+#: Occupancy variants of the accumulation kernel (kernels/msm.cu, CUZK_ACC_KERNEL) and the defaults,
+#: with the grid size (threads per multiprocessor), fastest on an H200 at 2^22 (run of 2026-11-29:
+#: G1 _o3 at 1024 115.6 ms against _o1 at 1024 146.7 ms; G2 _o1 at 256 313 ms, _o3 at 1024 409 ms).
+ACCUMULATE_VARIANTS = {"g1": ("_o1", "_o3", "_o4"), "g2": ("_o1", "_o2", "_o3")}
+DEFAULT_ACCUMULATE = {"g1": "_o3", "g2": "_o1"}
+DEFAULT_THREADS_PER_SM = {"g1": 1024, "g2": 256}
+#: Bucket reduction: running sums over 2^REDUCE_LOG_L buckets per thread, tree sums of SUM_CHUNK
+#: points per thread and level. Short serial chains: these kernels run few threads, so each
+#: thread's chain of dependent additions is what they take.
+REDUCE_LOG_L = 4
+SUM_CHUNK = 8
+
+
+def window_size(n: int, max_window: int = MAX_WINDOW) -> int:
+    """The c minimising the additions W*(n + 4*2^(c-1)), W = ceil(256/c): accumulation plus the bucket
+    reduction (running sums and per-bit sums, about 4 additions per bucket); ties to the smaller c."""
+    best, best_cost = MIN_WINDOW, None
+    for c in range(MIN_WINDOW, max(MIN_WINDOW, max_window) + 1):
+        cost = -(-256 // c) * (n + 4 * (1 << (c - 1)))
+        if best_cost is None or cost < best_cost:
+            best, best_cost = c, cost
+    return best
+
+
+def num_windows(c: int) -> int:
+    return -(-256 // c)
+
+
+def working_bytes(group: str, n: int) -> int:
+    """Device memory one MSM batch of n scalars needs beyond bases and scalars: sorted entries,
+    counts/offsets/cursors, buckets, segment pieces (at most 2^18 threads), the 0/1 split's flags,
+    indices and gathered tail, and 64 MiB of slack."""
+    c = window_size(n, DEFAULT_MAX_WINDOW)
+    w = num_windows(c)
+    keys = w << (c - 1)
+    xyzz = XYZZ_WORDS[group] * 4
+    return 4 * n * w + 12 * keys + keys * xyzz + 2 * (1 << 18) * xyzz + 37 * n + (64 << 20)
+
+
+@dataclass(frozen=True)
+class Partial:
+    """sum_i 2^shifts[i] * points[i]: an MSM result still on the device (points: (k, words) XYZZ)."""
+
+    points: Any
+    shifts: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class ScalarSplit:
+    """The 0/1 split of one scalar vector (shared by the MSMs that use the same scalars)."""
+
+    flags: Any  #: u8 per scalar: 0, 1 or 2 (other)
+    tail_index: Any  #: u32 indices of the "other" scalars
+    tail_scalars: Any  #: (len(tail_index), 8) u32
+
+
+class DeviceMsm:
+    """MSMs on one device. `threads_per_sm` sizes the accumulation grid (segments of equal work; None:
+    the per-group defaults), `max_window` caps the window size, `max_batch` the scalars per batch."""
+
+    def __init__(self, kernels: Any, *, threads_per_sm: int | None = None, max_batch: int | None = None,
+                 max_window: int = DEFAULT_MAX_WINDOW) -> None:
+        self.k = kernels
+        self.xp = kernels.xp
+        self.acc_threads = {g: max(1, kernels.num_sms * (threads_per_sm or DEFAULT_THREADS_PER_SM[g]))
+                            for g in GROUPS}
+        self.max_batch = max_batch
+        self.max_window = max_window
+        self.accumulate_variant = dict(DEFAULT_ACCUMULATE)
+        #: When a dict (CUDA only), device time per MSM phase is added to it, in ms (for benchmarks).
+        self.profile: dict[str, float] | None = None
+        self._marks: list[tuple[str, Any]] = []
+
+    def _mark(self, phase: str) -> None:
+        """Record a CUDA event ending `phase` (no-op unless profiling)."""
+        if self.profile is None:
+            return
+        ev = self.xp.cuda.Event()
+        ev.record()
+        if phase and self._marks:
+            ev.synchronize()
+            self.profile[phase] = self.profile.get(phase, 0.0) + self.xp.cuda.get_elapsed_time(self._marks[-1][1], ev)
+        self._marks[:] = [(phase, ev)]
+
+    # -- bases and results ------------------------------------------------------------------------------
+
+    def upload_bases(self, group: str, raw: np.ndarray, out: Any = None) -> Any:
+        """blstrs uncompressed bytes (n, 96|192) -> device affine Montgomery points (into `out`)."""
+        width = RAW_BYTES[group]
+        if raw.ndim != 2 or raw.shape[1] != width or raw.dtype != np.uint8:
+            raise ValueError(f"{group} bases must be an (n, {width}) uint8 array, got {raw.dtype} {raw.shape}")
+        n = raw.shape[0]
+        xp = self.xp
+        if out is None:
+            out = xp.empty((n, AFFINE_WORDS[group]), dtype=xp.uint32)
+        for lo in range(0, n, UPLOAD_CHUNK):
+            hi = min(n, lo + UPLOAD_CHUNK)
+            chunk = self.k.to_device(np.ascontiguousarray(raw[lo:hi])).view(xp.uint32)
+            self.k.launch1d(f"{group}_from_blstrs", hi - lo, (chunk, hi - lo, out[lo:hi]), _BLOCK)
+            del chunk
+        return out
+
+    def infinity(self, group: str, count: int = 1) -> Any:
+        return self.xp.zeros((count, XYZZ_WORDS[group]), dtype=self.xp.uint32)
+
+    def zero(self, group: str) -> Partial:
+        return Partial(self.infinity(group), (0,))
+
+    def xyzz_to_points(self, group: str, xyzz: Any) -> list[G1Point] | list[G2Point]:
+        """Each XYZZ device point as a py-arkworks point (the decoder checks it is on the curve)."""
+        return [_to_point(group, row) for row in self.k.to_host(xyzz)]
+
+    def to_points(self, group: str, partials: Sequence[Partial]) -> list[G1Point] | list[G2Point]:
+        """Finish device results: one copy to the host for all of them, then sum_i 2^shift_i P_i each."""
+        if not partials:
+            return []
+        rows = self.k.to_host(self.xp.concatenate([p.points for p in partials], axis=0))
+        identity = G1Point.identity() if group == "g1" else G2Point.identity()
+        out, k = [], 0
+        for p in partials:
+            by_shift: dict[int, Any] = {}
+            for row, shift in zip(rows[k:k + len(p.shifts)], p.shifts, strict=True):
+                by_shift[shift] = by_shift.get(shift, identity) + _to_point(group, row)
+            k += len(p.shifts)
+            acc, cur = identity, None
+            for shift in sorted(by_shift, reverse=True):
+                if cur is not None and cur > shift:
+                    acc = acc * Scalar.from_le_bytes((1 << (cur - shift)).to_bytes(32, "little"))
+                acc = acc + by_shift[shift]
+                cur = shift
+            if cur:
+                acc = acc * Scalar.from_le_bytes((1 << cur).to_bytes(32, "little"))
+            out.append(acc)
+        return out
+
+    # -- sums -----------------------------------------------------------------------------------------
+
+    def sum_points(self, group: str, points: Any, groups: int = 1, nbits: int = 0) -> Any:
+        """Per group of M = len/groups XYZZ points: the plain sum (nbits = 0), or for each b < nbits
+        the sum of the points whose index has bit b set, then the plain sum: (groups*(nbits+1), w)."""
+        count = points.shape[0] // groups
+        if count == 0:
+            return self.infinity(group, groups * (nbits + 1))
+        out = self._sum_level(group, points, groups, count, nbits, min(count, SUM_CHUNK))
+        groups *= nbits + 1
+        count = -(-count // SUM_CHUNK)
+        while count > 1:
+            out = self._sum_level(group, out, groups, count, 0, SUM_CHUNK)
+            count = -(-count // SUM_CHUNK)
+        return out
+
+    def _sum_level(self, group: str, points: Any, groups: int, m: int, nbits: int, chunk: int) -> Any:
+        parts = -(-m // chunk)
+        threads = groups * (nbits + 1) * parts
+        out = self.xp.empty((threads, XYZZ_WORDS[group]), dtype=self.xp.uint32)
+        self.k.launch1d(f"xyzz_sum_bits_{group}", threads, (points, groups, m, nbits, chunk, out), _ACC_BLOCK)
+        return out
+
+    def add(self, parts: Sequence[Partial]) -> Partial:
+        """The sum of several partial results (nothing is computed until `to_points`)."""
+        if len(parts) == 1:
+            return parts[0]
+        return Partial(self.xp.concatenate([p.points for p in parts], axis=0),
+                       tuple(s for p in parts for s in p.shifts))
+
+    # -- MSM ------------------------------------------------------------------------------------------
+
+    def msm(self, group: str, bases: Any, scalars: Any, index_map: Any = None) -> Partial:
+        """sum_i scalars[i] * bases[index_map[i] or i]; batched over the scalars when one batch's sort
+        buffers would not fit (`max_batch`)."""
+        n = scalars.shape[0]
+        if scalars.ndim != 2 or scalars.shape[1] != 8 or scalars.dtype != np.uint32:
+            raise ValueError(f"scalars must be an (n, 8) uint32 array, got {scalars.dtype} {scalars.shape}")
+        if index_map is None and bases.shape[0] < n:
+            raise ValueError(f"MSM length mismatch: {bases.shape[0]} bases, {n} scalars")
+        if n == 0:
+            return self.zero(group)
+        batch = n if self.max_batch is None else max(1, self.max_batch)
+        batch = min(batch, (1 << 32) // num_windows(window_size(batch, self.max_window)) - 1, 1 << 31)
+        parts = []
+        for lo in range(0, n, batch):
+            hi = min(n, lo + batch)
+            if index_map is None:
+                parts.append(self._msm_batch(group, bases[lo:hi], scalars[lo:hi], None))
+            else:
+                parts.append(self._msm_batch(group, bases, scalars[lo:hi], index_map[lo:hi]))
+        return self.add(parts)
+
+    def _msm_batch(self, group: str, bases: Any, scalars: Any, index_map: Any) -> Partial:
+        xp, k = self.xp, self.k
+        n = scalars.shape[0]
+        c = window_size(n, self.max_window)
+        w = num_windows(c)
+        nkeys = w << (c - 1)
+        words = XYZZ_WORDS[group]
+
+        # Counting sort of (bucket key, base) pairs: counts -> offsets -> scatter.
+        self._mark("")
+        counts = xp.zeros(nkeys + 1, dtype=xp.uint32)
+        k.launch1d("msm_histogram", n, (scalars, n, c, w, counts[1:]), _BLOCK)
+        offsets = xp.cumsum(counts, dtype=xp.uint32)
+        del counts
+        total = int(offsets[-1])
+        if total == 0:
+            return self.zero(group)
+        cursor = offsets[:nkeys].copy()
+        entries = xp.empty(total, dtype=xp.uint32)
+        k.launch1d("msm_scatter", n, (scalars, n, c, w, index_map, cursor, entries), _BLOCK)
+        del cursor
+        self._mark("sort")
+
+        # Accumulation in equal segments, then the buckets that straddle segments.
+        per = -(-total // min(total, self.acc_threads[group]))
+        threads = -(-total // per)
+        buckets = xp.zeros((nkeys, words), dtype=xp.uint32)
+        first = xp.empty((threads, words), dtype=xp.uint32)
+        last = xp.empty((threads, words), dtype=xp.uint32)
+        k.launch1d(f"msm_accumulate_{group}{self.accumulate_variant[group]}", threads,
+                   (entries, offsets, nkeys, total, per, bases, buckets, first, last), _ACC_BLOCK)
+        self._mark("accumulate")
+        k.launch1d(f"msm_combine_{group}", nkeys, (offsets, nkeys, per, buckets, first, last), _ACC_BLOCK)
+        del entries, first, last, offsets
+        self._mark("combine")
+        out = self._reduce_windows(group, buckets, c, w)
+        self._mark("reduce")
+        return out
+
+    def _reduce_windows(self, group: str, buckets: Any, c: int, w: int) -> Partial:
+        """The window sums sum_j (j+1) bucket_(w,j), weighted 2^(c w) (kernels/msm.cu, steps 4, 5)."""
+        xp, k = self.xp, self.k
+        words = XYZZ_WORDS[group]
+        log_l = min(REDUCE_LOG_L, c - 1)
+        log_p = c - 1 - log_l
+        chunks = w << log_p
+        sums = xp.empty((chunks, words), dtype=xp.uint32)
+        weighted = xp.empty((chunks, words), dtype=xp.uint32)
+        k.launch1d(f"msm_runsum_{group}", chunks, (buckets, log_l, chunks, sums, weighted), _ACC_BLOCK)
+        del buckets
+        bit_sums = self.sum_points(group, sums, groups=w, nbits=log_p)
+        weighted_sums = self.sum_points(group, weighted, groups=w)
+        out = xp.empty((w, words), dtype=xp.uint32)
+        k.launch1d("msm_window_sums_" + group, w, (bit_sums, weighted_sums, w, log_p, log_l, out), 32)
+        return Partial(out, tuple(c * i for i in range(w)))
+
+    # -- the 0/1 split ----------------------------------------------------------------------------------
+
+    def split(self, scalars: Any) -> ScalarSplit:
+        """Classify scalars as 0, 1 or other, and gather the others (with their indices)."""
+        xp = self.xp
+        n = scalars.shape[0]
+        flags = xp.empty(n, dtype=xp.uint8)
+        self.k.launch1d("msm_classify", n, (scalars, n, flags), _BLOCK)
+        idx = xp.flatnonzero(flags == 2).astype(xp.uint32)
+        return ScalarSplit(flags=flags, tail_index=idx, tail_scalars=xp.ascontiguousarray(scalars[idx]))
+
+    def sum_ones(self, group: str, bases: Any, flags: Any) -> Partial:
+        """The sum of the bases whose flag is 1, by plain (mixed) additions in parallel chunks."""
+        n = flags.shape[0]
+        if n == 0:
+            return self.zero(group)
+        chunk = max(1, -(-n // self.acc_threads[group]))
+        parts = -(-n // chunk)
+        out = self.xp.empty((parts, XYZZ_WORDS[group]), dtype=self.xp.uint32)
+        self.k.launch1d(f"msm_sum_ones_{group}", parts, (bases, flags, n, chunk, out), _ACC_BLOCK)
+        return Partial(self.sum_points(group, out), (0,))
+
+    def msm_split(self, group: str, bases: Any, scalars: Any, split: ScalarSplit | None = None) -> Partial:
+        """The same sum as `msm`, with scalars 0 skipped and scalars 1 added without Pippenger."""
+        if scalars.shape[0] == 0:
+            return self.zero(group)
+        if bases.shape[0] < scalars.shape[0]:
+            raise ValueError(f"MSM length mismatch: {bases.shape[0]} bases, {scalars.shape[0]} scalars")
+        split = self.split(scalars) if split is None else split
+        ones = self.sum_ones(group, bases, split.flags)
+        if split.tail_index.shape[0] == 0:
+            return ones
+        tail = self.msm(group, bases, split.tail_scalars, split.tail_index)
+        return self.add([ones, tail])
+
+
+def _fp(words: np.ndarray) -> int:
+    return int.from_bytes(np.ascontiguousarray(words).tobytes(), "little")
+
+
+def _to_point(group: str, row: np.ndarray) -> G1Point | G2Point:
+    """One XYZZ row (Montgomery limbs) -> py-arkworks point: x = X/ZZ, y = Y/ZZZ. The Montgomery
+    factors cancel in the quotients, so the results are canonical."""
+    p = P_MODULUS
+    n = _FP_WORDS if group == "g1" else 2 * _FP_WORDS
+    X, Y, ZZ, ZZZ = (row[i * n:(i + 1) * n] for i in range(4))
+    if group == "g1":
+        zz, zzz = _fp(ZZ), _fp(ZZZ)
+        if zz == 0:
+            return G1Point.identity()
+        x = _fp(X) * pow(zz, -1, p) % p
+        y = _fp(Y) * pow(zzz, -1, p) % p
+        return g1_from_uncompressed(x.to_bytes(_FP_BYTES, "big") + y.to_bytes(_FP_BYTES, "big"), checked=False)
+
+    def fp2(words: np.ndarray) -> tuple[int, int]:
+        return _fp(words[:_FP_WORDS]), _fp(words[_FP_WORDS:])
+
+    def div(a: tuple[int, int], b: tuple[int, int]) -> tuple[int, int]:
+        d = pow((b[0] * b[0] + b[1] * b[1]) % p, -1, p)
+        inv = (b[0] * d % p, -b[1] * d % p)
+        return (a[0] * inv[0] - a[1] * inv[1]) % p, (a[0] * inv[1] + a[1] * inv[0]) % p
+
+    zz = fp2(ZZ)
+    if zz == (0, 0):
+        return G2Point.identity()
+    x, y = div(fp2(X), zz), div(fp2(Y), fp2(ZZZ))
+    raw = b"".join(v.to_bytes(_FP_BYTES, "big") for v in (x[1], x[0], y[1], y[0]))
+    return g2_from_uncompressed(raw, checked=False)

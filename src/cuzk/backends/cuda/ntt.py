@@ -1,0 +1,243 @@
+"""NTTs over Fr on the device, and the Groth16 H polynomial built from them.
+
+Arrays are (n, 8) uint32 Montgomery, the same bytes as the CPU's (n, 4) uint64 arrays. The kernels
+(kernels/ntt.cu) provide two in-place transforms, DIF (natural order in, bit-reversed out) and DIT
+(bit-reversed in, natural out), a bit-reversal permutation and a "multiply by scale * g^i" sweep.
+The natural-order transforms of `cuzk.field.ntt.Domain` are DIF + permutation; the H polynomial
+pairs DIF with DIT so that only its final inverse transform needs a permutation.
+
+Roots: a domain of 2^L points uses the root `omega` of order 2^L (bellperson's by default, any other
+of that exact order for snarkjs keys) and the roots w_(2^j) = omega^(2^(L-j)) of its sub-transforms;
+all twiddle tables derive from omega, so one transform uses one consistent family of roots.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from cuzk.field import fr_vec
+from cuzk.field.constants import FR_GENERATOR, R_MODULUS, fr_root_of_unity
+
+#: Largest transform: 2^28 points (u32 indices in the kernels, 8 GiB per vector).
+MAX_LOG_SIZE = 28
+#: Stages one kernel pass runs in shared memory (2^10 points = 32 KiB).
+MAX_PASS_LOG = 10
+#: Split of twiddle exponents: w^e = lo[e mod 2^14] * hi[e >> 14].
+_TW_SPLIT = 14
+_BLOCK = 256
+
+
+def mont_words(x: int) -> np.ndarray:
+    """The Montgomery form of x as 8 little-endian u32 words (one kernel-side fr_t)."""
+    return fr_vec.mont(x % R_MODULUS).view(np.uint32)
+
+
+def _powers_words(x: int, count: int) -> np.ndarray:
+    """[x^0 .. x^(count-1)] Montgomery, as a (count, 8) u32 array."""
+    return np.ascontiguousarray(fr_vec.powers(x % R_MODULUS, count)).view(np.uint32).reshape(count, 8)
+
+
+@dataclass(frozen=True)
+class _RootTables:
+    """Everything a transform of 2^log_n points by `root` reads, resident on the device."""
+
+    inner_log: int
+    inner: Any  #: w_(2^I)^k, k < 2^(I-1), I = min(L, MAX_PASS_LOG)
+    tw_lo: Any  #: root^k, k < min(n, 2^14)
+    tw_hi: Any  #: root^(2^14 k), k < ceil(n / 2^14)
+
+
+@dataclass(frozen=True)
+class _PowerTables:
+    lo: Any
+    hi: Any
+
+
+class DeviceNtt:
+    """Radix-2 NTTs of up to 2^28 points on one device (see kernels/ntt.cu for the schedule)."""
+
+    def __init__(self, kernels: Any, *, max_pass_log: int = MAX_PASS_LOG) -> None:
+        if not 1 <= max_pass_log <= MAX_PASS_LOG:
+            raise ValueError(f"max_pass_log must be in [1, {MAX_PASS_LOG}]")
+        self.k = kernels
+        self.xp = kernels.xp
+        self.max_pass_log = max_pass_log
+        self._roots: dict[tuple[int, int], _RootTables] = {}
+        self._powers: dict[tuple[int, int], _PowerTables] = {}
+        self._consts: dict[int, Any] = {}
+
+    # -- tables -------------------------------------------------------------------------------------
+
+    def clear_tables(self) -> None:
+        """Drop every cached table (a few MiB per domain size)."""
+        self._roots.clear()
+        self._powers.clear()
+        self._consts.clear()
+
+    def _const(self, x: int) -> Any:
+        x %= R_MODULUS
+        c = self._consts.get(x)
+        if c is None:
+            c = self._consts[x] = self.k.to_device(mont_words(x).reshape(1, 8))
+        return c
+
+    def _power_tables(self, g: int, log_n: int) -> _PowerTables:
+        key = (g % R_MODULUS, log_n)
+        t = self._powers.get(key)
+        if t is None:
+            n = 1 << log_n
+            n_lo = min(n, 1 << _TW_SPLIT)
+            n_hi = max(1, -(-n // (1 << _TW_SPLIT)))
+            t = self._powers[key] = _PowerTables(
+                lo=self.k.to_device(_powers_words(g, n_lo)),
+                hi=self.k.to_device(_powers_words(pow(g, 1 << _TW_SPLIT, R_MODULUS), n_hi)))
+        return t
+
+    def _root_tables(self, log_n: int, root: int) -> _RootTables:
+        key = (log_n, root)
+        t = self._roots.get(key)
+        if t is None:
+            inner_log = min(log_n, MAX_PASS_LOG)
+            w_inner = pow(root, 1 << (log_n - inner_log), R_MODULUS)
+            p = self._power_tables(root, log_n)
+            inner = self.k.to_device(_powers_words(w_inner, max(1, 1 << max(inner_log - 1, 0))))
+            t = self._roots[key] = _RootTables(inner_log, inner, p.lo, p.hi)
+        return t
+
+    # -- primitives -----------------------------------------------------------------------------------
+
+    def _passes(self, log_n: int) -> list[int]:
+        """Stages per pass: the fewest passes of at most max_pass_log stages, sizes balanced."""
+        if log_n == 0:
+            return []
+        passes = -(-log_n // self.max_pass_log)
+        return [log_n // passes + (1 if i < log_n % passes else 0) for i in range(passes)]
+
+    def _check(self, a: Any, log_n: int) -> None:
+        if not 0 <= log_n <= MAX_LOG_SIZE:
+            raise ValueError(f"log_n must be in [0, {MAX_LOG_SIZE}], got {log_n}")
+        if a.shape != (1 << log_n, 8) or a.dtype != np.uint32:
+            raise ValueError(f"expected a ({1 << log_n}, 8) uint32 array, got {a.dtype} {a.shape}")
+
+    def _run_pass(self, kernel: str, a: Any, log_n: int, lo: int, stages: int, t: _RootTables) -> None:
+        log_c = min(lo, MAX_PASS_LOG - stages)
+        elems = 1 << (stages + log_c)
+        blocks = 1 << (log_n - stages - log_c)
+        self.k.launch(kernel, blocks, elems // 2,
+                      (a, log_n, lo, stages, log_c, t.inner_log, t.inner, t.tw_lo, t.tw_hi),
+                      shared_mem=elems * 32)
+
+    def dif(self, a: Any, log_n: int, root: int) -> Any:
+        """In place: natural-order coefficients -> evaluations at root^i, bit-reversed positions."""
+        self._check(a, log_n)
+        t = self._root_tables(log_n, root)
+        hi = log_n
+        for stages in self._passes(log_n):
+            hi -= stages
+            self._run_pass("ntt_dif_pass", a, log_n, hi, stages, t)
+        return a
+
+    def dit(self, a: Any, log_n: int, root: int) -> Any:
+        """In place: bit-reversed coefficients -> evaluations at root^i in natural order."""
+        self._check(a, log_n)
+        t = self._root_tables(log_n, root)
+        lo = 0
+        for stages in self._passes(log_n):
+            self._run_pass("ntt_dit_pass", a, log_n, lo, stages, t)
+            lo += stages
+        return a
+
+    def bitrev(self, a: Any, log_n: int) -> Any:
+        self._check(a, log_n)
+        if log_n:
+            self.k.launch1d("ntt_bitrev", 1 << log_n, (a, log_n), _BLOCK)
+        return a
+
+    def mul_powers(self, a: Any, log_n: int, g: int | None = None, scale: int | None = None,
+                   bitrev: bool = False) -> Any:
+        """a[i] *= scale * g^k, k = i or bitrev(i): coset shifts and the 1/n of inverse transforms."""
+        n = a.shape[0]
+        tables = self._power_tables(g, log_n) if g is not None else None
+        self.k.launch1d("fr_mul_powers", n, (a, n, log_n, tables.lo if tables else None,
+                                             tables.hi if tables else None,
+                                             self._const(scale) if scale is not None else None,
+                                             1 if bitrev else 0), _BLOCK)
+        return a
+
+    # -- natural-order transforms (cuzk.field.ntt.Domain semantics) -----------------------------------
+
+    @staticmethod
+    def default_root(log_n: int) -> int:
+        return fr_root_of_unity(log_n)
+
+    def ntt(self, a: Any, log_n: int, root: int | None = None) -> Any:
+        """In place: coefficients -> evaluations at root^i (natural order both ways)."""
+        root = self.default_root(log_n) if root is None else root
+        return self.bitrev(self.dif(a, log_n, root), log_n)
+
+    def intt(self, a: Any, log_n: int, root: int | None = None) -> Any:
+        """In place: evaluations at root^i -> coefficients."""
+        root = self.default_root(log_n) if root is None else root
+        self.bitrev(self.dif(a, log_n, pow(root, -1, R_MODULUS)), log_n)
+        return self.mul_powers(a, log_n, scale=pow(1 << log_n, -1, R_MODULUS))
+
+    def coset_ntt(self, a: Any, log_n: int, shift: int = FR_GENERATOR, root: int | None = None) -> Any:
+        """In place: coefficients -> evaluations at shift * root^i."""
+        root = self.default_root(log_n) if root is None else root
+        self.mul_powers(a, log_n, g=shift)
+        return self.ntt(a, log_n, root)
+
+    def icoset_ntt(self, a: Any, log_n: int, shift: int = FR_GENERATOR, root: int | None = None) -> Any:
+        """In place: evaluations at shift * root^i -> coefficients."""
+        root = self.default_root(log_n) if root is None else root
+        self.bitrev(self.dif(a, log_n, pow(root, -1, R_MODULUS)), log_n)
+        return self.mul_powers(a, log_n, g=pow(shift, -1, R_MODULUS), scale=pow(1 << log_n, -1, R_MODULUS))
+
+    # -- Groth16 --------------------------------------------------------------------------------------
+
+    def to_coset_evaluations(self, a: Any, log_n: int, root: int, shift: int) -> Any:
+        """In place: evaluations on <root> -> evaluations on shift * <root>, natural order.
+
+        Inverse DIF (leaves coefficients bit-reversed), scale by shift^i / n at the bit-reversed
+        positions, forward DIT (bit-reversed in, natural out): no permutation pass.
+        """
+        n_inv = pow(1 << log_n, -1, R_MODULUS)
+        self.dif(a, log_n, pow(root, -1, R_MODULUS))
+        self.mul_powers(a, log_n, g=shift, scale=n_inv, bitrev=True)
+        return self.dit(a, log_n, root)
+
+    def h_quotient(self, a: Any, b: Any, c: Any, log_n: int, root: int | None = None,
+                   shift: int = FR_GENERATOR, divide: bool = True) -> Any:
+        """The H polynomial of Groth16 from the per-constraint evaluations of A, B, C (Montgomery,
+        zero-padded to 2^log_n, all overwritten). Returns `a`, holding:
+
+        * divide=True (bellperson): the coefficients of (A*B - C) / Z, Z = x^n - 1 being the
+          constant shift^n - 1 on the coset; the top coefficient is zero.
+        * divide=False (snarkjs odd coset): the evaluations of A*B - C on shift * <root>.
+        """
+        root = self.default_root(log_n) if root is None else root
+        for v in (a, b, c):
+            self.to_coset_evaluations(v, log_n, root, shift)
+        n = 1 << log_n
+        z_inv = None
+        if divide:
+            z = (pow(shift, n, R_MODULUS) - 1) % R_MODULUS
+            z_inv = self._const(pow(z, -1, R_MODULUS))
+        self.k.launch1d("fr_h_combine", n, (a, b, c, n, z_inv), _BLOCK)
+        if divide:
+            self.icoset_ntt(a, log_n, shift, root)
+        return a
+
+    def to_montgomery(self, a: Any, n: int | None = None) -> Any:
+        n = a.shape[0] if n is None else n
+        self.k.launch1d("fr_to_mont", n, (a, n), _BLOCK)
+        return a
+
+    def from_montgomery(self, a: Any, n: int | None = None) -> Any:
+        n = a.shape[0] if n is None else n
+        self.k.launch1d("fr_from_mont", n, (a, n), _BLOCK)
+        return a
+

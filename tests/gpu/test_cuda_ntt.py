@@ -1,0 +1,91 @@
+"""Device NTTs against the CPU Domain (natural order, inverse, cosets) and the H polynomial against
+the CPU prover's compute_h."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from cuzk.backends.cuda.ntt import DeviceNtt
+from cuzk.circuits.registry import lookup
+from cuzk.field import fr_vec
+from cuzk.field.constants import FR_GENERATOR, R_MODULUS, fr_root_of_unity
+from cuzk.field.ntt import Domain
+from cuzk.groth16.assignment import Assignment
+from cuzk.groth16.prover import compute_h
+from cuzk.groth16.synthesis import synthesize_for_proving
+
+pytestmark = pytest.mark.gpu
+
+
+def _random_mont(n: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    a = rng.integers(0, 2**64, size=(n, 4), dtype=np.uint64)
+    a[:, 3] &= np.uint64(2**62 - 1)  # below r
+    return fr_vec.to_montgomery(a)
+
+
+def _sizes(emulated: bool) -> list[int]:
+    return [0, 1, 2, 3, 7, 10, 11, 16] + ([] if emulated else [20, 22])
+
+
+def _run(kernels, ntt: DeviceNtt, fn, host: np.ndarray) -> np.ndarray:
+    d = kernels.to_device(host.view(np.uint32).reshape(-1, 8))
+    fn(d)
+    return kernels.to_host(d).view(np.uint64).reshape(-1, 4)
+
+
+@pytest.mark.parametrize("max_pass_log", [10, 4])
+def test_transforms_match_cpu_domain(kernels, emulated: bool, max_pass_log: int) -> None:
+    ntt = DeviceNtt(kernels, max_pass_log=max_pass_log)
+    for log_n in _sizes(emulated):
+        if max_pass_log < 10 and log_n > 11:
+            continue
+        dom = Domain(log_n)
+        x = _random_mont(1 << log_n, log_n)
+        cases = [
+            ("ntt", dom.ntt, lambda v, L=log_n: ntt.ntt(v, L)),
+            ("intt", dom.intt, lambda v, L=log_n: ntt.intt(v, L)),
+            ("coset", lambda v, d=dom: d.coset_ntt(v, FR_GENERATOR), lambda v, L=log_n: ntt.coset_ntt(v, L)),
+            ("icoset", lambda v, d=dom: d.icoset_ntt(v, FR_GENERATOR), lambda v, L=log_n: ntt.icoset_ntt(v, L)),
+        ]
+        for name, cpu, dev in cases:
+            assert np.array_equal(_run(kernels, ntt, dev, x), cpu(x.copy())), (name, log_n)
+
+
+def test_edge_inputs_and_other_roots(kernels) -> None:
+    """Zero and one vectors, and a root other than bellperson's (snarkjs keys pick their own)."""
+    ntt = DeviceNtt(kernels)
+    log_n = 9
+    n = 1 << log_n
+    root = pow(fr_root_of_unity(log_n), 5, R_MODULUS)  # odd power: still of order exactly 2^9
+    dom = Domain(log_n, root)
+    zero = np.zeros((n, 4), np.uint64)
+    one = np.tile(fr_vec.mont(1), (n, 1))
+    for x in (zero, one, _random_mont(n, 3)):
+        assert np.array_equal(_run(kernels, ntt, lambda v: ntt.ntt(v, log_n, root), x), dom.ntt(x.copy()))
+        assert np.array_equal(_run(kernels, ntt, lambda v: ntt.icoset_ntt(v, log_n, 5, root), x),
+                              dom.icoset_ntt(x.copy(), 5))
+    assert np.array_equal(_run(kernels, ntt, lambda v: ntt.ntt(v, log_n), zero), zero)
+
+
+@pytest.mark.parametrize("circuit_id", ["mimc-10", "bits-3"])
+def test_h_polynomial_matches_cpu_prover(kernels, mimc_params, bits_params, circuit_id: str) -> None:
+    params = mimc_params if circuit_id == "mimc-10" else bits_params
+    pk = params.pk
+    asg = Assignment.from_proving_assignment(
+        synthesize_for_proving(lookup(circuit_id).example(random.Random(4)), check=True))
+    m = pk.domain_size
+    log_n = m.bit_length() - 1
+    ntt = DeviceNtt(kernels)
+    vecs = []
+    for v in (asg.a, asg.b, asg.c):
+        d = kernels.xp.zeros((m, 8), dtype=kernels.xp.uint32)
+        d[: v.shape[0]] = kernels.to_device(np.ascontiguousarray(v).view(np.uint32).reshape(-1, 8))
+        vecs.append(ntt.to_montgomery(d))
+    h = ntt.h_quotient(*vecs, log_n, pk.domain_root)
+    ntt.from_montgomery(h)
+    got = kernels.to_host(h[: m - 1]).view(np.uint64).reshape(-1, 4)
+    assert np.array_equal(got, compute_h(pk, asg))
