@@ -3,6 +3,10 @@
 Readiness is polled through grpc.health.v1 (never by sleeping or reading logs). The daemon listens
 on a unix socket in the test's directory, on a free loopback TCP port and serves HTTP /status and
 /metrics on another. Test-circuit parameters are generated once per session and copied in.
+
+Each daemon keeps its state (pid file, journal, logs) in its own directory, and stops without a
+shutdown grace unless a test asks for one; $XDG_STATE_HOME points into the session's temporary
+directory so that a daemon started without a state directory never touches the user's.
 """
 
 from __future__ import annotations
@@ -33,6 +37,14 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def private_state_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    home = tmp_path_factory.mktemp("xdg-state")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("XDG_STATE_HOME", str(home))
+        yield home
 
 
 @dataclass
@@ -93,7 +105,8 @@ def start_daemon(root: Path, params: Path, *, expect_ready: bool = True, **secti
     tcp_addr = f"127.0.0.1:{free_port()}"
     http_addr = f"127.0.0.1:{free_port()}"
     data: dict[str, dict[str, Any]] = {
-        "daemon": {"listen": [unix_addr, tcp_addr], "status_listen": http_addr},
+        "daemon": {"listen": [unix_addr, tcp_addr], "status_listen": http_addr, "state_dir": str(root / "state"),
+                   "shutdown_grace": "0s"},
         "srs": {"param_cache": str(cache)},
         "memory": {"total_budget": "3GiB", "eviction_min_idle": "0s"},
         "debug": {"test_circuits": True},

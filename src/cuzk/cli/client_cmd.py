@@ -8,6 +8,9 @@ comes back FAILED, CANCELLED or TIMEOUT.
 sent as vanilla_proof), --vanilla FILE (a JSON array of base64 strings, Go's [][]byte, or a raw
 single proof; sent as vanilla_proofs), the numeric fields, and hex for randomness and commitments.
 Test circuits (daemons with [debug] test_circuits = true): --kind test --test-circuit mimc-8.
+
+Every `cuzk prove` result names the daemon instance and config fingerprint that produced it, and
+`--expect-config FINGERPRINT` refuses to submit to a daemon running any other configuration.
 """
 
 from __future__ import annotations
@@ -22,6 +25,13 @@ from typing import Any
 
 import grpc
 
+from cuzk.daemon.attribution import (
+    DaemonRef,
+    add_expect_config_argument,
+    changed_during,
+    identify_daemon,
+    require_config,
+)
 from cuzk.errors import CuzkError
 from cuzk.server._gen import proving_pb2 as pb
 from cuzk.server.client import (
@@ -67,6 +77,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     prove.add_argument("--out", "-o", type=Path, help="write the proof bytes here")
     prove.add_argument("--timeout", type=float, default=0.0,
                        help="give up waiting after this many seconds (the job keeps running; 0 = wait)")
+    add_expect_config_argument(prove)
     prove.set_defaults(handler=cmd_prove)
 
     status = sub.add_parser("status", help="a daemon's devices, parameters, queues and counters")
@@ -157,24 +168,43 @@ def _submit_request(args: argparse.Namespace) -> pb.SubmitProofRequest:
     )
 
 
+def _identify_after(client: CuzkClient) -> DaemonRef | None:
+    try:
+        return identify_daemon(client)
+    except CuzkError:
+        return None
+
+
 def cmd_prove(args: argparse.Namespace) -> int:
     request = _submit_request(args)
     with _client(args, timeout=None) as client:
+        client.timeout = 30.0
+        daemon = identify_daemon(client)
+        client.timeout = None
+        require_config(daemon, args.expect_config)
         try:
             submitted = client.submit(request)
             result = client.await_proof(submitted.job_id, round(args.timeout * 1000))
         except grpc.RpcError as err:
             raise _rpc_error(client.addr, err) from None
+        client.timeout = 30.0
+        after = _identify_after(client)
     status = STATUS_NAMES.get(result.status, str(result.status))
+    restarted = changed_during(daemon, after)
     if args.out is not None and result.proof:
         args.out.write_bytes(result.proof)
     if args.json:
         out = to_dict(result)
         out["proof_hex"] = result.proof.hex()
+        out["daemon"] = daemon.as_dict()
+        if restarted and after is not None:
+            out["daemon_after"] = after.as_dict()
+            out["warning"] = restarted
         print(json.dumps(out, indent=2))
     else:
         print(f"status:   {status}")
         print(f"job id:   {result.job_id}")
+        print(f"daemon:   {daemon.label()}")
         if result.error_message:
             print(f"error:    {result.error_message}")
         print(f"timings:  total {result.total_ms} ms = queue {result.queue_wait_ms} + srs {result.srs_load_ms} "
@@ -183,6 +213,10 @@ def cmd_prove(args: argparse.Namespace) -> int:
         if result.proof:
             where = f", written to {args.out}" if args.out is not None else ""
             print(f"proof:    {len(result.proof)} bytes ({len(result.proof) // 192} partition proofs){where}")
+    if restarted:
+        print(f"cuzk: warning: {restarted}", file=sys.stderr)
+        if args.expect_config and after is not None:
+            require_config(after, args.expect_config)
     return 0 if result.status == pb.AwaitProofResponse.COMPLETED else 1
 
 

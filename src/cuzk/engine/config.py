@@ -44,6 +44,7 @@ _DURATION_PART_RE = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)")
 LOG_LEVELS = ("trace", "debug", "info", "warn", "warning", "error")
 LOG_FORMATS = ("text", "json")
 DISCONNECT_POLICIES = ("finish", "cancel")
+RESTART_POLICIES = ("requeue", "fail")
 BACKENDS = ("auto", "cpu", "cuda")
 
 
@@ -139,6 +140,19 @@ class DaemonConfig:
     result_retention: float = 3600.0
     #: cuzk-py: at most this many finished jobs are kept (oldest dropped first).
     max_retained_results: int = 10000
+    #: cuzk-py: pid file, job journal and per-instance logs; "" = $XDG_STATE_HOME/cuzk (or
+    #: ~/.local/state/cuzk). A relative path is relative to the config file's directory.
+    state_dir: str = ""
+    #: cuzk-py: on SIGTERM/SIGINT, how long queued and running jobs may still finish before the rest
+    #: is cancelled (a second signal aborts at once).
+    shutdown_grace: float = 60.0
+    #: cuzk-py: jobs the journal shows in flight when a daemon died without finishing them: "requeue"
+    #: runs them again (their inputs are kept in the journal until they finish), "fail" answers them
+    #: FAILED with the reason (inputs are not kept).
+    on_restart: str = "requeue"
+    #: cuzk-py: keep the SQLite job journal in state_dir (accepted jobs and finished results survive a
+    #: crash or restart); false keeps jobs in memory only.
+    journal: bool = True
 
 
 @dataclass
@@ -293,7 +307,7 @@ class Config:
 
 _SIZE_KEYS = {("memory", "total_budget"), ("memory", "safety_margin"), ("memory", "pinned_budget"),
               ("memory", "working_memory_budget"), ("daemon", "max_message_size")}
-_DURATION_KEYS = {("memory", "eviction_min_idle"), ("daemon", "result_retention")}
+_DURATION_KEYS = {("memory", "eviction_min_idle"), ("daemon", "result_retention"), ("daemon", "shutdown_grace")}
 
 
 def _to_plain(section: str, key: str, value: Any) -> Any:
@@ -366,12 +380,14 @@ def _apply(config: Config, section: str, key: str, value: Any) -> None:
         value = _string_list(value, what)
         if not value or any(not v.strip() for v in value):
             raise ConfigError(f"{what}: needs at least one non-empty address")
-    elif what in ("daemon.status_listen", "srs.param_cache"):
+    elif what in ("daemon.status_listen", "srs.param_cache", "daemon.state_dir"):
         value = _expect(str, value, what, "a string")
     elif what == "srs.preload":
         value = _string_list(value, what)
     elif what == "daemon.on_prove_disconnect":
         value = _choice(value, what, DISCONNECT_POLICIES)
+    elif what == "daemon.on_restart":
+        value = _choice(value, what, RESTART_POLICIES)
     elif what == "gpus.backend":
         value = _choice(value, what, BACKENDS)
     elif what == "gpus.devices":

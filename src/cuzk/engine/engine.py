@@ -9,21 +9,28 @@ Threads in the daemon process (no proving or synthesis runs here):
   wait behind another job's planning) ask the provider for partitions, measure the circuit's shape
   once per circuit id, and take the job's SRS reference (loading it hot if needed);
 - the pipeline's feeder threads (one per synthesis process, one per prover worker);
-- the notifier delivers job events to listeners (a journal, in the lifecycle work to come), and the
-  housekeeper prunes finished jobs after `daemon.result_retention`, restarts idle workers found
-  dead and refreshes device information.
+- the notifier delivers job events to listeners, and the housekeeper prunes finished jobs after
+  `daemon.result_retention`, restarts idle workers found dead and refreshes device information.
+
+A `JobJournal` (cuzk.engine.journal), unlike a listener, is written synchronously: a job is recorded
+before SubmitProof answers and its result before any waiter is woken, so what a client was told
+survives a crash. `restore_finished` and `submit(job_id=...)` let a new instance take over what the
+journal kept.
 
 One condition variable (`_cv`, re-entrant) guards jobs, queues and pipeline state.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import queue
+import signal
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -40,6 +47,7 @@ from cuzk.engine.jobs import (
     PartitionRecord,
     PartitionState,
     Priority,
+    ProofKind,
     ProofRequest,
     ResultStatus,
 )
@@ -97,6 +105,72 @@ class JobListener(Protocol):
     def job_finished(self, job: JobInfo, result: JobResult) -> None: ...
 
 
+class JobJournal(JobListener, Protocol):
+    """A listener the engine calls synchronously (cuzk.engine.journal.Journal).
+
+    `stage_request` runs before the engine's lock is taken (it may write the whole request) and
+    `unstage_request` after it, whatever became of the submission; `job_accepted` and `job_finished`
+    run under the lock and must be quick. An exception from `stage_request` or `job_accepted`
+    refuses the submission.
+    """
+
+    def stage_request(self, digest: str, request: ProofRequest) -> None: ...
+
+    def unstage_request(self, digest: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class FinishedJob:
+    """A finished job kept by a journal, to be answerable again after a restart."""
+
+    job_id: str
+    digest: str
+    proof_kind: ProofKind
+    priority: Priority
+    result: JobResult
+
+
+_STATE_OF_RESULT = {ResultStatus.COMPLETED: JobState.COMPLETED, ResultStatus.FAILED: JobState.FAILED,
+                    ResultStatus.CANCELLED: JobState.CANCELLED}
+
+
+class _RestoredJob(Job):
+    """A finished job from a previous instance: it answers with the stored result."""
+
+    def __init__(self, record: FinishedJob, seq: int) -> None:
+        super().__init__(record.job_id, seq, ProofRequest(record.job_id, record.proof_kind, record.priority),
+                         origin="journal")
+        result = record.result
+        self.digest = record.digest
+        self.state = _STATE_OF_RESULT[result.status]
+        self.circuit_id = result.circuit_id
+        self.error = result.error
+        self.proof = result.proof
+        now_mono, now_wall = time.monotonic(), time.time()
+        self.submitted_wall = result.submitted_at_unix_ms / 1000
+        self.submitted = now_mono - max(0.0, now_wall - self.submitted_wall)
+        self.finished = now_mono - max(0.0, now_wall - result.finished_at_unix_ms / 1000)
+        self._stored = result
+        self.done.set()
+
+    def result(self) -> JobResult:
+        return self._stored
+
+
+@contextlib.contextmanager
+def _sigint_ignored() -> Iterator[None]:
+    """Spawn worker processes with SIGINT ignored (they keep that across exec), so a Ctrl-C in the
+    daemon's terminal reaches only the daemon, which drains, instead of killing the workers mid-proof."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def _info(job: Job) -> JobInfo:
     return JobInfo(job.job_id, job.kind.label, job.priority.name, job.circuit_id, job.digest,
                    round(job.submitted_wall * 1000))
@@ -137,6 +211,7 @@ class Engine:
         self._accepting = True
         self._stopping = False
         self._listeners: list[JobListener] = []
+        self.journal: JobJournal | None = None
         self._events: queue.Queue[tuple[str, JobInfo, JobResult | None] | None] = queue.Queue()
         self._shapes: dict[str, Any] = {}
         self._shape_lock = threading.Lock()
@@ -169,6 +244,8 @@ class Engine:
         self._critical_planners = ThreadPoolExecutor(2, thread_name_prefix="cuzk-plan-critical")
         self._threads: list[threading.Thread] = []
         self.baseline_bytes = 0
+        #: Set by the daemon: listen addresses, config path, state dir, readiness (added to `status()`).
+        self.identity: dict[str, Any] = {}
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def start(self) -> None:
@@ -176,8 +253,9 @@ class Engine:
         procs = [d.proc for d in self.devices.devices] + self.synth_procs
         log.info("starting %d synthesis and %d device processes (%s)", len(self.synth_procs), len(self.devices.devices),
                  ", ".join(f"{s.kind}{s.ordinal}" for s in self.device_specs))
-        for p in procs:
-            p.start()
+        with _sigint_ignored():
+            for p in procs:
+                p.start()
         try:
             self.devices.wait_ready()
             for p in self.synth_procs:
@@ -217,6 +295,23 @@ class Engine:
 
     def add_listener(self, listener: JobListener) -> None:
         self._listeners.append(listener)
+
+    def attach_journal(self, journal: JobJournal) -> None:
+        """Record every job from now on (call before the first submission)."""
+        self.journal = journal
+
+    def restore_finished(self, records: list[FinishedJob]) -> int:
+        """Make finished jobs of earlier instances answerable (AwaitProof, request_id dedupe); the count."""
+        restored = 0
+        with self._cv:
+            for record in records:
+                current = self.jobs.get(record.job_id)
+                if current is not None and not current.state.finished:
+                    continue
+                self._seq += 1
+                self.jobs[record.job_id] = _RestoredJob(record, self._seq)
+                restored += 1
+        return restored
 
     def drain(self, timeout: float) -> bool:
         """Stop accepting jobs and wait up to `timeout` for queued and running ones; True if all finished."""
@@ -258,42 +353,73 @@ class Engine:
     def accepting(self) -> bool:
         return self._accepting
 
+    def unfinished_jobs(self) -> list[Job]:
+        with self._cv:
+            return [j for j in self.jobs.values() if not j.state.finished]
+
     # -- API: jobs ------------------------------------------------------------------------------------
-    def submit(self, request: ProofRequest, *, origin: str = "submit") -> SubmitOutcome:
-        """Queue a job (or return the job already known under request_id)."""
+    def submit(self, request: ProofRequest, *, origin: str = "submit", job_id: str | None = None) -> SubmitOutcome:
+        """Queue a job (or return the job already known under request_id). `job_id` keeps the id of a job
+        re-queued from the journal (default: the request_id, else a new one)."""
         validate_request(request)
         provider = self.providers.for_request(request)
         circuit_id = provider.circuit_id(request)
         batchable = self.collector.enabled and provider.batchable(request) and request.priority < Priority.HIGH
-        job_id = request.request_id or uuid.uuid4().hex
-        payload = self._reserve_payload(request, job_id)
+        job_id = job_id or request.request_id or uuid.uuid4().hex
+        job = Job(job_id, 0, request, origin=origin)  # hashes the inputs, outside the lock
+        job.circuit_id = circuit_id
+        job.batchable = batchable
+        journal = self.journal
+        if journal is not None:
+            journal.stage_request(job.digest, request)
+        try:
+            payload = self._reserve_payload(request, job_id)
+        except BaseException:
+            if journal is not None:
+                journal.unstage_request(job.digest)
+            raise
         with self._cv:
-            if not self._accepting:
+            refusal = self._refusal(job)
+            if refusal is None and journal is not None:
+                try:
+                    journal.job_accepted(_info(job))
+                except CuzkError as err:
+                    refusal = err
+            if refusal is not None:
                 self._release(payload)
-                raise NotAcceptingError("the daemon is shutting down and accepts no new jobs")
-            self._seq += 1
-            job = Job(job_id, self._seq, request, origin=origin)
-            existing = self.jobs.get(job_id)
-            if existing is not None:
-                if existing.digest == job.digest and existing.state not in (JobState.FAILED, JobState.CANCELLED):
-                    self._release(payload)
-                    self.metrics.deduplicated.inc()
-                    position = self.scheduler.position(existing) if existing.state is JobState.QUEUED else 0
-                    return SubmitOutcome(job_id, position, True)
-                if existing.digest != job.digest and not existing.state.finished:
-                    self._release(payload)
-                    raise RequestConflictError(f"request_id {job_id!r} names a job still in progress with different "
-                                               "inputs; use a new request_id")
-            job.circuit_id = circuit_id
-            job.batchable = batchable
-            job.payload_reservation = payload
-            self.jobs[job_id] = job
-            position = self.scheduler.push(job)
-            self._cv.notify_all()
+            else:
+                self._seq += 1
+                job.seq = self._seq
+                job.payload_reservation = payload
+                self.jobs[job_id] = job
+                position = self.scheduler.push(job)
+                self._cv.notify_all()
+        if journal is not None:  # the inputs are now referenced by the job, or not needed
+            journal.unstage_request(job.digest)
+        if refusal is not None:
+            if isinstance(refusal, SubmitOutcome):
+                return refusal
+            raise refusal
         timeline.emit(timeline.Event.SUBMITTED, job, kind=job.kind.label, priority=job.priority.name,
                       circuit=circuit_id, payload_bytes=request.payload_bytes())
         self._events.put(("accepted", _info(job), None))
         return SubmitOutcome(job_id, position, False)
+
+    def _refusal(self, job: Job) -> SubmitOutcome | CuzkError | None:
+        """Why `job` is not queued (lock held): an outcome for a duplicate, an error, or None to queue it."""
+        if not self._accepting:
+            return NotAcceptingError("the daemon is shutting down and accepts no new jobs")
+        existing = self.jobs.get(job.job_id)
+        if existing is None:
+            return None
+        if existing.digest == job.digest and existing.state not in (JobState.FAILED, JobState.CANCELLED):
+            self.metrics.deduplicated.inc()
+            position = self.scheduler.position(existing) if existing.state is JobState.QUEUED else 0
+            return SubmitOutcome(job.job_id, position, True)
+        if existing.digest != job.digest and not existing.state.finished:
+            return RequestConflictError(f"request_id {job.job_id!r} names a job still in progress with different "
+                                        "inputs; use a new request_id")
+        return None
 
     def _reserve_payload(self, request: ProofRequest, job_id: str) -> Any:
         """Hold the request's vanilla bytes against the budget until the job is planned."""
@@ -548,8 +674,14 @@ class Engine:
             self.metrics.cancelled_by_kind.labels(kind).inc()
             timeline.emit(timeline.Event.CANCELLED, job, reason=repr(message),
                           was_running=previous is not JobState.QUEUED)
+        result = job.result()
+        if self.journal is not None:
+            try:
+                self.journal.job_finished(_info(job), result)
+            except Exception:
+                log.exception("job %s: cannot record its result in the journal", job.job_id)
         job.done.set()
-        self._events.put(("finished", _info(job), job.result()))
+        self._events.put(("finished", _info(job), result))
         self._cv.notify_all()
 
     # -- background -------------------------------------------------------------------------------------------
@@ -609,8 +741,8 @@ class Engine:
         return self._active
 
     def status(self) -> dict[str, Any]:
-        """The GetStatus / /status snapshot (see cuzk.engine.status)."""
-        return status_views.snapshot(self)
+        """The GetStatus / /status snapshot (see cuzk.engine.status), with the daemon's `identity`."""
+        return {**status_views.snapshot(self), **self.identity}
 
     def info(self) -> dict[str, Any]:
         return status_views.info(self)

@@ -1,12 +1,24 @@
-"""Running the daemon in the foreground: engine, gRPC listeners, HTTP endpoint, health, signals.
+"""The daemon's servers around the engine: gRPC listeners, HTTP endpoint, health, graceful stop.
 
-Order matters: the engine and its worker processes start first, then every listener binds (a bind
-failure stops the daemon with an error naming the address), and only then is "ready" logged and
-health set to SERVING. A unix socket path left by a dead daemon is replaced; one a live daemon is
-listening on is an error. SIGTERM or SIGINT: health goes NOT_SERVING, new jobs are refused, jobs
-still queued or running are cancelled (their waiters get CANCELLED), the worker processes stop and
-the process exits 0; a second signal exits at once. `Daemon.stop(grace)` drains first for `grace`
-seconds: the hook for the graceful-drain lifecycle work.
+Startup order, each step only after the previous one succeeded:
+1. bind every gRPC address (a taken one fails at once, naming the address) and start serving
+   GetDaemonInfo only (ready = false), so a probe can tell a starting cuzk daemon from a stranger;
+   every other RPC answers UNAVAILABLE "starting";
+2. bind the HTTP status address;
+3. start the engine (worker processes, srs.preload);
+4. take over the job journal: restore finished results, re-queue or fail jobs left in flight;
+5. ready: health SERVING, GetDaemonInfo ready = true, the "ready" log line, `on_ready` (which tells
+   systemd and writes the instance record).
+
+Stop (SIGTERM, SIGINT, `cuzk daemon stop`): health NOT_SERVING and new jobs refused at once; jobs
+queued or running get `daemon.shutdown_grace` seconds to finish while the gRPC server keeps
+answering AwaitProof/Prove, so their clients get the proofs; what is left is cancelled (its waiters
+get CANCELLED with the reason); the journal is checkpointed; the listeners close and unix socket
+files are removed. A second signal exits at once (status 130); the journal then still shows the
+unfinished jobs, for the next start to re-queue.
+
+`cuzk daemon run` (cuzk.daemon.runner) wraps this with the pid file, address probes, instance
+record and systemd notification.
 """
 
 from __future__ import annotations
@@ -15,61 +27,72 @@ import contextlib
 import logging
 import os
 import signal
-import socket
-import stat
 import threading
+import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
+from typing import TYPE_CHECKING, Any
 
 import grpc
 
+from cuzk.daemon.probe import UNIX_PREFIX, check_listen_address, unix_path
 from cuzk.engine.config import Config
 from cuzk.engine.engine import Engine
+from cuzk.engine.jobs import JobState, ProofRequest
+from cuzk.engine.memory import BudgetError
 from cuzk.errors import CuzkError
 from cuzk.server._gen import proving_pb2_grpc as pb_grpc
 from cuzk.server.grpc_service import ProvingService
 from cuzk.server.health import DaemonHealth
 from cuzk.server.http_status import StatusServer
 
+if TYPE_CHECKING:
+    from cuzk.engine.journal import Journal
+
 log = logging.getLogger("cuzk.daemon")
-UNIX_PREFIX = "unix://"
-
-
-def unix_path(addr: str) -> Path | None:
-    """The socket path of a "unix:///abs" or "unix:rel" address; None for TCP."""
-    if addr.startswith(UNIX_PREFIX):
-        return Path(addr[len(UNIX_PREFIX):])
-    if addr.startswith("unix:"):
-        return Path(addr[len("unix:"):])
-    return None
+__all__ = ["UNIX_PREFIX", "Daemon", "StopSummary", "prepare_unix_socket", "run_foreground", "unix_path"]
+#: Exit status after a second signal aborted the drain.
+ABORT_EXIT = 130
 
 
 def prepare_unix_socket(path: Path) -> None:
     """Make the path bindable: create parent directories, remove a stale socket, refuse a live one."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    if not path.exists() and not path.is_symlink():
-        return
-    if not stat.S_ISSOCK(path.lstat().st_mode):
-        raise CuzkError(f"unix://{path} exists and is not a socket; refusing to replace it")
-    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        probe.settimeout(1.0)
-        probe.connect(str(path))
-    except OSError:
-        log.info("removing stale socket %s (no process is listening on it)", path)
-        path.unlink()
-        return
-    finally:
-        probe.close()
-    raise CuzkError(f"another process is already listening on unix://{path}")
+    note = check_listen_address(f"{UNIX_PREFIX}{path}")
+    if note:
+        log.info("%s", note)
+
+
+@dataclass(frozen=True)
+class StopSummary:
+    """How a stop went: jobs unfinished when it began, how many of them finished, how many were cancelled."""
+
+    grace_s: float
+    unfinished: int
+    finished: int
+    cancelled: int
+
+    def text(self) -> str:
+        if not self.unfinished:
+            return "no jobs were in flight"
+        return (f"{self.unfinished} job(s) in flight: {self.finished} finished within the {self.grace_s:g} s grace, "
+                f"{self.cancelled} cancelled")
 
 
 class Daemon:
-    def __init__(self, config: Config, *, instance_id: str | None = None) -> None:
+    def __init__(self, config: Config, *, instance_id: str | None = None, journal: Journal | None = None,
+                 identity: dict[str, Any] | None = None) -> None:
         self.config = config
         self.engine = Engine(config, instance_id=instance_id)
+        self.engine.identity.update(identity or {})
+        self.engine.identity.update(ready=False, draining=False)
+        self.journal = journal
         self.health = DaemonHealth()
+        #: Set once the daemon is ready; job RPCs are refused (UNAVAILABLE, "starting") until then.
+        self.started = threading.Event()
         self.grpc_server: grpc.Server | None = None
         self.http: StatusServer | None = None
         self.addresses: list[str] = []
@@ -77,10 +100,16 @@ class Daemon:
         self._stop = threading.Event()
         self._stopped = threading.Event()
 
+    @property
+    def instance_id(self) -> str:
+        return self.engine.instance_id
+
     def start(self) -> None:
-        """Bind every listener (so a taken address fails fast), start the engine, then serve."""
+        """Bind and answer GetDaemonInfo, start the engine, take over the journal, then be ready."""
         try:
             self._bind_grpc()
+            assert self.grpc_server is not None
+            self.grpc_server.start()
             if self.config.daemon.status_listen:
                 self.http = StatusServer(self.config.daemon.status_listen, self.engine)
         except BaseException:
@@ -88,8 +117,7 @@ class Daemon:
             raise
         try:
             self.engine.start()
-            assert self.grpc_server is not None
-            self.grpc_server.start()
+            self._take_over_journal()
             if self.http is not None:
                 self.http.start()
                 log.info("status HTTP server listening on http://%s (/status, /metrics, /healthz)", self.http.address)
@@ -97,9 +125,11 @@ class Daemon:
             self._shutdown_servers()
             self.engine.shutdown(0)
             raise
+        self.engine.identity["ready"] = True
+        self.started.set()
         self.health.set_serving(True)
-        log.info("cuzk daemon ready, serving on %s (instance %s, config %s)", ", ".join(self.addresses),
-                 self.engine.instance_id, self.config.fingerprint())
+        log.info("cuzk daemon ready, serving on %s (instance %s, config %s, pid %d)", ", ".join(self.addresses),
+                 self.engine.instance_id, self.config.fingerprint(), os.getpid())
 
     def _bind_grpc(self) -> None:
         size = self.config.daemon.max_message_size
@@ -107,9 +137,10 @@ class Daemon:
                    ("grpc.so_reuseport", 0)]
         server = grpc.server(ThreadPoolExecutor(max_workers=self.config.daemon.rpc_threads,
                                                 thread_name_prefix="cuzk-rpc"), options=options)
-        service = ProvingService(self.engine, listen_addresses=self.addresses)
+        service = ProvingService(self.engine, listen_addresses=self.addresses, started=self.started)
         pb_grpc.add_ProvingEngineServicer_to_server(service, server)
         self.health.add_to_server(server)
+        self.grpc_server = server
         for addr in self.config.daemon.listen:
             path = unix_path(addr)
             if path is not None:
@@ -126,25 +157,77 @@ class Daemon:
             else:
                 host = addr.rpartition(":")[0]
                 self.addresses.append(f"{host}:{port}")
-        self.grpc_server = server
+        self.engine.identity["listen"] = list(self.addresses)
+
+    def _take_over_journal(self) -> None:
+        """Restore finished results, then re-queue (or fail) what a previous instance left in flight.
+
+        Jobs are re-queued one at a time, in their original order, their inputs read from the journal
+        only when it is their turn; a job whose inputs do not fit the memory budget yet waits while
+        earlier jobs are planned (which frees their inputs), and fails only if nothing is left to wait for."""
+        journal = self.journal
+        if journal is None:
+            return
+        policy = self.config.daemon.on_restart
+        recovery = journal.recover(policy)
+        restored = self.engine.restore_finished(recovery.finished)
+        self.engine.attach_journal(journal)
+        requeued = 0
+        for job_id, digest in recovery.requeue:
+            try:
+                self._requeue(job_id, journal.load_request(digest))
+                requeued += 1
+            except CuzkError as err:
+                journal.fail(job_id, f"the daemon restarted while this job was in flight and it cannot be run "
+                                     f"again: {err}")
+                self.engine.restore_finished([j for j in journal.finished_jobs() if j.job_id == job_id])
+                recovery.failed_now.append(job_id)
+        log.info("job journal %s: %d finished result(s) restored, %d job(s) found in flight: %d re-queued, %d failed "
+                 "(daemon.on_restart = %s)", journal.path, restored - len(recovery.failed_now),
+                 requeued + len(recovery.failed_now), requeued, len(recovery.failed_now), policy)
+        for job_id in recovery.failed_now:
+            row = journal.row(job_id)
+            log.warning("job %s: failed after restart: %s", job_id, row["error"] if row else "?")
+
+    def _requeue(self, job_id: str, request: ProofRequest) -> None:
+        while True:
+            try:
+                self.engine.submit(request, job_id=job_id, origin="journal")
+                return
+            except BudgetError:
+                if not self.engine.unfinished_jobs() or self._stop.is_set():
+                    raise
+                time.sleep(0.2)  # earlier re-queued jobs are being planned, which releases their inputs
 
     def request_stop(self) -> None:
         self._stop.set()
+
+    @property
+    def stop_requested(self) -> bool:
+        return self._stop.is_set()
 
     def wait(self) -> None:
         while not self._stop.wait(0.5):
             pass
 
-    def stop(self, grace: float = 0.0) -> None:
-        """Refuse new work, drain for `grace` seconds, cancel the rest, stop everything."""
+    def stop(self, grace: float = 0.0) -> StopSummary | None:
+        """Refuse new work, drain for `grace` seconds, cancel the rest, stop everything (once)."""
         if self._stopped.is_set():
-            return
+            return None
         self._stopped.set()
-        log.info("shutting down (grace %.0f s)", grace)
+        unfinished = self.engine.unfinished_jobs()
+        log.info("stopping: %d job(s) in flight get up to %g s to finish (a second signal aborts at once)",
+                 len(unfinished), grace)
+        self.engine.identity.update(ready=False, draining=True)
         self.health.set_serving(False)
         self.engine.shutdown(grace)
+        cancelled = sum(j.state is JobState.CANCELLED for j in unfinished)
+        summary = StopSummary(grace, len(unfinished), len(unfinished) - cancelled, cancelled)
         self._shutdown_servers()
-        log.info("cuzk daemon stopped")
+        if self.journal is not None:
+            self.journal.close()
+        log.info("cuzk daemon stopped: %s", summary.text())
+        return summary
 
     def _shutdown_servers(self) -> None:
         self.health.shutdown()
@@ -160,25 +243,41 @@ class Daemon:
                 path.unlink()
 
 
-def run_foreground(config: Config, *, instance_id: str | None = None) -> int:
-    """Start, serve until SIGTERM/SIGINT, stop; the exit status."""
-    daemon = Daemon(config, instance_id=instance_id)
-    signals_seen = []
+def run_foreground(config: Config, *, instance_id: str | None = None, journal: Journal | None = None,
+                   identity: dict[str, Any] | None = None, on_ready: Callable[[Daemon], None] | None = None,
+                   on_stopping: Callable[[Daemon], None] | None = None,
+                   on_stopped: Callable[[StopSummary | None], None] | None = None) -> int:
+    """Start, serve until SIGTERM/SIGINT, drain for daemon.shutdown_grace, stop; the exit status (0).
+
+    A second signal exits at once with status 130 (the journal keeps what was unfinished)."""
+    daemon = Daemon(config, instance_id=instance_id, journal=journal, identity=identity)
+    signals_seen: list[int] = []
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         signals_seen.append(signum)
         if len(signals_seen) > 1:
-            log.warning("second signal (%s): exiting at once", signal.Signals(signum).name)
-            os._exit(130)
-        log.info("received %s, shutting down", signal.Signals(signum).name)
+            log.warning("second signal (%s): aborting at once, without waiting for jobs in flight",
+                        signal.Signals(signum).name)
+            logging.shutdown()
+            os._exit(ABORT_EXIT)
+        log.info("received %s: stopping", signal.Signals(signum).name)
         daemon.request_stop()
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+    failed = True
     try:
         daemon.start()
+        if on_ready is not None:
+            on_ready(daemon)
         daemon.wait()
+        failed = False
     finally:
-        daemon.stop(0.0)
+        grace = config.daemon.shutdown_grace if daemon.stop_requested else 0.0
+        if on_stopping is not None:
+            on_stopping(daemon)
+        summary = daemon.stop(grace)
         for s, handler in previous.items():
             signal.signal(s, handler)
+        if on_stopped is not None and not failed:
+            on_stopped(summary)
     return 0

@@ -8,6 +8,10 @@ response says FAILED with the message, as in the Rust daemon.
 
 Prove waits for the result; if the client goes away first (deadline, cancel, disconnect) the job
 finishes or is cancelled according to `daemon.on_prove_disconnect`.
+
+While the daemon starts (listeners bound, engine not yet up) only GetDaemonInfo is answered, with
+ready = false, so whoever probes the address learns that a cuzk daemon holds it and which one; every
+other RPC is UNAVAILABLE until the daemon is ready.
 """
 
 from __future__ import annotations
@@ -33,6 +37,11 @@ log = logging.getLogger("cuzk.server.grpc")
 SERVICE_NAME = "cuzk.v1.ProvingEngine"
 F = TypeVar("F", bound=Callable[..., Any])
 
+
+class StartingError(CuzkError):
+    """The daemon is still starting: only GetDaemonInfo is answered yet."""
+
+
 _ERROR_CODES: tuple[tuple[type[BaseException], grpc.StatusCode], ...] = (
     (InvalidRequestError, grpc.StatusCode.INVALID_ARGUMENT),
     (UnknownJobError, grpc.StatusCode.NOT_FOUND),
@@ -40,6 +49,7 @@ _ERROR_CODES: tuple[tuple[type[BaseException], grpc.StatusCode], ...] = (
     (SrsInUseError, grpc.StatusCode.FAILED_PRECONDITION),
     (BudgetError, grpc.StatusCode.RESOURCE_EXHAUSTED),
     (NotAcceptingError, grpc.StatusCode.UNAVAILABLE),
+    (StartingError, grpc.StatusCode.UNAVAILABLE),
     (CuzkError, grpc.StatusCode.FAILED_PRECONDITION),
 )
 
@@ -50,6 +60,8 @@ def _rpc(method: F) -> F:
     @functools.wraps(method)
     def wrapper(self: ProvingService, request: Any, context: grpc.ServicerContext) -> Any:
         try:
+            if method.__name__ != "GetDaemonInfo":
+                self.check_started()
             return method(self, request, context)
         except Exception as err:
             for kind, code in _ERROR_CODES:
@@ -125,9 +137,16 @@ def status_to_proto(status: dict[str, Any]) -> pb.GetStatusResponse:
 
 
 class ProvingService(pb_grpc.ProvingEngineServicer):
-    def __init__(self, engine: Engine, *, listen_addresses: list[str]) -> None:
+    def __init__(self, engine: Engine, *, listen_addresses: list[str], started: threading.Event | None = None) -> None:
         self.engine = engine
         self.listen_addresses = listen_addresses
+        #: Set when the daemon is ready; None: always (an engine served directly, as in tests).
+        self.started = started
+
+    def check_started(self) -> None:
+        if self.started is not None and not self.started.is_set():
+            raise StartingError(f"the daemon (instance {self.engine.instance_id}) is starting; wait until it is "
+                                "ready (grpc.health.v1 SERVING)")
 
     @_rpc
     def SubmitProof(self, request: pb.SubmitProofRequest, context: grpc.ServicerContext) -> pb.SubmitProofResponse:
@@ -194,4 +213,10 @@ class ProvingService(pb_grpc.ProvingEngineServicer):
     def GetDaemonInfo(self, request: pb.GetDaemonInfoRequest,
                       context: grpc.ServicerContext) -> pb.GetDaemonInfoResponse:
         info = self.engine.info()
-        return pb.GetDaemonInfoResponse(listen_addresses=self.listen_addresses, **info)
+        identity = self.engine.identity
+        ready = bool(identity.get("ready", self.started is None or self.started.is_set()))
+        return pb.GetDaemonInfoResponse(
+            listen_addresses=self.listen_addresses, ready=ready and self.engine.accepting,
+            config_path=identity.get("config_path") or "", state_dir=identity.get("state_dir") or "",
+            draining=not self.engine.accepting or bool(identity.get("draining")),
+            log_path=identity.get("log_path") or "", **info)

@@ -1,9 +1,16 @@
-"""Daemon logging: `logging.level` and `logging.format` ("text" or "json"), on stderr.
+"""Daemon logging: `logging.level` and `logging.format` ("text" or "json"), on stderr and in the
+instance's own log file.
 
 Precedence for the level: the CUZK_LOG_LEVEL environment variable, then `--log-level`, then the
 config (as RUST_LOG, --log-level and logging.level do for the Rust daemon). "trace" is DEBUG.
 JSON lines carry timestamp, level, logger, message, any structured `fields` a record has (timeline
 events put theirs there) and the static context given to `setup_logging` (e.g. the instance id).
+
+Every line names the daemon instance (`instance=<id>` in text, "instance_id" in JSON), and each
+instance writes its own file (state_dir/logs/<start>-<id>.log): a line left by an earlier run can
+never pass for the current one, whatever a `grep` on an old file finds. When stderr already is that
+file (`cuzk daemon start` points the process's stderr there, to keep tracebacks of a crash), lines
+are written once.
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ import logging
 import os
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 _LEVELS = {"trace": logging.DEBUG, "debug": logging.DEBUG, "info": logging.INFO, "warn": logging.WARNING,
@@ -46,15 +54,35 @@ def resolve_level(config_level: str, cli_level: str | None = None) -> int:
         raise ValueError(f"unknown log level {name!r} (one of {', '.join(_LEVELS)})") from None
 
 
-def setup_logging(level: int, fmt: str, context: dict[str, Any] | None = None) -> None:
-    """Replace the root logger's handlers with one stderr handler in the chosen format."""
-    handler = logging.StreamHandler(sys.stderr)
-    if fmt == "json":
-        handler.setFormatter(JsonFormatter(context))
-    else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+def text_format(instance_id: str | None = None) -> str:
+    instance = f"instance={instance_id} " if instance_id else ""
+    return f"%(asctime)s %(levelname)s {instance}%(name)s: %(message)s"
+
+
+def _same_file(stream: Any, path: Path) -> bool:
+    try:
+        a, b = os.fstat(stream.fileno()), os.stat(path)
+    except (OSError, ValueError, AttributeError):
+        return False
+    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+
+
+def setup_logging(level: int, fmt: str, context: dict[str, Any] | None = None, *, instance_id: str | None = None,
+                  log_file: Path | None = None) -> None:
+    """Replace the root logger's handlers: stderr, plus `log_file` unless stderr already writes there."""
+    if instance_id:
+        context = {**(context or {}), "instance_id": instance_id}
+    handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
+    if log_file is not None:
+        log_file.parent.mkdir(parents=True, exist_ok=True)
+        log_file.touch(exist_ok=True)
+        if not _same_file(sys.stderr, log_file):
+            handlers.append(logging.FileHandler(log_file, encoding="utf-8"))
+    formatter = JsonFormatter(context) if fmt == "json" else logging.Formatter(text_format(instance_id))
     root = logging.getLogger()
     for h in list(root.handlers):
         root.removeHandler(h)
-    root.addHandler(handler)
+    for handler in handlers:
+        handler.setFormatter(formatter)
+        root.addHandler(handler)
     root.setLevel(level)

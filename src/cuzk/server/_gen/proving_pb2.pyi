@@ -324,7 +324,7 @@ class GetDaemonInfoRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class GetDaemonInfoResponse(_message.Message):
-    __slots__ = ("version", "instance_id", "config_fingerprint", "pid", "started_at_unix_ms", "backend", "test_circuits_enabled", "listen_addresses", "circuit_providers")
+    __slots__ = ("version", "instance_id", "config_fingerprint", "pid", "started_at_unix_ms", "backend", "test_circuits_enabled", "listen_addresses", "circuit_providers", "ready", "config_path", "state_dir", "draining", "log_path")
     VERSION_FIELD_NUMBER: _ClassVar[int]
     INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
     CONFIG_FINGERPRINT_FIELD_NUMBER: _ClassVar[int]
@@ -334,6 +334,11 @@ class GetDaemonInfoResponse(_message.Message):
     TEST_CIRCUITS_ENABLED_FIELD_NUMBER: _ClassVar[int]
     LISTEN_ADDRESSES_FIELD_NUMBER: _ClassVar[int]
     CIRCUIT_PROVIDERS_FIELD_NUMBER: _ClassVar[int]
+    READY_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_PATH_FIELD_NUMBER: _ClassVar[int]
+    STATE_DIR_FIELD_NUMBER: _ClassVar[int]
+    DRAINING_FIELD_NUMBER: _ClassVar[int]
+    LOG_PATH_FIELD_NUMBER: _ClassVar[int]
     version: str
     instance_id: str
     config_fingerprint: str
@@ -343,4 +348,9 @@ class GetDaemonInfoResponse(_message.Message):
     test_circuits_enabled: bool
     listen_addresses: _containers.RepeatedScalarFieldContainer[str]
     circuit_providers: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, version: _Optional[str] = ..., instance_id: _Optional[str] = ..., config_fingerprint: _Optional[str] = ..., pid: _Optional[int] = ..., started_at_unix_ms: _Optional[int] = ..., backend: _Optional[str] = ..., test_circuits_enabled: _Optional[bool] = ..., listen_addresses: _Optional[_Iterable[str]] = ..., circuit_providers: _Optional[_Iterable[str]] = ...) -> None: ...
+    ready: bool
+    config_path: str
+    state_dir: str
+    draining: bool
+    log_path: str
+    def __init__(self, version: _Optional[str] = ..., instance_id: _Optional[str] = ..., config_fingerprint: _Optional[str] = ..., pid: _Optional[int] = ..., started_at_unix_ms: _Optional[int] = ..., backend: _Optional[str] = ..., test_circuits_enabled: _Optional[bool] = ..., listen_addresses: _Optional[_Iterable[str]] = ..., circuit_providers: _Optional[_Iterable[str]] = ..., ready: _Optional[bool] = ..., config_path: _Optional[str] = ..., state_dir: _Optional[str] = ..., draining: _Optional[bool] = ..., log_path: _Optional[str] = ...) -> None: ...

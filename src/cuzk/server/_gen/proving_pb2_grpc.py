@@ -144,7 +144,8 @@ class ProvingEngineServicer:
         raise NotImplementedError('Method not implemented!')
 
     def GetDaemonInfo(self, request, context):
-        """Extension: who this daemon is (version, instance, configuration fingerprint, backend).
+        """Extension: who this daemon is (version, instance, configuration fingerprint, backend) and whether
+        it is ready. Answered from the moment the listeners are bound, also while starting and draining.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

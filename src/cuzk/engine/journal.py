@@ -1,0 +1,377 @@
+"""The job journal: accepted jobs and finished results in SQLite, so a crash or restart loses nothing.
+
+The Rust daemon kept results in memory only: a restart answered NOT_FOUND for every finished job, and
+jobs in flight vanished. Here the engine writes to this journal synchronously (see `JobJournal` in
+cuzk.engine.engine):
+
+- when it accepts a job, before SubmitProof/Prove answer: job id (= request_id when given), input
+  digest, kind, priority, the accepting instance; with `daemon.on_restart = "requeue"` also the
+  request itself (its vanilla proofs), stored once per input digest;
+- when a job finishes, before any waiter is woken: status, proof bytes, error, timings.
+
+On the next start `recover()` hands the engine every finished result still within
+`daemon.result_retention` (AwaitProof answers them, and the same request_id maps to the same job),
+and decides about jobs left "accepted" by an instance that died: re-queued with their original id
+(`requeue`; at most MAX_ATTEMPTS times, so a job that brings the daemon down cannot do it forever),
+or answered FAILED with the reason (`fail`, or when the inputs were not kept).
+
+A job cancelled by a graceful stop (its grace ran out) is finished: CANCELLED is what its waiters
+were told, and what the journal keeps.
+
+WAL mode with synchronous=NORMAL: a commit survives the daemon being killed at any point; an
+operating-system crash may lose the last commits. One daemon per state directory is the only
+writer (the pid file lock ensures it).
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import logging
+import sqlite3
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cuzk.engine.engine import FinishedJob, JobInfo
+from cuzk.engine.jobs import (
+    JobResult,
+    PartitionTiming,
+    Priority,
+    ProofKind,
+    ProofRequest,
+    ProofTimings,
+    ResultStatus,
+)
+from cuzk.errors import CuzkError
+
+log = logging.getLogger("cuzk.engine.journal")
+SCHEMA_VERSION = 1
+#: A job found in flight this many times after a daemon died is failed instead of re-queued again.
+MAX_ATTEMPTS = 3
+#: How often finished rows past their retention are deleted (besides at open).
+SWEEP_INTERVAL_S = 60.0
+_REQUEST_MAGIC = b"CZKREQ1\n"
+_BLOB_FIELDS = ("vanilla_proof", "randomness", "comm_r_old", "comm_r_new", "comm_d_new")
+_SCALAR_FIELDS = ("request_id", "sector_size", "registered_proof", "sector_number", "miner_id", "partition_index")
+_KIND_BY_LABEL = {k.label: k for k in ProofKind}
+_STATE_BY_STATUS = {ResultStatus.COMPLETED: "completed", ResultStatus.FAILED: "failed",
+                    ResultStatus.CANCELLED: "cancelled"}
+RESTART_POLICIES = ("requeue", "fail")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS jobs (
+    job_id TEXT PRIMARY KEY,
+    digest TEXT NOT NULL,
+    proof_kind TEXT NOT NULL,
+    priority TEXT NOT NULL,
+    circuit_id TEXT NOT NULL DEFAULT '',
+    state TEXT NOT NULL,               -- accepted | completed | failed | cancelled
+    instance_id TEXT NOT NULL,         -- the instance that accepted it last (or finished it)
+    attempts INTEGER NOT NULL DEFAULT 1,
+    submitted_at_ms INTEGER NOT NULL,
+    finished_at_ms INTEGER,
+    status INTEGER,
+    error TEXT,
+    proof BLOB,
+    result_json TEXT
+);
+CREATE INDEX IF NOT EXISTS jobs_state ON jobs (state, finished_at_ms);
+CREATE TABLE IF NOT EXISTS requests (digest TEXT PRIMARY KEY, request BLOB NOT NULL);
+"""
+
+
+class JournalError(CuzkError):
+    """The journal cannot be opened or written; the message names the file."""
+
+
+def encode_request(request: ProofRequest) -> bytes:
+    """A request as bytes: a JSON header (scalars, blob lengths) followed by the raw blobs."""
+    blobs = [getattr(request, name) for name in _BLOB_FIELDS] + list(request.vanilla_proofs)
+    header = {name: getattr(request, name) for name in _SCALAR_FIELDS}
+    header.update(proof_kind=int(request.proof_kind), priority=int(request.priority),
+                  blobs=[len(getattr(request, name)) for name in _BLOB_FIELDS],
+                  vanilla_proofs=[len(v) for v in request.vanilla_proofs])
+    head = json.dumps(header).encode()
+    return b"".join([_REQUEST_MAGIC, len(head).to_bytes(4, "little"), head, *blobs])
+
+
+def decode_request(data: bytes) -> ProofRequest:
+    if not data.startswith(_REQUEST_MAGIC):
+        raise ValueError("not a journal request record")
+    at = len(_REQUEST_MAGIC)
+    size = int.from_bytes(data[at:at + 4], "little")
+    header = json.loads(data[at + 4:at + 4 + size])
+    at += 4 + size
+    values: dict[str, Any] = {name: header[name] for name in _SCALAR_FIELDS}
+    for name, length in zip(_BLOB_FIELDS, header["blobs"], strict=True):
+        values[name] = bytes(data[at:at + length])
+        at += length
+    vanilla = []
+    for length in header["vanilla_proofs"]:
+        vanilla.append(bytes(data[at:at + length]))
+        at += length
+    if at != len(data):
+        raise ValueError("journal request record has trailing bytes")
+    return ProofRequest(proof_kind=ProofKind(header["proof_kind"]), priority=Priority(header["priority"]),
+                        vanilla_proofs=vanilla, **values)
+
+
+def _result_json(result: JobResult) -> str:
+    data = asdict(result)
+    data.pop("proof")
+    data["status"] = int(result.status)
+    return json.dumps(data)
+
+
+def _result_from_row(job_id: str, result_json: str | None, status: int, error: str, proof: bytes | None,
+                     finished_at_ms: int, submitted_at_ms: int) -> JobResult:
+    data: dict[str, Any] = json.loads(result_json) if result_json else {}
+    return JobResult(
+        job_id=job_id, status=ResultStatus(status), proof=bytes(proof or b""), error=error or "",
+        timings=ProofTimings(**data.get("timings", {})), proof_kind=data.get("proof_kind", ""),
+        circuit_id=data.get("circuit_id", ""), submitted_at_unix_ms=data.get("submitted_at_unix_ms", submitted_at_ms),
+        started_at_unix_ms=data.get("started_at_unix_ms", 0),
+        finished_at_unix_ms=data.get("finished_at_unix_ms", finished_at_ms),
+        partitions=tuple(PartitionTiming(**p) for p in data.get("partitions", ())),
+    )
+
+
+@dataclass
+class Recovery:
+    """What a new instance takes over from the journal."""
+
+    finished: list[FinishedJob] = field(default_factory=list)
+    #: (job id, input digest) of jobs to run again, oldest first; `Journal.load_request` reads each
+    #: one's inputs when it is its turn (they may be hundreds of MB each).
+    requeue: list[tuple[str, str]] = field(default_factory=list)
+    #: Jobs found in flight and failed now (also in `finished`).
+    failed_now: list[str] = field(default_factory=list)
+
+
+class Journal:
+    """The SQLite journal of one state directory; implements the engine's `JobJournal` hooks."""
+
+    def __init__(self, path: Path, *, instance_id: str, keep_requests: bool, retention_s: float,
+                 max_results: int) -> None:
+        self.path = path
+        self.instance_id = instance_id
+        self.keep_requests = keep_requests
+        self.retention_s = retention_s
+        self.max_results = max_results
+        self._lock = threading.Lock()
+        self._staged: collections.Counter[str] = collections.Counter()
+        self._last_sweep = 0.0
+        try:
+            self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=10.0)
+            mode = self._db.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+            if mode.lower() != "wal":
+                raise JournalError(f"job journal {path}: cannot use WAL mode (got {mode})")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.executescript(_SCHEMA)
+            row = self._db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+            if row is None:
+                self._db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+            elif row[0] != str(SCHEMA_VERSION):
+                raise JournalError(f"job journal {path}: schema version {row[0]}, this cuzk reads {SCHEMA_VERSION}; "
+                                   "move the file away to start a new journal")
+        except sqlite3.Error as err:
+            raise JournalError(f"job journal {path}: {err}") from None
+        self.sweep(requests=True)
+
+    # -- engine hooks ---------------------------------------------------------------------------------------
+    def stage_request(self, digest: str, request: ProofRequest) -> None:
+        """Keep the request's inputs (before the job is accepted, outside the engine's lock), once per digest."""
+        if not self.keep_requests:
+            return
+        with self._lock:
+            self._staged[digest] += 1
+            if self._db.execute("SELECT 1 FROM requests WHERE digest = ?", (digest,)).fetchone() is not None:
+                return
+        blob = encode_request(request)
+        with self._lock:
+            self._write("INSERT OR IGNORE INTO requests (digest, request) VALUES (?, ?)", (digest, blob))
+
+    def unstage_request(self, digest: str) -> None:
+        """The staged submission was decided: its inputs stay if an accepted job uses them, else they go."""
+        if not self.keep_requests:
+            return
+        with self._lock:
+            self._unstage(digest)
+            self._drop_request_if_unused(digest)
+
+    def job_accepted(self, job: JobInfo) -> None:
+        now = round(time.time() * 1000)
+        with self._lock:
+            self._write(
+                """INSERT INTO jobs (job_id, digest, proof_kind, priority, circuit_id, state, instance_id, attempts,
+                                     submitted_at_ms)
+                   VALUES (?, ?, ?, ?, ?, 'accepted', ?, 1, ?)
+                   ON CONFLICT (job_id) DO UPDATE SET
+                     attempts = CASE WHEN jobs.state = 'accepted' AND jobs.digest = excluded.digest
+                                     THEN jobs.attempts + 1 ELSE 1 END,
+                     submitted_at_ms = CASE WHEN jobs.state = 'accepted' AND jobs.digest = excluded.digest
+                                            THEN jobs.submitted_at_ms ELSE excluded.submitted_at_ms END,
+                     digest = excluded.digest, proof_kind = excluded.proof_kind, priority = excluded.priority,
+                     circuit_id = excluded.circuit_id, state = 'accepted', instance_id = excluded.instance_id,
+                     finished_at_ms = NULL, status = NULL, error = NULL, proof = NULL, result_json = NULL""",
+                (job.job_id, job.digest, job.proof_kind, job.priority, job.circuit_id, self.instance_id,
+                 job.submitted_at_unix_ms or now))
+
+    def job_finished(self, job: JobInfo, result: JobResult) -> None:
+        state = _STATE_BY_STATUS.get(result.status)
+        if state is None:
+            return
+        finished = result.finished_at_unix_ms or round(time.time() * 1000)
+        with self._lock:
+            self._write(
+                """INSERT INTO jobs (job_id, digest, proof_kind, priority, circuit_id, state, instance_id,
+                                     submitted_at_ms, finished_at_ms, status, error, proof, result_json)
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                   ON CONFLICT (job_id) DO UPDATE SET
+                     digest = excluded.digest, circuit_id = excluded.circuit_id, state = excluded.state,
+                     instance_id = excluded.instance_id, finished_at_ms = excluded.finished_at_ms,
+                     status = excluded.status, error = excluded.error, proof = excluded.proof,
+                     result_json = excluded.result_json""",
+                (job.job_id, job.digest, job.proof_kind, job.priority, result.circuit_id or job.circuit_id, state,
+                 self.instance_id, job.submitted_at_unix_ms, finished, int(result.status), result.error,
+                 result.proof, _result_json(result)))
+            self._drop_request_if_unused(job.digest)
+        if time.monotonic() - self._last_sweep > SWEEP_INTERVAL_S:
+            self.sweep()
+
+    # -- recovery ----------------------------------------------------------------------------------------------
+    def recover(self, policy: str) -> Recovery:
+        """Finished results to restore, and the verdict on jobs a dead instance left in flight."""
+        if policy not in RESTART_POLICIES:
+            raise ValueError(f"unknown restart policy {policy!r}")
+        out = Recovery()
+        with self._lock:
+            in_flight = self._db.execute(
+                "SELECT job_id, digest, instance_id, attempts FROM jobs WHERE state = 'accepted' "
+                "ORDER BY submitted_at_ms, rowid").fetchall()
+        for job_id, digest, instance, attempts in in_flight:
+            reason = self._requeue_obstacle(policy, digest, instance, attempts)
+            if reason is None:
+                out.requeue.append((job_id, digest))
+                continue
+            self.fail(job_id, reason)
+            out.failed_now.append(job_id)
+        out.finished = self.finished_jobs()
+        return out
+
+    def _requeue_obstacle(self, policy: str, digest: str, instance: str, attempts: int) -> str | None:
+        """Why an in-flight job cannot be re-queued, or None if it can."""
+        lost = f"the daemon (instance {instance}) stopped while this job was in flight"
+        if policy == "fail":
+            return f"{lost}; daemon.on_restart = \"fail\", so it is not run again: submit it again"
+        if attempts >= MAX_ATTEMPTS:
+            return (f"{lost}, {attempts} times now; it is not re-queued again (it may be what brings the "
+                    "daemon down): submit it again")
+        with self._lock:
+            kept = self._db.execute("SELECT 1 FROM requests WHERE digest = ?", (digest,)).fetchone()
+        if kept is None:
+            return (f"{lost} and its inputs were not kept (daemon.on_restart was \"fail\" or the journal was off "
+                    "when it was accepted): submit it again")
+        return None
+
+    def load_request(self, digest: str) -> ProofRequest:
+        """The kept inputs of a job to re-queue; JournalError if they are gone or unreadable."""
+        with self._lock:
+            row = self._db.execute("SELECT request FROM requests WHERE digest = ?", (digest,)).fetchone()
+        if row is None:
+            raise JournalError(f"job journal {self.path}: the kept inputs ({digest[:16]}...) are gone")
+        try:
+            return decode_request(bytes(row[0]))
+        except (ValueError, KeyError, TypeError) as err:
+            raise JournalError(f"job journal {self.path}: the kept inputs cannot be read: {err}") from None
+
+    def fail(self, job_id: str, reason: str) -> None:
+        """Record an unfinished job as FAILED with `reason` (e.g. it could not be re-queued)."""
+        now = round(time.time() * 1000)
+        with self._lock:
+            row = self._db.execute("SELECT digest, proof_kind, submitted_at_ms FROM jobs WHERE job_id = ?",
+                                   (job_id,)).fetchone()
+            if row is None:
+                return
+            result = JobResult(job_id, ResultStatus.FAILED, error=reason, proof_kind=row[1],
+                               submitted_at_unix_ms=row[2], finished_at_unix_ms=now)
+            self._write("UPDATE jobs SET state = 'failed', instance_id = ?, finished_at_ms = ?, status = ?, "
+                        "error = ?, proof = NULL, result_json = ? WHERE job_id = ?",
+                        (self.instance_id, now, int(ResultStatus.FAILED), reason, _result_json(result), job_id))
+            self._drop_request_if_unused(row[0])
+
+    def finished_jobs(self) -> list[FinishedJob]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT job_id, digest, proof_kind, priority, status, error, proof, result_json, finished_at_ms, "
+                "submitted_at_ms FROM jobs WHERE state != 'accepted' ORDER BY finished_at_ms, rowid").fetchall()
+        out = []
+        for job_id, digest, kind, priority, status, error, proof, result_json, finished_ms, submitted_ms in rows:
+            try:
+                result = _result_from_row(job_id, result_json, status, error, proof, finished_ms, submitted_ms)
+                out.append(FinishedJob(job_id, digest, _KIND_BY_LABEL[kind], Priority[priority], result))
+            except (KeyError, ValueError, TypeError) as err:
+                log.warning("journal: skipping unreadable finished job %s: %s", job_id, err)
+        return out
+
+    # -- housekeeping ---------------------------------------------------------------------------------------------
+    def sweep(self, *, requests: bool = False) -> int:
+        """Delete finished jobs past `retention_s` or beyond `max_results`; with `requests`, also unused inputs."""
+        cutoff = round((time.time() - self.retention_s) * 1000)
+        with self._lock:
+            self._last_sweep = time.monotonic()
+            before = self._db.total_changes
+            self._write("DELETE FROM jobs WHERE state != 'accepted' AND finished_at_ms < ?", (cutoff,))
+            self._write("DELETE FROM jobs WHERE job_id IN (SELECT job_id FROM jobs WHERE state != 'accepted' "
+                        "ORDER BY finished_at_ms DESC LIMIT -1 OFFSET ?)", (self.max_results,))
+            if requests and not self._staged:
+                self._write("DELETE FROM requests WHERE digest NOT IN "
+                            "(SELECT digest FROM jobs WHERE state = 'accepted')", ())
+            return self._db.total_changes - before
+
+    def counts(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self._db.execute("SELECT state, COUNT(*) FROM jobs GROUP BY state").fetchall())
+
+    def row(self, job_id: str) -> dict[str, Any] | None:
+        """A job's journal row (without proof bytes), for status output and tests."""
+        with self._lock:
+            cur = self._db.execute("SELECT job_id, digest, proof_kind, priority, state, instance_id, attempts, "
+                                   "submitted_at_ms, finished_at_ms, status, error FROM jobs WHERE job_id = ?",
+                                   (job_id,))
+            values = cur.fetchone()
+            if values is None:
+                return None
+            return dict(zip([d[0] for d in cur.description], values, strict=True))
+
+    def close(self) -> None:
+        """Checkpoint the WAL into the database file and close (the daemon's last step on a clean stop)."""
+        with self._lock:
+            try:
+                self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            except sqlite3.Error as err:
+                log.warning("journal: checkpoint failed: %s", err)
+            self._db.close()
+
+    # -- internals (lock held) -------------------------------------------------------------------------------------
+    def _write(self, sql: str, params: tuple[Any, ...]) -> None:
+        try:
+            self._db.execute(sql, params)
+        except sqlite3.Error as err:
+            raise JournalError(f"job journal {self.path}: {err}") from None
+
+    def _unstage(self, digest: str) -> None:
+        if self._staged[digest] > 0:
+            self._staged[digest] -= 1
+            if self._staged[digest] == 0:
+                del self._staged[digest]
+
+    def _drop_request_if_unused(self, digest: str) -> None:
+        if self._staged.get(digest):
+            return
+        self._write("DELETE FROM requests WHERE digest = ? AND NOT EXISTS "
+                    "(SELECT 1 FROM jobs WHERE digest = ? AND state = 'accepted')", (digest, digest))

@@ -1,0 +1,154 @@
+"""The SQLite job journal, alone and wired into an engine (no worker processes are started here)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from pathlib import Path
+
+import pytest
+
+from cuzk.engine.config import config_from_dict
+from cuzk.engine.engine import Engine, FinishedJob, JobInfo, RequestConflictError
+from cuzk.engine.jobs import JobResult, PartitionTiming, Priority, ProofKind, ProofRequest, ProofTimings, ResultStatus
+from cuzk.engine.journal import MAX_ATTEMPTS, Journal, decode_request, encode_request
+
+
+def request(rid: str, seed: int = 0, **extra: object) -> ProofRequest:
+    body = json.dumps({"test_circuit": "mimc-3", "seed": seed, **extra}).encode()
+    return ProofRequest(rid, ProofKind.TEST, Priority.NORMAL, vanilla_proof=body)
+
+
+def info(job_id: str, req: ProofRequest) -> JobInfo:
+    return JobInfo(job_id, req.proof_kind.label, req.priority.name, "mimc-3", req.digest(), round(time.time() * 1000))
+
+
+def open_journal(path: Path, instance: str = "aaaa0000aaaa", *, keep: bool = True, retention: float = 3600,
+                 max_results: int = 100) -> Journal:
+    return Journal(path, instance_id=instance, keep_requests=keep, retention_s=retention, max_results=max_results)
+
+
+def accept(journal: Journal, job_id: str, req: ProofRequest) -> JobInfo:
+    i = info(job_id, req)
+    journal.stage_request(i.digest, req)
+    journal.job_accepted(i)
+    journal.unstage_request(i.digest)
+    return i
+
+
+def completed(i: JobInfo, proof: bytes = b"\x01" * 192) -> JobResult:
+    return JobResult(i.job_id, ResultStatus.COMPLETED, proof=proof, timings=ProofTimings(total_ms=5),
+                     proof_kind=i.proof_kind, circuit_id="mimc-3", submitted_at_unix_ms=i.submitted_at_unix_ms,
+                     finished_at_unix_ms=round(time.time() * 1000),
+                     partitions=(PartitionTiming(0, 1, 2, 3, 4, 5, 0, "w0", 1),))
+
+
+def test_requests_round_trip() -> None:
+    req = ProofRequest("r", ProofKind.WINDOW_POST_PARTITION, Priority.HIGH, sector_size=1 << 35, registered_proof=13,
+                       vanilla_proofs=[b"a" * 5, b"", b"\x00\xff"], randomness=bytes(range(32)), partition_index=3,
+                       miner_id=1000, comm_r_old=b"\x07" * 32)
+    again = decode_request(encode_request(req))
+    assert again == req and again.digest() == req.digest()
+    with pytest.raises(ValueError):
+        decode_request(encode_request(req) + b"x")
+
+
+def test_finished_results_survive_and_the_journal_is_wal(tmp_path: Path) -> None:
+    path = tmp_path / "journal.sqlite3"
+    journal = open_journal(path)
+    i = accept(journal, "done", request("done"))
+    journal.job_finished(i, completed(i))
+    journal.close()
+    assert sqlite3.connect(path).execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    recovery = open_journal(path, "bbbb1111bbbb").recover("requeue")
+    assert recovery.requeue == [] and recovery.failed_now == []
+    [job] = recovery.finished
+    assert (job.job_id, job.digest, job.proof_kind, job.result.status) == ("done", i.digest, ProofKind.TEST,
+                                                                          ResultStatus.COMPLETED)
+    assert job.result.proof == b"\x01" * 192 and job.result.partitions[0].worker == "w0"
+    assert job.result.timings.total_ms == 5 and job.result.circuit_id == "mimc-3"
+
+
+def test_in_flight_jobs_are_requeued_with_their_inputs_at_most_max_attempts(tmp_path: Path) -> None:
+    path = tmp_path / "j.sqlite3"
+    req = request("slow", seed=4, synth_delay_ms=10)
+    accept(open_journal(path, "0000000000a1"), "slow", req)  # the daemon dies with the job in flight
+    for attempt in range(2, MAX_ATTEMPTS + 1):
+        journal = open_journal(path, f"0000000000b{attempt}")
+        recovery = journal.recover("requeue")
+        assert recovery.requeue == [("slow", req.digest())], attempt
+        assert journal.load_request(req.digest()) == req
+        accept(journal, "slow", req)  # what the engine does when it re-queues it
+        assert journal.row("slow")["attempts"] == attempt
+    recovery = open_journal(path, "0000000000c1").recover("requeue")
+    assert recovery.requeue == [] and recovery.failed_now == ["slow"]
+    [failed] = recovery.finished
+    assert failed.result.status is ResultStatus.FAILED and "not re-queued again" in failed.result.error
+
+
+def test_in_flight_jobs_fail_with_the_reason_under_the_fail_policy(tmp_path: Path) -> None:
+    path = tmp_path / "j.sqlite3"
+    first = open_journal(path, "0123456789ab", keep=False)
+    accept(first, "lost", request("lost"))
+    assert first._db.execute("SELECT COUNT(*) FROM requests").fetchone()[0] == 0  # "fail" keeps no inputs
+    recovery = open_journal(path, "ba9876543210", keep=False).recover("fail")
+    [job] = recovery.finished
+    assert recovery.failed_now == ["lost"] and job.result.status is ResultStatus.FAILED
+    assert "instance 0123456789ab" in job.result.error and 'daemon.on_restart = "fail"' in job.result.error
+    # Accepted under "fail" (inputs not kept), recovered under "requeue": failed, saying why.
+    accept(open_journal(path, "0123456789ab", keep=False), "lost2", request("lost2"))
+    recovery = open_journal(path, "ba9876543210").recover("requeue")
+    assert recovery.failed_now == ["lost2"]
+    assert "inputs were not kept" in next(j for j in recovery.finished if j.job_id == "lost2").result.error
+
+
+def test_retention_and_limits_prune_finished_rows_and_unused_inputs(tmp_path: Path) -> None:
+    path = tmp_path / "j.sqlite3"
+    journal = open_journal(path)
+    for k in range(5):
+        i = accept(journal, f"j{k}", request(f"j{k}", seed=k))
+        journal.job_finished(i, completed(i))
+    accept(journal, "running", request("running", seed=99))
+    assert journal.counts() == {"completed": 5, "accepted": 1}
+    assert journal._db.execute("SELECT COUNT(*) FROM requests").fetchone()[0] == 1  # only the unfinished job's
+    journal.close()
+    assert open_journal(path, max_results=2).counts() == {"completed": 2, "accepted": 1}
+    time.sleep(0.05)
+    assert open_journal(path, retention=0.01).counts() == {"accepted": 1}
+
+
+def test_a_request_id_reused_after_failure_starts_over(tmp_path: Path) -> None:
+    journal = open_journal(tmp_path / "j.sqlite3")
+    i = accept(journal, "rid", request("rid"))
+    journal.job_finished(i, JobResult("rid", ResultStatus.FAILED, error="boom", finished_at_unix_ms=1))
+    accept(journal, "rid", request("rid", seed=1))
+    row = journal.row("rid")
+    assert row["state"] == "accepted" and row["attempts"] == 1 and row["error"] is None
+
+
+def test_engine_records_jobs_and_answers_restored_results(tmp_path: Path) -> None:
+    config = config_from_dict({"srs": {"param_cache": str(tmp_path)}, "memory": {"total_budget": "3GiB"},
+                               "debug": {"test_circuits": True}})
+    engine = Engine(config)  # not started: submissions queue, nothing runs
+    journal = open_journal(tmp_path / "j.sqlite3", engine.instance_id)
+    old = info("old", request("old"))
+    engine.restore_finished([FinishedJob("old", old.digest, ProofKind.TEST, Priority.NORMAL, completed(old))])
+    engine.attach_journal(journal)
+    result = engine.await_result("old", 1.0)
+    assert result is not None and result.status is ResultStatus.COMPLETED and result.proof == b"\x01" * 192
+    again = engine.submit(request("old"))  # the same request_id and inputs: the same (finished) job
+    assert again.deduplicated and again.job_id == "old"
+    assert journal.row("old") is None  # restored results are not written again
+    outcome = engine.submit(request("new", seed=3))
+    assert not outcome.deduplicated and journal.row("new")["state"] == "accepted"
+    assert journal._db.execute("SELECT COUNT(*) FROM requests").fetchone()[0] == 1
+    with pytest.raises(RequestConflictError):
+        engine.submit(request("new", seed=4))
+    assert journal._db.execute("SELECT COUNT(*) FROM requests").fetchone()[0] == 1  # the refused inputs are gone
+    requeued = engine.submit(request("", seed=5), job_id="kept-id", origin="journal")
+    assert requeued.job_id == "kept-id"
+    engine.cancel("new")
+    row = journal.row("new")
+    assert row["state"] == "cancelled" and row["error"] == "cancelled by request"
+    assert journal._db.execute("SELECT COUNT(*) FROM requests").fetchone()[0] == 1  # only kept-id's now
