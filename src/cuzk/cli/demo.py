@@ -13,21 +13,15 @@ import os
 import random
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from cuzk.circuits.registry import lookup
-from cuzk.errors import FormatError
-from cuzk.groth16 import reference_verifier
-from cuzk.groth16.assignment import Assignment
-from cuzk.groth16.keys import ProvingKey, prepare_verifying_key
-from cuzk.groth16.params_file import read_params, vk_to_bytes, write_params
-from cuzk.groth16.prover import prove
-from cuzk.groth16.setup import generate_insecure_parameters
-from cuzk.groth16.synthesis import synthesize_for_proving
-from cuzk.groth16.verifier import verify_proof
+if TYPE_CHECKING:
+    from cuzk.groth16.keys import ProvingKey
+
 
 DEFAULT_CIRCUIT = "mimc-16"
 
@@ -48,6 +42,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _load_or_generate(circuit_id: str, cache: Path, regenerate: bool, say) -> tuple[ProvingKey, str]:
+    from cuzk.circuits.registry import lookup
+    from cuzk.errors import FormatError
+    from cuzk.groth16.params_file import read_params, write_params
+    from cuzk.groth16.setup import generate_insecure_parameters
+
     path = cache / f"{circuit_id}.insecure.params"
     if path.exists() and not regenerate:
         try:
@@ -61,6 +60,16 @@ def _load_or_generate(circuit_id: str, cache: Path, regenerate: bool, say) -> tu
 
 
 def run(args: argparse.Namespace) -> int:
+    # Heavy imports (numba kernels) only when the demo really runs: `cuzk --help` stays fast.
+    from cuzk.circuits.registry import lookup
+    from cuzk.groth16 import reference_verifier
+    from cuzk.groth16.assignment import Assignment
+    from cuzk.groth16.keys import prepare_verifying_key
+    from cuzk.groth16.params_file import vk_to_bytes
+    from cuzk.groth16.prover import prove
+    from cuzk.groth16.synthesis import synthesize_for_proving
+    from cuzk.groth16.verifier import verify_proof
+
     console = Console()
     spec = lookup(args.circuit)
     cache = args.cache_dir or default_cache_dir()

@@ -13,22 +13,14 @@ import argparse
 import json
 import random
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from cuzk.circuits.registry import lookup
 from cuzk.cli.main import EXIT_INVALID, EXIT_OK
 from cuzk.errors import CuzkError, FormatError
-from cuzk.groth16 import snarkjs_json
-from cuzk.groth16.assignment import Assignment
-from cuzk.groth16.circom import circom_key
-from cuzk.groth16.keys import VerifyingKey
-from cuzk.groth16.params_file import read_params, read_vk
-from cuzk.groth16.proof import PROOF_BYTES, Proof
-from cuzk.groth16.prover import prove
-from cuzk.groth16.synthesis import synthesize_for_proving
-from cuzk.groth16.verifier import verify_proof
-from cuzk.groth16.wtns import read_wtns
-from cuzk.groth16.zkey import read_zkey
+
+if TYPE_CHECKING:
+    from cuzk.groth16.keys import VerifyingKey
+    from cuzk.groth16.proof import Proof
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -83,6 +75,10 @@ def _looks_like_json(path: Path) -> bool:
 
 
 def _load_vk(path: Path) -> VerifyingKey:
+    from cuzk.groth16 import snarkjs_json
+    from cuzk.groth16.keys import VerifyingKey
+    from cuzk.groth16.params_file import read_vk
+
     if _looks_like_json(path):
         parts = snarkjs_json.vk_from_json(_read_json(path), source=str(path))
         return VerifyingKey(alpha_g1=parts["alpha_g1"], beta_g1=None, beta_g2=parts["beta_g2"],
@@ -91,6 +87,9 @@ def _load_vk(path: Path) -> VerifyingKey:
 
 
 def _load_proof(path: Path) -> Proof:
+    from cuzk.groth16 import snarkjs_json
+    from cuzk.groth16.proof import PROOF_BYTES, Proof
+
     if _looks_like_json(path):
         return Proof(*snarkjs_json.proof_from_json(_read_json(path), source=str(path)))
     data = path.read_bytes()
@@ -101,6 +100,16 @@ def _load_proof(path: Path) -> Proof:
 
 
 def cmd_prove(args: argparse.Namespace) -> int:
+    from cuzk.circuits.registry import lookup
+    from cuzk.groth16 import snarkjs_json
+    from cuzk.groth16.assignment import Assignment
+    from cuzk.groth16.circom import circom_key
+    from cuzk.groth16.params_file import read_params
+    from cuzk.groth16.prover import prove
+    from cuzk.groth16.synthesis import synthesize_for_proving
+    from cuzk.groth16.wtns import read_wtns
+    from cuzk.groth16.zkey import read_zkey
+
     if args.zkey or args.wtns:
         if not (args.zkey and args.wtns) or args.params or args.circuit:
             raise CuzkError("prove takes either --zkey and --wtns, or --params and --circuit")
@@ -123,6 +132,9 @@ def cmd_prove(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
+    from cuzk.groth16 import snarkjs_json
+    from cuzk.groth16.verifier import verify_proof
+
     vk = _load_vk(args.vk)
     publics = snarkjs_json.public_from_json(_read_json(args.public), source=str(args.public))
     proof = _load_proof(args.proof)
@@ -134,6 +146,9 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def cmd_export_vk(args: argparse.Namespace) -> int:
+    from cuzk.groth16 import snarkjs_json
+    from cuzk.groth16.params_file import read_vk
+
     _write_json(args.out, snarkjs_json.vk_to_json(read_vk(args.source)))
     print(f"wrote {args.out}")
     return EXIT_OK

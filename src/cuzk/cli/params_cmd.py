@@ -12,18 +12,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from cuzk.circuits.registry import lookup
 from cuzk.errors import CuzkError
-from cuzk.groth16.params_file import (
-    OFFICIAL_PREFIX,
-    check_output_name,
-    check_params_points,
-    read_vk,
-    scan_layout,
-    write_params,
-    write_vk,
-)
-from cuzk.groth16.setup import ToxicWaste, generate_insecure_parameters
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -48,7 +37,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     gen.add_argument("--vk", type=Path, help="where to write the .vk (default: OUT with suffix .vk)")
     gen.add_argument("--seed", type=int, help="deterministic toxic waste from this seed (tests only)")
     gen.add_argument("--force-official-name", action="store_true",
-                     help=f"allow writing under an official {OFFICIAL_PREFIX}* file name")
+                     help="allow writing under an official v28-* file name (Filecoin's published parameters)")
     gen.set_defaults(handler=cmd_gen)
 
 
@@ -61,6 +50,8 @@ def _digest(path: Path) -> str:
 
 
 def cmd_info(args: argparse.Namespace) -> int:
+    from cuzk.groth16.params_file import OFFICIAL_PREFIX, check_params_points, read_vk, scan_layout
+
     if not args.file.is_file():
         raise CuzkError(f"{args.file}: no such file")
     layout = scan_layout(args.file)
@@ -109,6 +100,10 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 
 def cmd_gen(args: argparse.Namespace) -> int:
+    from cuzk.circuits.registry import lookup
+    from cuzk.groth16.params_file import check_output_name, write_params, write_vk
+    from cuzk.groth16.setup import ToxicWaste, generate_insecure_parameters
+
     spec = lookup(args.circuit)
     vk_path = args.vk or args.out.with_suffix(".vk")
     for path in (args.out, vk_path):
