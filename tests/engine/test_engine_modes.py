@@ -75,6 +75,6 @@ def test_preload_ids_are_checked_before_anything_starts(tmp_path: Path) -> None:
     from cuzk.engine.config import ConfigError, config_from_dict
     from cuzk.engine.engine import Engine
 
-    data = {"srs": {"param_cache": str(tmp_path), "preload": ["porep-32g"]}, "memory": {"total_budget": "1GiB"}}
-    with pytest.raises(ConfigError, match=r"srs\.preload: no circuit provider for porep-32g yet"):
+    data = {"srs": {"param_cache": str(tmp_path), "preload": ["porep-16g"]}, "memory": {"total_budget": "1GiB"}}
+    with pytest.raises(ConfigError, match=r"srs\.preload: unknown circuit id 'porep-16g'"):
         Engine(config_from_dict(data))

@@ -67,7 +67,8 @@ def test_info_health_and_status(daemon) -> None:
         info = c.info()
         assert info.backend == "cpu" and info.test_circuits_enabled and info.pid == daemon.proc.pid
         assert daemon.unix_addr in info.listen_addresses and daemon.tcp_addr in info.listen_addresses
-        assert len(info.config_fingerprint) == 16 and info.circuit_providers == ["test-circuits"]
+        assert len(info.config_fingerprint) == 16 and "test-circuits" in info.circuit_providers
+        assert {"filecoin-porep", "filecoin-snap"} <= set(info.circuit_providers)
         s = c.status()
     assert len(s.gpus) == 1 and s.gpus[0].device_kind == "cpu" and s.gpus[0].workers == 2
     assert s.memory_budget_bytes == 3 << 30 == s.pinned_memory_limit_bytes
@@ -166,13 +167,15 @@ def test_critical_is_started_before_queued_normal_jobs(daemon) -> None:
     assert queued and all(crit.started_at_unix_ms <= results[r].started_at_unix_ms for r in queued)
 
 
-@pytest.mark.parametrize(("kind", "name"), [(1, "POREP_SEAL_COMMIT"), (2, "SNAP_DEALS_UPDATE"),
-                                            (3, "WINDOW_POST_PARTITION"), (4, "WINNING_POST")])
-def test_filecoin_kinds_are_refused_clearly(daemon, kind: int, name: str) -> None:
+@pytest.mark.parametrize(("kind", "message"), [
+    (1, "POREP_SEAL_COMMIT: vanilla_proof is empty"), (2, "SNAP_DEALS_UPDATE: comm_r_old is required"),
+    (3, "WINDOW_POST_PARTITION: registered_proof 0 (StackedDrgWinning2KiBV1) is a WinningPoSt proof"),
+    (4, "WINNING_POST: randomness is required"),
+])
+def test_empty_filecoin_requests_are_refused_clearly(daemon, kind: int, message: str) -> None:
     with daemon.client() as c:
         err = rpc_error(c.submit, pb.SubmitProofRequest(request_id=f"fc-{kind}", proof_kind=kind))
-        assert err.code() == grpc.StatusCode.INVALID_ARGUMENT
-        assert f"no circuit provider for {name}" in err.details() and "yet" in err.details()
+        assert err.code() == grpc.StatusCode.INVALID_ARGUMENT and message in err.details(), err.details()
         err = rpc_error(c.prove, pb.SubmitProofRequest(proof_kind=kind))
         assert err.code() == grpc.StatusCode.INVALID_ARGUMENT
 
@@ -193,11 +196,15 @@ def test_malformed_requests_get_invalid_argument(daemon) -> None:
             assert err.code() == grpc.StatusCode.INVALID_ARGUMENT and message in err.details(), err.details()
         err = rpc_error(c.stub.Prove, pb.ProveRequest())
         assert err.code() == grpc.StatusCode.INVALID_ARGUMENT and "missing submit field" in err.details()
-        for call, arg, message in ((c.preload, "porep-32g", "no circuit provider for porep-32g yet"),
+        for call, arg, message in ((c.preload, "porep-16g", "unknown circuit id 'porep-16g'"),
                                    (c.evict, "banana", "unknown circuit id 'banana'"),
                                    (c.await_proof, "", "job_id is empty")):
             err = rpc_error(call, arg)
             assert err.code() == grpc.StatusCode.INVALID_ARGUMENT and message in err.details()
+        # a Filecoin id whose official parameter file is not in param_cache: named, never generated
+        err = rpc_error(c.preload, "porep-32g")
+        assert err.code() == grpc.StatusCode.FAILED_PRECONDITION and "v28-stacked-proof-of-replication" in err.details()
+        assert "does not exist" in err.details()
         assert c.serving()
 
 
@@ -340,7 +347,7 @@ def test_cli_client_commands(daemon, capsys: pytest.CaptureFixture[str], tmp_pat
     code, _, err = run_cli(capsys, "cancel", "missing-job", *addr)
     assert code == 2 and "NOT_FOUND" in err and "Traceback" not in err
     code, _, err = run_cli(capsys, "prove", *addr, "--kind", "porep", "--c1", proof_file)
-    assert code == 2 and "INVALID_ARGUMENT: no circuit provider for POREP_SEAL_COMMIT" in err
+    assert code == 2 and "INVALID_ARGUMENT: POREP_SEAL_COMMIT: the payload is neither JSON nor a bincode C1" in err
     code, _, err = run_cli(capsys, "prove", *addr, "--kind", "winning", "--randomness", "abcd")
     assert code == 2 and "--randomness: needs 32 bytes" in err
     code, _, err = run_cli(capsys, "status", "--addr", f"unix://{tmp_path / 'nobody.sock'}")

@@ -119,5 +119,5 @@ def test_published_client_against_live_daemon(daemon, published_client: Path, se
     assert out["await"]["status"] == "COMPLETED" and verify(out["await"]["proof"], server_params, 60, 1)
     assert out["timeout"] == "TIMEOUT"
     assert out["cancel"]["status"] == "CANCELLED"
-    assert out["winning"][0] == "INVALID_ARGUMENT" and "no circuit provider for WINNING_POST" in out["winning"][1]
+    assert out["winning"][0] == "INVALID_ARGUMENT" and "WINNING_POST: vanilla_proofs holds 0" in out["winning"][1]
     assert out["preload"] is True and out["metrics"] is True

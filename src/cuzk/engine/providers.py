@@ -13,9 +13,8 @@ handles the request's kind:
   returns the circuit's `CircuitShape` (the engine caches it and sizes memory reservations from it).
 
 Recipes are pickled to a synthesis process, where `assignment()` runs: the engine never synthesizes
-in the daemon process. Filecoin providers (PoRep, PoSt, SnapDeals) plug in by subclassing
-`CircuitProvider` and being added in `build_providers`; until then those kinds are refused with
-"no circuit provider for ... yet".
+in the daemon process. The Filecoin providers (PoRep, PoSt, SnapDeals) live in
+`filecoin_providers.py` and are always installed by `build_providers`.
 
 Test circuits (only with `[debug] test_circuits = true`) use `proof_kind = PROOF_KIND_UNSPECIFIED`
 and a JSON `vanilla_proof`:
@@ -52,8 +51,6 @@ log = logging.getLogger("cuzk.engine.providers")
 
 #: A call a worker process can make: ("module:function", args).
 WorkerCall = tuple[str, tuple[Any, ...]]
-#: Circuit ids of the Filecoin parameter sets (cuzk-anchor §1.1), recognised before their providers exist.
-FILECOIN_CIRCUIT_RE = re.compile(r"^(porep|wpost|winning|snap)-(2k|8m|512m|32g|64g)$")
 TEST_PARAMS_PREFIX = "cuzk-test-"
 MAX_TEST_PARTITIONS = 64
 MAX_TEST_LOG_CONSTRAINTS = 16
@@ -348,8 +345,7 @@ class ProviderRegistry:
                 raise InvalidRequestError("test circuits are enabled but no test provider is installed")
             raise InvalidRequestError("invalid proof_kind: 0 (PROOF_KIND_UNSPECIFIED); test circuits are disabled "
                                       "on this daemon ([debug] test_circuits = false)")
-        raise InvalidRequestError(f"no circuit provider for {kind.proto_name} ({kind.label}) yet: this daemon cannot "
-                             "prove this kind")
+        raise InvalidRequestError(f"unsupported proof_kind {kind.proto_name} ({kind.label})")
 
     def srs_source(self, circuit_id: str) -> SrsSource:
         if not circuit_id:
@@ -358,10 +354,7 @@ class ProviderRegistry:
             source = p.srs_source(circuit_id)
             if source is not None:
                 return source
-        if FILECOIN_CIRCUIT_RE.match(circuit_id):
-            raise InvalidRequestError(f"no circuit provider for {circuit_id} yet: this daemon cannot load its "
-                                      "parameters")
-        known = "porep-32g, porep-64g, wpost-32g, winning-32g, snap-32g, snap-64g"
+        known = "porep-|winning-|wpost-|snap- followed by 2k, 8m, 512m, 32g or 64g"
         if self.test_circuits_enabled:
             known += ", or a test circuit such as mimc-8 or bits-1"
         raise InvalidRequestError(f"unknown circuit id {circuit_id!r} (known: {known})")
@@ -375,8 +368,11 @@ class ProviderRegistry:
 
 
 def build_providers(param_cache: str, *, test_circuits: bool) -> ProviderRegistry:
-    """The providers of a daemon. Filecoin providers are added here when their circuits land."""
-    providers: list[CircuitProvider] = []
+    """The providers of a daemon: the four Filecoin kinds always (a job whose parameters are missing
+    from `param_cache` fails naming the file), test circuits when enabled."""
+    from cuzk.engine.filecoin_providers import filecoin_providers  # it subclasses this module's classes
+
+    providers: list[CircuitProvider] = filecoin_providers(param_cache)
     if test_circuits:
         providers.append(DebugCircuitProvider(param_cache))
     return ProviderRegistry(providers, test_circuits_enabled=test_circuits)
