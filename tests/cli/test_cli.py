@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -20,7 +19,9 @@ def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, s
 
 
 def test_entry_point_is_installed() -> None:
-    exe = shutil.which("cuzk") or str(Path(sys.executable).with_name("cuzk"))
+    # The script installed next to this interpreter (a `cuzk` elsewhere on PATH may be another install).
+    exe = Path(sys.executable).with_name("cuzk")
+    assert exe.exists(), f"no cuzk entry point next to {sys.executable}"
     proc = subprocess.run([exe, "--version"], capture_output=True, text=True, check=False)
     assert proc.returncode == 0 and proc.stdout.startswith("cuzk ")
 
