@@ -165,8 +165,8 @@ def bench_msm(cp: Any, group: str, sizes: list[int], reps: int, check_log: int |
         bases = dev_pool[cp.asarray(rng.integers(0, distinct, size=n))]
         scalars = cp.asarray(random_scalars(n, rng).view(np.uint32).reshape(n, 8))
         best = None
-        for variant in ACCUMULATE_VARIANTS[group]:
-            for per_sm in (256, 512, 1024):
+        for variant, spec in ACCUMULATE_VARIANTS[group].items():
+            for per_sm in (spec.threads_per_sm, 2 * spec.threads_per_sm):
                 eng.accumulate_variant[group] = variant
                 eng.acc_threads[group] = eng.k.num_sms * per_sm
                 samples = time_wall(cp, lambda b=bases, s=scalars: eng.msm(group, b, s), 3)

@@ -7,7 +7,7 @@ import random
 import numpy as np
 import pytest
 
-from cuzk.backends.cuda.msm import DeviceMsm, window_size
+from cuzk.backends.cuda.msm import ACCUMULATE_VARIANTS, DeviceMsm, window_size
 from cuzk.curve.encoding import g1_points_to_uncompressed, g2_points_to_uncompressed
 from cuzk.curve.msm import msm as cpu_msm
 from cuzk.curve.points import G1Point, G2Point, Scalar
@@ -88,6 +88,29 @@ def test_repeated_and_infinite_bases(kernels, emulated: bool, group: str) -> Non
         want = cpu_msm(pts, ints_to_limbs(scalars), group=cls)
         for split in (False, True):
             assert _device_msm(kernels, eng, group, pts, scalars, split) == want
+
+
+@pytest.mark.parametrize("group,variant", [(g, v) for g in GROUPS for v in ACCUMULATE_VARIANTS[g]])
+def test_accumulate_variants(kernels, emulated: bool, group: str, variant: str) -> None:
+    """Every accumulation kernel, not only the default one, gives the CPU's sum: on random scalars, and
+    on repeated, opposite and infinite bases, which reach the doubling (a bucket adding its own value)
+    and cancellation (acc + (-acc)) branches. Few threads per SM, so buckets straddle segments."""
+    cls, _ = GROUPS[group]
+    eng = DeviceMsm(kernels, threads_per_sm=4 if emulated else 8)
+    eng.accumulate_variant[group] = variant
+    rng = random.Random(f"acc{group}{variant}")
+    n = 200 if emulated else (3000 if group == "g1" else 1000)
+    pts = _points(cls, n, 21)
+    scalars = [rng.randrange(R_MODULUS) for _ in range(n)]
+    assert _device_msm(kernels, eng, group, pts, scalars, False) == cpu_msm(pts, ints_to_limbs(scalars), group=cls)
+    few = _points(cls, 60, 4, distinct=3)
+    for i in (5, 17, 30):
+        few[i] = cls.identity()
+    few = few + [-p for p in few[:20]]
+    for scalars in ([7] * len(few), [rng.choice([3, R_MODULUS - 3]) for _ in few],
+                    [rng.randrange(R_MODULUS) for _ in few]):
+        want = cpu_msm(few, ints_to_limbs(scalars), group=cls)
+        assert _device_msm(kernels, eng, group, few, scalars, False) == want, scalars[:3]
 
 
 def test_empty_msm_is_infinity(kernels) -> None:

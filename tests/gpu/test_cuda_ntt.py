@@ -55,6 +55,27 @@ def test_transforms_match_cpu_domain(kernels, emulated: bool, max_pass_log: int)
             assert np.array_equal(_run(kernels, ntt, dev, x), cpu(x.copy())), (name, log_n)
 
 
+@pytest.mark.parametrize("max_pass_log", [10, 4])
+def test_fused_factors_match_separate_sweeps(kernels, max_pass_log: int) -> None:
+    """The factors `dif` fuses into its first pass (g^i) and last pass (scale * h^bitrev(p)) equal the
+    separate fr_mul_powers sweeps they replace, whether first and last pass are one kernel or not."""
+    ntt = DeviceNtt(kernels, max_pass_log=max_pass_log)
+    g, h, scale = 7, 11, 13
+    for log_n in (1, 5, 9):
+        root = fr_root_of_unity(log_n)
+
+        def fused(v, L=log_n, w=root):
+            ntt.dif(v, L, w, pre_g=g, post_g=h, post_scale=scale)
+
+        def separate(v, L=log_n, w=root):
+            ntt.mul_powers(v, L, g=g)
+            ntt.dif(v, L, w)
+            ntt.mul_powers(v, L, g=h, scale=scale, bitrev=True)
+
+        x = _random_mont(1 << log_n, 100 + log_n)
+        assert np.array_equal(_run(kernels, ntt, fused, x), _run(kernels, ntt, separate, x)), log_n
+
+
 def test_edge_inputs_and_other_roots(kernels) -> None:
     """Zero and one vectors, and a root other than bellperson's (snarkjs keys pick their own)."""
     ntt = DeviceNtt(kernels)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -42,12 +42,31 @@ DEFAULT_MAX_WINDOW = 16
 UPLOAD_CHUNK = 1 << 22
 _BLOCK = 256
 _ACC_BLOCK = 128
-#: Occupancy variants of the accumulation kernel (kernels/msm.cu, CUZK_ACC_KERNEL) and the defaults,
-#: with the grid size (threads per multiprocessor), fastest on an H200 at 2^22 (run of 2026-11-29:
-#: G1 _o3 at 1024 115.6 ms against _o1 at 1024 146.7 ms; G2 _o1 at 256 313 ms, _o3 at 1024 409 ms).
-ACCUMULATE_VARIANTS = {"g1": ("_o1", "_o3", "_o4"), "g2": ("_o1", "_o2", "_o3")}
-DEFAULT_ACCUMULATE = {"g1": "_o3", "g2": "_o1"}
-DEFAULT_THREADS_PER_SM = {"g1": 1024, "g2": 256}
+
+
+class AccVariant(NamedTuple):
+    """One compiled accumulation kernel (kernels/msm.cu): its block size (fixed at compile time for
+    the shared-memory kernels), the shared-memory words it needs per thread, and the grid that fills
+    the device once (threads per multiprocessor that can be resident together)."""
+
+    block: int
+    smem_words: int
+    threads_per_sm: int
+
+
+#: Variants of the accumulation kernel by suffix. _oB keep the XYZZ accumulator in registers (B blocks
+#: of 128 per multiprocessor asked of the compiler; the first kernels, kept as a baseline). _sB keep
+#: the accumulator and the point being added in shared memory and gather the next point with cp.async
+#: (accumulate_smem), so that B blocks fit: G1 _s3/_s4/_s5 at 168/128/96 registers, i.e. 3-5 warps
+#: per scheduler; G2 in 64-thread blocks (its Fp2 state is twice as large). G2 _vB are _sB with the
+#: Fp2 products called by value (fp2v_t): operands in registers instead of a 2 KiB stack per thread.
+ACCUMULATE_VARIANTS: dict[str, dict[str, AccVariant]] = {
+    "g1": {"_o3": AccVariant(128, 0, 1024), "_s3": AccVariant(128, 76, 384), "_s4": AccVariant(128, 76, 512),
+           "_s5": AccVariant(128, 76, 640)},
+    "g2": {"_o1": AccVariant(128, 0, 256), "_s4": AccVariant(64, 148, 256), "_s5": AccVariant(64, 148, 320),
+           "_v4": AccVariant(64, 148, 256), "_v5": AccVariant(64, 148, 320)},
+}
+DEFAULT_ACCUMULATE = {"g1": "_s4", "g2": "_s4"}
 #: Bucket reduction: running sums over 2^REDUCE_LOG_L buckets per thread, tree sums of SUM_CHUNK
 #: points per thread and level. Short serial chains: these kernels run few threads, so each
 #: thread's chain of dependent additions is what they take.
@@ -106,8 +125,8 @@ class DeviceMsm:
                  max_window: int = DEFAULT_MAX_WINDOW) -> None:
         self.k = kernels
         self.xp = kernels.xp
-        self.acc_threads = {g: max(1, kernels.num_sms * (threads_per_sm or DEFAULT_THREADS_PER_SM[g]))
-                            for g in GROUPS}
+        per_sm = {g: threads_per_sm or ACCUMULATE_VARIANTS[g][DEFAULT_ACCUMULATE[g]].threads_per_sm for g in GROUPS}
+        self.acc_threads = {g: max(1, kernels.num_sms * per_sm[g]) for g in GROUPS}
         self.max_batch = max_batch
         self.max_window = max_window
         self.accumulate_variant = dict(DEFAULT_ACCUMULATE)
@@ -259,8 +278,11 @@ class DeviceMsm:
         buckets = xp.zeros((nkeys, words), dtype=xp.uint32)
         first = xp.empty((threads, words), dtype=xp.uint32)
         last = xp.empty((threads, words), dtype=xp.uint32)
-        k.launch1d(f"msm_accumulate_{group}{self.accumulate_variant[group]}", threads,
-                   (entries, offsets, nkeys, total, per, bases, buckets, first, last), _ACC_BLOCK)
+        variant = self.accumulate_variant[group]
+        v = ACCUMULATE_VARIANTS[group][variant]
+        k.launch(f"msm_accumulate_{group}{variant}", -(-threads // v.block), v.block,
+                 (entries, offsets, nkeys, total, per, bases, buckets, first, last),
+                 shared_mem=4 * v.smem_words * v.block)
         self._mark("accumulate")
         k.launch1d(f"msm_combine_{group}", nkeys, (offsets, nkeys, per, buckets, first, last), _ACC_BLOCK)
         del entries, first, last, offsets

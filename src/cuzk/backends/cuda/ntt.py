@@ -122,22 +122,40 @@ class DeviceNtt:
         if a.shape != (1 << log_n, 8) or a.dtype != np.uint32:
             raise ValueError(f"expected a ({1 << log_n}, 8) uint32 array, got {a.dtype} {a.shape}")
 
-    def _run_pass(self, kernel: str, a: Any, log_n: int, lo: int, stages: int, t: _RootTables) -> None:
+    def _run_pass(self, kernel: str, a: Any, log_n: int, lo: int, stages: int, t: _RootTables,
+                  extra: tuple = ()) -> None:
         log_c = min(lo, MAX_PASS_LOG - stages)
         elems = 1 << (stages + log_c)
         blocks = 1 << (log_n - stages - log_c)
         self.k.launch(kernel, blocks, elems // 2,
-                      (a, log_n, lo, stages, log_c, t.inner_log, t.inner, t.tw_lo, t.tw_hi),
+                      (a, log_n, lo, stages, log_c, t.inner_log, t.inner, t.tw_lo, t.tw_hi, *extra),
                       shared_mem=elems * 32)
 
-    def dif(self, a: Any, log_n: int, root: int) -> Any:
-        """In place: natural-order coefficients -> evaluations at root^i, bit-reversed positions."""
+    def dif(self, a: Any, log_n: int, root: int, pre_g: int | None = None, post_g: int | None = None,
+            post_scale: int | None = None) -> Any:
+        """In place: natural-order coefficients -> evaluations at root^i, bit-reversed positions.
+
+        Fused factors (no extra sweep over memory): with `pre_g`, the input is first multiplied by
+        pre_g^i (a coset shift); with `post_g` / `post_scale`, the output at bit-reversed position p is
+        multiplied by post_scale * post_g^bitrev(p), i.e. by the power of its natural index once
+        permuted (the shift and 1/n of inverse coset transforms).
+        """
         self._check(a, log_n)
+        if log_n == 0:  # no pass to fuse into; g^0 = 1, only a scale can remain
+            return a if post_scale is None else self.mul_powers(a, 0, scale=post_scale)
         t = self._root_tables(log_n, root)
+        pre = self._power_tables(pre_g, log_n) if pre_g is not None else None
+        post = self._power_tables(post_g, log_n) if post_g is not None else None
+        scale = self._const(post_scale) if post_scale is not None else None
+        passes = self._passes(log_n)
         hi = log_n
-        for stages in self._passes(log_n):
+        for i, stages in enumerate(passes):
             hi -= stages
-            self._run_pass("ntt_dif_pass", a, log_n, hi, stages, t)
+            first, last = i == 0, i == len(passes) - 1
+            extra = (pre.lo if first and pre else None, pre.hi if first and pre else None,
+                     post.lo if last and post else None, post.hi if last and post else None,
+                     scale if last else None)
+            self._run_pass("ntt_dif_pass", a, log_n, hi, stages, t, extra)
         return a
 
     def dit(self, a: Any, log_n: int, root: int) -> Any:
@@ -179,34 +197,34 @@ class DeviceNtt:
         return self.bitrev(self.dif(a, log_n, root), log_n)
 
     def intt(self, a: Any, log_n: int, root: int | None = None) -> Any:
-        """In place: evaluations at root^i -> coefficients."""
+        """In place: evaluations at root^i -> coefficients (the 1/n fused into the last pass)."""
         root = self.default_root(log_n) if root is None else root
-        self.bitrev(self.dif(a, log_n, pow(root, -1, R_MODULUS)), log_n)
-        return self.mul_powers(a, log_n, scale=pow(1 << log_n, -1, R_MODULUS))
+        self.dif(a, log_n, pow(root, -1, R_MODULUS), post_scale=pow(1 << log_n, -1, R_MODULUS))
+        return self.bitrev(a, log_n)
 
     def coset_ntt(self, a: Any, log_n: int, shift: int = FR_GENERATOR, root: int | None = None) -> Any:
-        """In place: coefficients -> evaluations at shift * root^i."""
+        """In place: coefficients -> evaluations at shift * root^i (the shift fused into the first pass)."""
         root = self.default_root(log_n) if root is None else root
-        self.mul_powers(a, log_n, g=shift)
-        return self.ntt(a, log_n, root)
+        return self.bitrev(self.dif(a, log_n, root, pre_g=shift), log_n)
 
     def icoset_ntt(self, a: Any, log_n: int, shift: int = FR_GENERATOR, root: int | None = None) -> Any:
-        """In place: evaluations at shift * root^i -> coefficients."""
+        """In place: evaluations at shift * root^i -> coefficients (shift and 1/n fused into the last pass)."""
         root = self.default_root(log_n) if root is None else root
-        self.bitrev(self.dif(a, log_n, pow(root, -1, R_MODULUS)), log_n)
-        return self.mul_powers(a, log_n, g=pow(shift, -1, R_MODULUS), scale=pow(1 << log_n, -1, R_MODULUS))
+        self.dif(a, log_n, pow(root, -1, R_MODULUS), post_g=pow(shift, -1, R_MODULUS),
+                 post_scale=pow(1 << log_n, -1, R_MODULUS))
+        return self.bitrev(a, log_n)
 
     # -- Groth16 --------------------------------------------------------------------------------------
 
     def to_coset_evaluations(self, a: Any, log_n: int, root: int, shift: int) -> Any:
         """In place: evaluations on <root> -> evaluations on shift * <root>, natural order.
 
-        Inverse DIF (leaves coefficients bit-reversed), scale by shift^i / n at the bit-reversed
-        positions, forward DIT (bit-reversed in, natural out): no permutation pass.
+        Inverse DIF (leaves coefficients bit-reversed) whose last pass also scales by shift^i / n at
+        the bit-reversed positions, then forward DIT (bit-reversed in, natural out): no permutation
+        pass and no separate scaling sweep.
         """
         n_inv = pow(1 << log_n, -1, R_MODULUS)
-        self.dif(a, log_n, pow(root, -1, R_MODULUS))
-        self.mul_powers(a, log_n, g=shift, scale=n_inv, bitrev=True)
+        self.dif(a, log_n, pow(root, -1, R_MODULUS), post_g=shift, post_scale=n_inv)
         return self.dit(a, log_n, root)
 
     def h_quotient(self, a: Any, b: Any, c: Any, log_n: int, root: int | None = None,

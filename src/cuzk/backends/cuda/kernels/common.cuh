@@ -48,6 +48,12 @@ DEV u32 mad_lo_cc(u32 a, u32 b, u32 c) { return add_cc((u32)((u64)a * b), c); }
 DEV u32 madc_lo_cc(u32 a, u32 b, u32 c) { return addc_cc((u32)((u64)a * b), c); }
 DEV u32 mad_hi_cc(u32 a, u32 b, u32 c) { return add_cc((u32)(((u64)a * b) >> 32), c); }
 DEV u32 madc_hi_cc(u32 a, u32 b, u32 c) { return addc_cc((u32)(((u64)a * b) >> 32), c); }
+DEV u32 mul_lo(u32 a, u32 b) { return a * b; }
+DEV u32 mul_hi(u32 a, u32 b) { return (u32)(((u64)a * b) >> 32); }
+
+// cp.async emulation: the copy happens at once, so waiting is a no-op.
+DEV void cp_async16(void* smem_dst, const void* gmem_src) { memcpy(smem_dst, gmem_src, 16); }
+DEV void cp_async_wait_all() {}
 
 #else  // CUDA (NVRTC or nvcc)
 
@@ -90,6 +96,19 @@ DEV u32 mad_hi_cc(u32 a, u32 b, u32 c) {
 DEV u32 madc_hi_cc(u32 a, u32 b, u32 c) {
     u32 r; asm volatile("madc.hi.cc.u32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c)); return r;
 }
+// Plain products (no carry flag involved): ordinary C, so the compiler may fuse and schedule them.
+DEV u32 mul_lo(u32 a, u32 b) { return a * b; }
+DEV u32 mul_hi(u32 a, u32 b) { return __umulhi(a, b); }
+
+// Asynchronous 16-byte copy global -> shared (sm_80+): the data lands without passing through
+// registers, so a thread can fetch its next operand while it computes on the current one. Bypasses
+// L1 (.cg), right for gathers of data read once. cp_async_wait_all() makes this thread's copies
+// visible to itself (no barrier needed when each thread reads only what it copied).
+DEV void cp_async16(void* smem_dst, const void* gmem_src) {
+    const u32 s = (u32)__cvta_generic_to_shared(smem_dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(gmem_src) : "memory");
+}
+DEV void cp_async_wait_all() { asm volatile("cp.async.wait_all;" ::: "memory"); }
 
 #endif
 

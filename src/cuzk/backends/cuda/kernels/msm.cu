@@ -9,7 +9,8 @@
 //    key into an XYZZ accumulator (mixed additions). A bucket wholly inside one segment is written
 //    directly; a bucket that crosses segment boundaries leaves pieces (the tail piece of the segment
 //    where it starts, the head pieces of the following ones) that msm_combine adds up. Work per
-//    thread is K additions however skewed the buckets are.
+//    thread is K additions however skewed the buckets are. Two implementations: `accumulate` (state
+//    in registers) and `accumulate_smem` (state in shared memory, more warps resident; see there).
 // 4. Reduction per window, sum_j (j+1) * bucket_j: each thread runs the running-sum trick over L
 //    consecutive buckets (S_p = chunk sum, T_p = weighted chunk sum), then
 //    sum = sum_p T_p + L * sum_p p * S_p, the last term from per-bit sums of S_p (xyzz_sum_bits).
@@ -109,6 +110,189 @@ DEV void accumulate(const u32* sorted, const u32* offsets, u32 nkeys, u32 total,
         if (starts && ends) store_struct(buckets + k, acc);
         else if (!starts) store_struct(first + t, acc);
         else store_struct(last + t, acc);
+        pos = run_end;
+        ++k;
+    }
+}
+
+// ---- Accumulation with the state in shared memory -------------------------------------------------
+//
+// The same segments and outputs as `accumulate`, but the thread's XYZZ accumulator and the affine
+// point being added live in shared memory, not in registers. The register variant keeps about 100
+// words alive across a mixed addition (accumulator, point, prefetched next point, temporaries) and so
+// runs two or three warps per scheduler: too few to hide the latency of the carry chains. Here only
+// the formula's temporaries (at most four field elements) and the product in flight are registers,
+// operands are read back from shared memory when a product needs them, and the next point is
+// gathered with cp.async straight into shared memory while the current addition runs. Fewer
+// registers buy more resident warps (LAUNCH_BOUNDS2 below) within the same shared memory.
+//
+// Layout per block of T threads: the accumulators limb-major (coordinate c, limb i of thread t at
+// word (c * NW + i) * T + t: a warp's accesses fall in 32 different banks), then one point slot of
+// PW = 2 NW + 4 words per thread (x then y, read as 16-byte vectors; the 4-word pad keeps each group
+// of 8 threads on distinct banks).
+
+template <class F>
+struct smem_layout {
+    static constexpr u32 NW = (u32)(sizeof(F) / 4);  // words per field element
+    static constexpr u32 PW = 2 * NW + 4;             // words per point slot
+    static constexpr u32 WORDS = 4 * NW + PW;         // shared words per thread
+};
+
+// One field element stored with limb stride `stride` (words). Written per member (no casts of the
+// element's address), so the compiler keeps the limbs in registers.
+DEV void sfield_get(fp_t& r, const u32* p, u32 stride) {
+    UNROLL for (int i = 0; i < 12; ++i) r.v[i] = p[i * stride];
+}
+template <class F2>
+DEV void sfield_get(F2& r, const u32* p, u32 stride) {
+    sfield_get(r.c0, p, stride);
+    sfield_get(r.c1, p + 12 * stride, stride);
+}
+DEV void sfield_put(u32* p, u32 stride, const fp_t& x) {
+    UNROLL for (int i = 0; i < 12; ++i) p[i * stride] = x.v[i];
+}
+template <class F2>
+DEV void sfield_put(u32* p, u32 stride, const F2& x) {
+    sfield_put(p, stride, x.c0);
+    sfield_put(p + 12 * stride, stride, x.c1);
+}
+// One field element stored contiguously (16-byte aligned), read as vectors.
+DEV void sfield_get_vec(fp_t& r, const u32* p) {
+#ifdef CUZK_HOST_EMU
+    UNROLL for (int i = 0; i < 12; ++i) r.v[i] = p[i];
+#else
+    UNROLL for (int i = 0; i < 3; ++i) {
+        const uint4 u = reinterpret_cast<const uint4*>(p)[i];
+        r.v[4 * i] = u.x; r.v[4 * i + 1] = u.y; r.v[4 * i + 2] = u.z; r.v[4 * i + 3] = u.w;
+    }
+#endif
+}
+template <class F2>
+DEV void sfield_get_vec(F2& r, const u32* p) {
+    sfield_get_vec(r.c0, p);
+    sfield_get_vec(r.c1, p + 12);
+}
+template <class F>
+DEV F sfield_load(const u32* p, u32 stride) { F r; sfield_get(r, p, stride); return r; }
+template <class F>
+DEV F sfield_load_vec(const u32* p) { F r; sfield_get_vec(r, p); return r; }
+
+// The accumulator of one thread: four coordinates at acc + c * NW * T, limb stride T. T is a
+// compile-time constant (the block size): every limb address is then the thread's base plus an
+// immediate offset, where a run-time stride would cost a register per precomputed address.
+template <class F, u32 T>
+struct smem_xyzz {
+    u32* acc;
+    DEV F get(u32 c) const { return sfield_load<F>(acc + c * smem_layout<F>::NW * T, T); }
+    DEV void set(u32 c, const F& x) const { sfield_put(acc + c * smem_layout<F>::NW * T, T, x); }
+
+    // acc = 2 acc (dbl-2008-s-1), at most four temporaries alive.
+    DEV void dbl() const {
+        const F U = get(1).dbl();
+        const F V = U.sqr();
+        const F W = U * V;
+        set(2, get(2) * V);
+        const F S = get(0) * V;
+        set(3, get(3) * W);
+        F M = get(0).sqr();
+        M = M.dbl() + M;
+        const F X3 = M.sqr() - S.dbl();
+        const F WY = W * get(1);
+        set(0, X3);
+        set(1, M * (S - X3) - WY);
+    }
+
+    // Global copy of the accumulator (infinity when `empty`) to an XYZZ point of the same layout,
+    // 16-byte stores.
+    template <class X>
+    DEV void store(X* dst, bool empty) const {
+        static_assert(sizeof(X) == 4 * sizeof(F), "XYZZ layout");
+        F* out = reinterpret_cast<F*>(dst);
+        UNROLL for (u32 c = 0; c < 4; ++c) store_struct(out + c, empty ? F::zero() : get(c));
+    }
+};
+
+// Start the gather of base e (sign bit ignored) into this thread's point slot.
+template <class A>
+DEV void fetch_point(const A* bases, u32 e, u32* slot) {
+    const u32* src = reinterpret_cast<const u32*>(bases + (e & 0x7fffffffu));
+    UNROLL for (int i = 0; i < (int)(sizeof(A) / 16); ++i) cp_async16(slot + 4 * i, src + 4 * i);
+}
+
+template <class A, class F, u32 T, class X>
+DEV void accumulate_smem(const u32* sorted, const u32* offsets, u32 nkeys, u32 total, u32 K, const A* bases,
+                         X* buckets, X* first, X* last) {
+    typedef smem_layout<F> L;
+    DYN_SMEM(u32, sm);
+    const smem_xyzz<F, T> a{sm + threadIdx.x};
+    u32* const slot = sm + 4 * L::NW * T + threadIdx.x * L::PW;
+
+    const u32 t = global_tid();
+    const u64 start64 = (u64)t * K;
+    if (start64 >= total) return;
+    const u32 start = (u32)start64;
+    const u32 end = (u32)(start64 + K < total ? start64 + K : total);
+    u32 lo = 0, hi = nkeys;  // offsets[lo] <= start < offsets[hi]
+    while (hi - lo > 1) {
+        const u32 mid = (lo + hi) >> 1;
+        if (offsets[mid] <= start) lo = mid; else hi = mid;
+    }
+    u32 e = sorted[start];
+    fetch_point(bases, e, slot);
+    u32 k = lo, pos = start;
+    while (pos < end) {
+        u32 kend = offsets[k + 1];
+        while (kend <= pos) kend = offsets[++k + 1];
+        const u32 run_end = kend < end ? kend : end;
+        bool empty = true;
+        for (u32 q = pos; q < run_end; ++q) {
+            // The next entry of the segment (the next run's first one at a run's end).
+            const bool more = q + 1 < end;
+            const u32 e_next = more ? sorted[q + 1] : 0u;
+            cp_async_wait_all();
+            const F qx = sfield_load_vec<F>(slot);
+            if (qx.is_zero() && sfield_load_vec<F>(slot + L::NW).is_zero()) {  // infinity: nothing to add
+                if (more) fetch_point(bases, e_next, slot);
+                e = e_next;
+                continue;
+            }
+            if (empty) {
+                const F qy = sfield_load_vec<F>(slot + L::NW);
+                a.set(0, qx);
+                a.set(1, (e >> 31) ? -qy : qy);
+                a.set(2, F::one());
+                a.set(3, F::one());
+                empty = false;
+                if (more) fetch_point(bases, e_next, slot);
+                e = e_next;
+                continue;
+            }
+            // Mixed addition (madd-2008-s). The slot is free once x and y have been read.
+            const F P = qx * a.get(2) - a.get(0);
+            F qy = sfield_load_vec<F>(slot + L::NW);
+            if (e >> 31) qy = -qy;
+            const F R = qy * a.get(3) - a.get(1);
+            if (more) fetch_point(bases, e_next, slot);
+            e = e_next;
+            if (P.is_zero()) {
+                if (R.is_zero()) a.dbl();
+                else empty = true;  // acc + (-acc)
+                continue;
+            }
+            const F PP = P.sqr();
+            const F PPP = P * PP;
+            a.set(2, a.get(2) * PP);
+            const F Q = a.get(0) * PP;
+            a.set(3, a.get(3) * PPP);
+            const F X3 = R.sqr() - PPP - Q.dbl();
+            const F YPPP = a.get(1) * PPP;
+            a.set(0, X3);
+            a.set(1, R * (Q - X3) - YPPP);
+        }
+        const bool starts = offsets[k] >= start, ends = kend <= end;
+        if (starts && ends) a.store(buckets + k, empty);
+        else if (!starts) a.store(first + t, empty);
+        else a.store(last + t, empty);
         pos = run_end;
         ++k;
     }
@@ -220,12 +404,27 @@ DEV void ec_op(u32 op, const A* a, const A* b, X* out, u32 n) {
         accumulate<G##_affine, G##_xyzz>(sorted, offsets, nkeys, total, K, bases, buckets, first, last); \
     }
 
-CUZK_ACC_KERNEL(g1, _o1, 1)
 CUZK_ACC_KERNEL(g1, _o3, 3)
-CUZK_ACC_KERNEL(g1, _o4, 4)
 CUZK_ACC_KERNEL(g2, _o1, 1)
-CUZK_ACC_KERNEL(g2, _o2, 2)
-CUZK_ACC_KERNEL(g2, _o3, 3)
+
+// Shared-memory variants (accumulate_smem): _sB fits B blocks of `threads` per multiprocessor; the
+// launch passes smem_layout<F>::WORDS * 4 bytes of dynamic shared memory per thread (G1 304, G2 592),
+// so B blocks must also fit the 227 KiB of shared memory (G1: 128-thread blocks, 38 KiB each; G2:
+// 64-thread blocks, 37 KiB each).
+#define CUZK_ACC_SMEM_KERNEL(G, F, SUFFIX, THREADS, BLOCKS)                                              \
+    KERNEL LAUNCH_BOUNDS2(THREADS, BLOCKS) msm_accumulate_##G##SUFFIX(                                    \
+        const u32* sorted, const u32* offsets, u32 nkeys, u32 total, u32 K, const G##_affine* bases,     \
+        G##_xyzz* buckets, G##_xyzz* first, G##_xyzz* last) {                                           \
+        accumulate_smem<G##_affine, F, THREADS>(sorted, offsets, nkeys, total, K, bases, buckets, first, last);   \
+    }
+
+CUZK_ACC_SMEM_KERNEL(g1, fp_t, _s3, 128, 3)
+CUZK_ACC_SMEM_KERNEL(g1, fp_t, _s4, 128, 4)
+CUZK_ACC_SMEM_KERNEL(g1, fp_t, _s5, 128, 5)
+CUZK_ACC_SMEM_KERNEL(g2, fp2_t, _s4, 64, 4)
+CUZK_ACC_SMEM_KERNEL(g2, fp2_t, _s5, 64, 5)
+CUZK_ACC_SMEM_KERNEL(g2, fp2v_t, _v4, 64, 4)
+CUZK_ACC_SMEM_KERNEL(g2, fp2v_t, _v5, 64, 5)
 
 #define CUZK_MSM_KERNELS(G)                                                                              \
     KERNEL msm_combine_##G(const u32* offsets, u32 nkeys, u32 K, G##_xyzz* buckets,                      \

@@ -37,16 +37,27 @@ DEV void sm_put(u32* sm, u32 E, u32 e, const fr_t& x) {
 
 // Natural -> bit-reversed. Launch: 2^(L-S)/C blocks of C*2^(S-1) threads, C*2^S*32 bytes of shared
 // memory; C = 2^logC <= 2^lo.
+// Optional element-wise factors, fused so that coset shifts and the 1/n of inverse transforms cost no
+// sweep of their own (null pointers: none): on load (host passes them to the first pass only) x_i *=
+// g^i with g^k = pre_lo[k mod 2^14] * pre_hi[k >> 14], i the natural index; on store (last pass only)
+// x_p *= post_scale * h^bitrev_L(p), p the bit-reversed output position, i.e. the natural index of
+// the value once the output is permuted.
 BLOCK_KERNEL LAUNCH_BOUNDS(512) ntt_dif_pass(fr_t* data, u32 log_n, u32 lo, u32 S, u32 logC, u32 inner_log,
-                                             const fr_t* inner, const fr_t* tw_lo, const fr_t* tw_hi) {
+                                             const fr_t* inner, const fr_t* tw_lo, const fr_t* tw_hi,
+                                             const fr_t* pre_lo, const fr_t* pre_hi, const fr_t* post_lo,
+                                             const fr_t* post_hi, const fr_t* post_scale) {
     DYN_SMEM(u32, sm);
     const u32 C = 1u << logC, E = C << S;
     const u32 col0 = blockIdx.x << logC;
     const u32 l0 = col0 & ((1u << lo) - 1);
     const u64 base = ((u64)(col0 >> lo) << (lo + S)) + l0;
     BLOCK_THREADS(tid) {
-        for (u32 e = tid; e < E; e += blockDim.x)
-            sm_put(sm, E, e, load_struct(data + base + ((u64)(e >> logC) << lo) + (e & (C - 1))));
+        for (u32 e = tid; e < E; e += blockDim.x) {
+            const u32 i = (u32)(base + ((u64)(e >> logC) << lo) + (e & (C - 1)));
+            fr_t x = load_struct(data + i);
+            if (pre_lo && i) x = x * tw_pow(pre_lo, pre_hi, i);
+            sm_put(sm, E, e, x);
+        }
     }
     SYNC();
     for (int s = (int)S - 1; s >= 0; --s) {
@@ -73,7 +84,13 @@ BLOCK_KERNEL LAUNCH_BOUNDS(512) ntt_dif_pass(fr_t* data, u32 log_n, u32 lo, u32 
                 const u32 ex = ((l0 + c) * bit_reverse(t, S)) << (log_n - lo - S);
                 if (ex) x = x * tw_pow(tw_lo, tw_hi, ex);
             }
-            store_struct(data + base + ((u64)t << lo) + c, x);
+            const u32 p = (u32)(base + ((u64)t << lo) + c);
+            if (post_scale) x = x * load_struct(post_scale);
+            if (post_lo) {
+                const u32 k = bit_reverse(p, log_n);
+                if (k) x = x * tw_pow(post_lo, post_hi, k);
+            }
+            store_struct(data + p, x);
         }
     }
 }
