@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from fixture_params import official_params
 
 from cuzk.circuits.registry import lookup
 from cuzk.groth16.keys import ProvingKey
@@ -57,3 +58,16 @@ def circom_fixtures(tmp_path_factory: pytest.TempPathFactory) -> dict:
     if reason:
         pytest.skip(reason)
     return snarkjs_tools.standard_fixtures(tmp_path_factory.mktemp("circom"))
+
+
+@pytest.fixture(scope="session")
+def official_params_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A parameter cache for Filecoin circuits under their official v28 names (INSECURE, test-only),
+    filled on demand by `official_params` so each parameter set is generated once per run."""
+    return tmp_path_factory.mktemp("official-params")
+
+
+@pytest.fixture(scope="session")
+def porep_2k_params(official_params_dir: Path) -> Path:
+    """porep-2k parameters (domain 2^22: a few minutes on 2 cores), shared by every test that needs them."""
+    return official_params(official_params_dir, "porep-2k", 12)

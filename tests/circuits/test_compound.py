@@ -13,19 +13,19 @@ What is shown, per kind (2KiB):
   discrete logs let a test forge a proof for chosen inputs in milliseconds, which checks the
   verifier-side input derivation and proof-length rules without generating a 2^22-point key).
 
-The PoRep-2KiB Groth16 round trip (2^22 domain) takes tens of minutes on two cores: it runs only
-with CUZK_HEAVY_TESTS=1.
+The PoRep-2KiB and SnapDeals-2KiB Groth16 round trips (domains 2^22 and 2^21) take minutes on two
+cores: they are marked slow and share their parameters with the rest of the run (tests/conftest.py).
 """
 
 from __future__ import annotations
 
-import os
 import random
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
+from fixture_params import official_params
 
 from cuzk.circuits.filecoin.compound import (
     CompoundError,
@@ -66,7 +66,6 @@ PROVER = bytes([0xE8, 0x07]) + bytes(30)  # actor 1000
 OTHER_PROVER = bytes([0xE9, 0x07]) + bytes(30)
 SECTOR = 42
 RANDOMNESS = bytes(range(31)) + b"\x1f"
-HEAVY = os.environ.get("CUZK_HEAVY_TESTS") == "1"
 
 
 def _fr(b: bytes) -> int:
@@ -601,12 +600,10 @@ def test_window_post_round_trip_with_cli_parameters(capsys: pytest.CaptureFixtur
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not HEAVY, reason="PoRep-2KiB Groth16 (2^22 domain) takes tens of minutes; CUZK_HEAVY_TESTS=1")
-def test_porep_2kib_groth16_round_trip(c1_2k: SealCommitPhase1Output) -> None:
+def test_porep_2kib_groth16_round_trip(c1_2k: SealCommitPhase1Output, porep_2k_params: Path) -> None:
+    """Seal a 2KiB sector, prove its C2 with insecure parameters (domain 2^22), verify_seal."""
     c2 = PorepC2.from_c1(c1_2k, prover_id=PROVER, sector_id=SECTOR)
-    start = time.perf_counter()
-    pk = generate_insecure_parameters(c2.blank_circuit(), waste=ToxicWaste.random(random.Random(22)))
-    print(f"porep-2k parameters: {time.perf_counter() - start:.1f} s, domain {pk.domain_size}")
+    pk = read_params(porep_2k_params)
     timings: dict[str, float] = {}
     start = time.perf_counter()
     proof = c2.prove(pk, timings=timings)
@@ -618,3 +615,15 @@ def test_porep_2kib_groth16_round_trip(c1_2k: SealCommitPhase1Output) -> None:
     print(f"porep-2k verification: {time.perf_counter() - start:.2f} s")
     assert not verify_seal(pk.vk, proof, **{**public, "prover_id": OTHER_PROVER})  # type: ignore[arg-type]
     assert not verify_seal(pk.vk, proof, **{**public, "comm_r": _bump(c1_2k.comm_r)})  # type: ignore[arg-type]
+
+
+@pytest.mark.slow
+def test_snap_2kib_groth16_round_trip(update_2k: UpdatedSector, official_params_dir: Path) -> None:
+    """Encode new data into a sealed 2KiB sector, prove the update (domain 2^21), verify_update."""
+    pk = read_params(official_params(official_params_dir, "snap-2k", 23))
+    snap = _snap(update_2k)
+    proof = snap.prove(pk)
+    public = {"registered_proof": 0, "comm_r_old": update_2k.comm_r_old, "comm_r_new": update_2k.comm_r_new,
+              "comm_d_new": update_2k.comm_d_new}
+    assert verify_update(pk.vk, proof, **public)
+    assert not verify_update(pk.vk, proof, **{**public, "comm_r_new": _bump(update_2k.comm_r_new)})

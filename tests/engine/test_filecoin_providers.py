@@ -1,6 +1,6 @@
 """Filecoin providers: requests built as Curio builds them, planned into per-partition recipes whose
 assignments expose the verifier's public inputs; shapes from .params headers; a live daemon proving
-WinningPoSt-2KiB (and, with CUZK_HEAVY_TESTS=1, PoRep-2KiB) with the official file names."""
+WinningPoSt-2KiB and PoRep-2KiB with the official file names."""
 
 from __future__ import annotations
 
@@ -8,13 +8,12 @@ import base64
 import dataclasses
 import functools
 import json
-import os
 import pickle
-import random
 import time
 from pathlib import Path
 
 import pytest
+from fixture_params import official_params
 
 from cuzk.circuits.filecoin.compound import blank_circuit, sample_randomness, sample_sector
 from cuzk.circuits.filecoin.compound_porep import seal_public_inputs, verify_seal
@@ -45,13 +44,11 @@ from cuzk.filecoin.sizes import (
     CircuitKind,
     SectorParams,
     parameter_file_name,
-    parse_circuit_id,
     post_proof,
     sector_params,
 )
 from cuzk.filecoin.snap import UpdatedSector, encode_update, partition_proof
-from cuzk.groth16.params_file import read_vk, scan_layout, write_params, write_vk
-from cuzk.groth16.setup import ToxicWaste, generate_insecure_parameters
+from cuzk.groth16.params_file import read_vk, scan_layout
 from cuzk.groth16.synthesis import circuit_shape
 from cuzk.r1cs import CircuitShape
 from cuzk.server._gen import proving_pb2 as pb
@@ -144,17 +141,6 @@ def placeholder_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for kind in CircuitKind:
         (root / parameter_file_name(kind, SIZE)).touch()
     return root
-
-
-def official_params(root: Path, circuit_id: str, seed: int) -> Path:
-    """INSECURE parameters written under the official v28 name, because that is what the daemon
-    looks for (test-only: force_official_name)."""
-    kind, size = parse_circuit_id(circuit_id)
-    path = root / parameter_file_name(kind, size)
-    pk = generate_insecure_parameters(blank_circuit(circuit_id), waste=ToxicWaste.random(random.Random(seed)))
-    write_params(path, pk, force_official_name=True)
-    write_vk(path.with_suffix(".vk"), pk.vk, force_official_name=True)
-    return path
 
 
 @pytest.fixture(scope="session")
@@ -439,18 +425,14 @@ def test_live_daemon_proves_winning_post_2k(tmp_path: Path, winning_params: Path
     assert code == 0, daemon.log()
 
 
-@pytest.mark.skipif(os.environ.get("CUZK_HEAVY_TESTS") != "1",
-                    reason="PoRep-2KiB end to end takes ~15 minutes here (insecure parameters at domain 2^22, "
-                           "then proving); set CUZK_HEAVY_TESTS=1")
-def test_live_daemon_proves_porep_2k(tmp_path: Path) -> None:
+@pytest.mark.slow
+def test_live_daemon_proves_porep_2k(tmp_path: Path, porep_2k_params: Path) -> None:
+    """PoRep-2KiB end to end through the daemon, on the parameters the compound tests share."""
     from server.conftest import start_daemon
 
-    params = tmp_path / "params"
-    params.mkdir()
-    start = time.monotonic()
-    path = official_params(params, "porep-2k", 12)
+    path = porep_2k_params
     generated = time.monotonic()
-    daemon = start_daemon(tmp_path / "daemon", params, memory={"total_budget": "16GiB"})
+    daemon = start_daemon(tmp_path / "daemon", path.parent, memory={"total_budget": "16GiB"})
     try:
         with daemon.client(timeout=30) as client:
             c1 = c1_2k()
@@ -462,5 +444,5 @@ def test_live_daemon_proves_porep_2k(tmp_path: Path) -> None:
                                seed=c1.seed, registered_proof=c1.registered_proof)
     finally:
         code = daemon.stop()
-    print(f"porep-2k: parameters {generated - start:.0f} s, daemon start + proof {time.monotonic() - generated:.0f} s")
+    print(f"porep-2k: daemon start + proof {time.monotonic() - generated:.0f} s")
     assert code == 0, daemon.log()

@@ -19,13 +19,14 @@ EXIT_USAGE = 2
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from cuzk.cli import client_cmd, config_cmd, daemon_cmd, demo, gen_vanilla, groth16_cmd, params_cmd
+    from cuzk.cli import circuit_cmd, client_cmd, config_cmd, daemon_cmd, demo, gen_vanilla, groth16_cmd, params_cmd
 
     parser = argparse.ArgumentParser(prog="cuzk", description="Groth16 (BLS12-381) proving for Filecoin.")
     parser.add_argument("--version", action="version", version=f"cuzk {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     demo.register(sub)
     params_cmd.register(sub)
+    circuit_cmd.register(sub)
     groth16_cmd.register(sub)
     gen_vanilla.register(sub)
     daemon_cmd.register(sub)

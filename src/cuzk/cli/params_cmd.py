@@ -1,4 +1,5 @@
-"""`cuzk params info|gen`: inspect parameter files and make insecure test parameters."""
+"""`cuzk params info|gen|check`: inspect parameter files, make insecure test parameters, check a file
+against a circuit."""
 
 from __future__ import annotations
 
@@ -39,6 +40,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     gen.add_argument("--force-official-name", action="store_true",
                      help="allow writing under an official v28-* file name (Filecoin's published parameters)")
     gen.set_defaults(handler=cmd_gen)
+
+    check = psub.add_parser("check", help="can a circuit use this .params file? compares the header's lengths "
+                                          "with the circuit's shape (reads no points)")
+    check.add_argument("file", type=Path)
+    check.add_argument("circuit", help="circuit id, e.g. porep-32g, winning-2k or mimc-16 (see `cuzk circuit list`)")
+    check.add_argument("--count", action="store_true",
+                       help="count the circuit's shape by synthesis instead of taking it from the table")
+    check.add_argument("--json", action="store_true", help="print JSON instead of text")
+    check.set_defaults(handler=cmd_check)
 
 
 def _digest(path: Path) -> str:
@@ -122,3 +132,47 @@ def cmd_gen(args: argparse.Namespace) -> int:
     console.print(f"wrote {args.out} and {vk_path} ({pk.domain_size:,}-point domain, "
                   f"{time.perf_counter() - start:.1f} s) — INSECURE, for testing only")
     return 0
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    """Exit 0 (fits), 1 (header lengths differ, each named), 2 (unreadable, truncated, not a .params)."""
+    from cuzk.cli.circuit_cmd import circuits_with_layout, official_name_owner, resolve_shape, source_text
+    from cuzk.groth16.params_file import scan_layout
+
+    if not args.file.is_file():
+        raise CuzkError(f"{args.file}: {'not a regular file' if args.file.exists() else 'no such file'}")
+    layout = scan_layout(args.file)  # length fields only; truncation or trailing bytes are errors here
+    if layout.is_vk_only:
+        raise CuzkError(f"{args.file}: a verifying key ({layout.num_ic} IC points, no H, L, A, B vectors); "
+                        "check the .params file instead")
+    report = resolve_shape(args.circuit, count=args.count, console=None if args.json else Console(stderr=True))
+    expected = report.expected_layout
+    mismatches = expected.mismatches(layout)
+    found = {"ic": layout.num_ic, **{v.name: v.count for v in layout.vectors}}
+    others = [cid for cid in circuits_with_layout(found) if cid != report.circuit_id] if mismatches else []
+    owner = official_name_owner(args.file.name)
+    notes = []
+    if owner is not None and owner != report.circuit_id:
+        notes.append(f"the file name is the official parameter file name of {owner}, not of {report.circuit_id}")
+    if args.json:
+        print(json.dumps({
+            "file": str(args.file), "circuit_id": report.circuit_id, "ok": not mismatches, "source": report.source,
+            "expected": expected.counts(), "found": found,
+            "mismatches": [{"vector": m.vector, "expected": m.expected, "found": m.found, "meaning": m.meaning}
+                           for m in mismatches],
+            "header_matches": others, "notes": notes}, indent=2))
+        return 1 if mismatches else 0
+    if not mismatches:
+        lengths = ", ".join(f"{name.upper()} {count:,}" for name, count in found.items())
+        print(f"OK: {args.file} fits {report.circuit_id} ({lengths}; circuit shape: {source_text(report)})"
+              + "".join(f"; note: {n}" for n in notes))
+        return 0
+    print(f"MISMATCH: {args.file} cannot be used for {report.circuit_id}: {len(mismatches)} header length(s) "
+          f"differ (circuit shape: {source_text(report)})")
+    for m in mismatches:
+        print(f"  {m}")
+    if others:
+        print(f"  the header fits {', '.join(others)}")
+    for n in notes:
+        print(f"  note: {n}")
+    return 1
