@@ -118,10 +118,19 @@ def with_sppark(row: dict[str, Any], key: str, log_n: int) -> dict[str, Any]:
 
 
 def bench_ntt(cp: Any, sizes: list[int], reps: int) -> list[dict[str, Any]]:
+    """The four natural-order transforms at each size, and the two parts of the forward one."""
     from cuzk.backends.cuda.module import get_module
-    from cuzk.backends.cuda.ntt import DeviceNtt
+    from cuzk.backends.cuda.ntt import DIRECT_TWIDDLE_LOG, DeviceNtt
 
     ntt = DeviceNtt(get_module())
+
+    def no_direct(fn: Callable[..., Any], d: Any, log_n: int) -> None:
+        ntt.direct_twiddle_log = 0
+        try:
+            fn(d, log_n, ntt.default_root(log_n))
+        finally:
+            ntt.direct_twiddle_log = DIRECT_TWIDDLE_LOG
+
     rows = []
     for log_n in sizes:
         data = cp.random.randint(0, 2**31, size=(1 << log_n, 8), dtype=cp.int64).astype(cp.uint32)
@@ -129,7 +138,14 @@ def bench_ntt(cp: Any, sizes: list[int], reps: int) -> list[dict[str, Any]]:
         for key, fn in (("ntt_fwd_NN", lambda d=data, L=log_n: ntt.ntt(d, L)),
                         ("ntt_inv_NN", lambda d=data, L=log_n: ntt.intt(d, L)),
                         ("ntt_fwd_NN_coset", lambda d=data, L=log_n: ntt.coset_ntt(d, L)),
-                        ("ntt_inv_NN_coset", lambda d=data, L=log_n: ntt.icoset_ntt(d, L))):
+                        ("ntt_inv_NN_coset", lambda d=data, L=log_n: ntt.icoset_ntt(d, L)),
+                        # the two parts of ntt_fwd_NN: the transform passes, the permutation
+                        ("ntt_fwd_dif_only", lambda d=data, L=log_n: ntt.dif(d, L, ntt.default_root(L))),
+                        ("ntt_bitrev_only", lambda d=data, L=log_n: ntt.bitrev(d, L)),
+                        # the other transform kernel (the H polynomial's bit-reversed-in half)
+                        ("ntt_fwd_dit_only", lambda d=data, L=log_n: ntt.dit(d, L, ntt.default_root(L))),
+                        # the transform passes without the direct twiddle tables (ntt.py DIRECT_TWIDDLE_LOG)
+                        ("ntt_fwd_dif_only_no_direct_twiddles", lambda d=data, L=log_n: no_direct(ntt.dif, d, L))):
             row = {"op": key, "log_n": log_n, **stats_ms(time_events(cp, fn, reps))}
             rows.append(with_sppark(row, key, log_n))
             print(json.dumps({k: v for k, v in row.items() if k != "samples_ms"}), flush=True)
@@ -140,13 +156,16 @@ def bench_ntt(cp: Any, sizes: list[int], reps: int) -> list[dict[str, Any]]:
 
 
 def bench_msm(cp: Any, group: str, sizes: list[int], reps: int, check_log: int | None,
-              sweep_log: int | None = None, window_log: int | None = None) -> list[dict[str, Any]]:
+              sweep_log: int | None = None, window_logs: tuple[int, ...] = (),
+              window_bits: tuple[int, ...] = (), reduce_log: int | None = None) -> list[dict[str, Any]]:
     """Bases: 2^12 distinct random points, spread over the n slots in random order (point values do
     not change Pippenger's work); scalars uniform below r. With `sweep_log`, every occupancy variant
-    of the accumulation kernel (and grid size) is timed at that size first, with `window_log` every
-    window-size cap; the fastest settings are used for the rest."""
+    of the accumulation kernel (and grid size) is timed at that size first and the fastest is used for
+    the rest; at each size of `window_logs`, every window size of `window_bits` is timed (with its
+    phases), for choosing the per-size windows of msm.py; at `reduce_log`, every running-sum length of
+    the bucket reduction, the fastest (by the reduction's own time) being used for the rest."""
     from cuzk.backends.cuda.module import get_module
-    from cuzk.backends.cuda.msm import ACCUMULATE_VARIANTS, DeviceMsm, window_size
+    from cuzk.backends.cuda.msm import ACCUMULATE_VARIANTS, DeviceMsm
     from cuzk.curve.encoding import g1_points_to_uncompressed, g2_points_to_uncompressed
     from cuzk.curve.msm import msm as cpu_msm
     from cuzk.curve.points import G1Point, G2Point, Scalar
@@ -181,22 +200,42 @@ def bench_msm(cp: Any, group: str, sizes: list[int], reps: int, check_log: int |
         TUNING["accumulate_variant"][group] = best[0]
         TUNING["acc_threads"][group] = eng.acc_threads[group]
         del bases, scalars
-    if window_log is not None:
-        n = 1 << window_log
+    for wlog in window_logs:
+        n = 1 << wlog
         bases = dev_pool[cp.asarray(rng.integers(0, distinct, size=n))]
         scalars = cp.asarray(random_scalars(n, rng).view(np.uint32).reshape(n, 8))
-        best_w = None
-        for cap in (16, 18, 20, 22):
-            eng.max_window = cap
+        for bits in window_bits:
+            eng.window_bits = bits
             samples = time_wall(cp, lambda b=bases, s=scalars: eng.msm(group, b, s), 3)
-            row = {"op": f"msm_{group}_max_window", "max_window": cap, "window_bits": window_size(n, cap),
-                   "log_n": window_log, **stats_ms(samples)}
+            eng.profile = {}
+            eng.msm(group, bases, scalars)
+            row = {"op": f"msm_{group}_window", "window_bits": bits, "log_n": wlog, **stats_ms(samples),
+                   "phases_ms": {k: round(v, 3) for k, v in eng.profile.items()}}
+            eng.profile = None
             rows.append(row)
             print(json.dumps({k: v for k, v in row.items() if k != "samples_ms"}), flush=True)
-            if best_w is None or row["median_ms"] < best_w[1]:
-                best_w = (cap, row["median_ms"])
-        eng.max_window = best_w[0]
-        TUNING["max_window"] = best_w[0]
+        eng.window_bits = None
+        del bases, scalars
+        cp.get_default_memory_pool().free_all_blocks()
+    if reduce_log is not None:
+        n = 1 << reduce_log
+        bases = dev_pool[cp.asarray(rng.integers(0, distinct, size=n))]
+        scalars = cp.asarray(random_scalars(n, rng).view(np.uint32).reshape(n, 8))
+        best_l = None
+        for log_l in (1, 2, 3, 4, 5):
+            eng.reduce_log_l[group] = log_l
+            samples = time_wall(cp, lambda b=bases, s=scalars: eng.msm(group, b, s), 3)
+            eng.profile = {}
+            eng.msm(group, bases, scalars)
+            row = {"op": f"msm_{group}_reduce_log_l", "reduce_log_l": log_l, "log_n": reduce_log,
+                   **stats_ms(samples), "phases_ms": {k: round(v, 3) for k, v in eng.profile.items()}}
+            eng.profile = None
+            rows.append(row)
+            print(json.dumps({k: v for k, v in row.items() if k != "samples_ms"}), flush=True)
+            if best_l is None or row["phases_ms"]["reduce"] < best_l[1]:
+                best_l = (log_l, row["phases_ms"]["reduce"])
+        eng.reduce_log_l[group] = best_l[0]
+        TUNING.setdefault("reduce_log_l", {})[group] = best_l[0]
         del bases, scalars
     for log_n in sizes:
         n = 1 << log_n
@@ -209,9 +248,10 @@ def bench_msm(cp: Any, group: str, sizes: list[int], reps: int, check_log: int |
         def run(b: Any = bases, s: Any = scalars, out: list[Any] = result) -> None:
             out[:] = [eng.msm(group, b, s)]
 
-        row = {"op": f"msm_{group}", "log_n": log_n, "window_bits": window_size(n, eng.max_window),
+        row = {"op": f"msm_{group}", "log_n": log_n, "window_bits": eng.window(n),
                "accumulate_variant": eng.accumulate_variant[group],
                "threads_per_sm": eng.acc_threads[group] // eng.k.num_sms, "max_window": eng.max_window,
+               "reduce_log_l": eng.reduce_log_l[group],
                **stats_ms(time_wall(cp, run, reps if log_n < 26 else max(3, reps - 2)))}
         eng.profile = {}
         run()
@@ -278,8 +318,12 @@ def main() -> None:
     ap.add_argument("--check", type=int, default=20, help="log2 size of the MSM checked against the CPU")
     ap.add_argument("--sweep", type=int, default=None,
                     help="log2 size at which the accumulation-kernel variants are compared first")
-    ap.add_argument("--window-sweep", type=int, default=None,
-                    help="log2 size at which G1 window-size caps are compared first")
+    ap.add_argument("--window-sweep", default="",
+                    help="G1 log2 sizes at which the window sizes of --windows are timed first, e.g. 24,26")
+    ap.add_argument("--g2-window-sweep", default="", help="the same for G2")
+    ap.add_argument("--windows", default="16,18,20", help="window sizes (bits) the sweeps time")
+    ap.add_argument("--reduce-sweep", type=int, default=None,
+                    help="log2 size at which the reduction's running-sum lengths are compared first (G1 and G2)")
     ap.add_argument("--quick", action="store_true", help="small sizes only (a smoke test)")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
@@ -298,8 +342,13 @@ def main() -> None:
                                                                  ("g2", args.g2))}
     results: dict[str, Any] = {"module_load_s": round(compile_s, 2), "module_source": mod.source}
     results["ntt"] = bench_ntt(cp, sizes["ntt"], args.reps)
-    results["msm"] = (bench_msm(cp, "g1", sizes["g1"], args.reps, args.check, args.sweep, args.window_sweep)
-                      + bench_msm(cp, "g2", sizes["g2"], args.reps, None, args.sweep))
+    bits = tuple(int(x) for x in args.windows.split(",") if x)
+    sweeps = {g: tuple(int(x) for x in v.split(",") if x) for g, v in (("g1", args.window_sweep),
+                                                                      ("g2", args.g2_window_sweep))}
+    results["msm"] = (bench_msm(cp, "g1", sizes["g1"], args.reps, args.check, args.sweep, sweeps["g1"], bits,
+                                args.reduce_sweep)
+                      + bench_msm(cp, "g2", sizes["g2"], args.reps, None, args.sweep, sweeps["g2"], bits,
+                                  args.reduce_sweep))
     results["tuning"] = TUNING
     if args.prove:
         results["prove"] = bench_prove(args.prove, args.reps, TUNING)

@@ -113,6 +113,66 @@ def test_accumulate_variants(kernels, emulated: bool, group: str, variant: str) 
         assert _device_msm(kernels, eng, group, few, scalars, False) == want, scalars[:3]
 
 
+@pytest.mark.parametrize("group,bits", [("g1", 13), ("g1", 17), ("g1", 20), ("g1", 22), ("g2", 18), ("g2", 20)])
+def test_forced_window_sizes(kernels, emulated: bool, group: str, bits: int) -> None:
+    """Windows other than the default choice (the per-size windows tuned on the device): random, edge,
+    all-equal and all-zero scalars over repeated bases; long windows leave most buckets empty and
+    make the reduction's per-bit sums long."""
+    if emulated and bits > 17:
+        pytest.skip("millions of buckets: too slow for the emulator")
+    cls, _ = GROUPS[group]
+    eng = DeviceMsm(kernels, threads_per_sm=4 if emulated else 64)
+    eng.window_bits = bits
+    rng = random.Random(f"window{group}{bits}")
+    n = 150 if emulated else (2500 if group == "g1" else 700)
+    pts = _points(cls, n, 31, distinct=n // 2)
+    sets = _scalar_sets(n, rng)
+    for name in ("random", "edge", "same", "zeros", "mostly-binary"):
+        want = cpu_msm(pts, ints_to_limbs(sets[name]), group=cls)
+        for split in (False, True):
+            assert _device_msm(kernels, eng, group, pts, sets[name], split) == want, (name, split)
+
+
+@pytest.mark.parametrize("group,log_l", [("g1", 0), ("g1", 2), ("g1", 5), ("g2", 1), ("g2", 3)])
+def test_reduction_run_lengths(kernels, emulated: bool, group: str, log_l: int) -> None:
+    """Every running-sum length of the bucket reduction (tuned per group on the device) gives the CPU's
+    sum, with random scalars and with scalars that fill a few buckets only."""
+    cls, _ = GROUPS[group]
+    eng = DeviceMsm(kernels, threads_per_sm=4 if emulated else 64)
+    eng.reduce_log_l[group] = log_l
+    rng = random.Random(f"reduce{group}{log_l}")
+    n = 120 if emulated else 1500
+    pts = _points(cls, n, 41)
+    sets = _scalar_sets(n, rng)
+    for name in ("random", "edge", "same", "small"):
+        want = cpu_msm(pts, ints_to_limbs(sets[name]), group=cls)
+        assert _device_msm(kernels, eng, group, pts, sets[name], False) == want, name
+
+
+@pytest.mark.parametrize("group", ["g1", "g2"])
+def test_global_atomic_sort(kernels, emulated: bool, group: str) -> None:
+    """The sort large MSMs use (one global atomic per pair, windows of the default size), forced at a
+    small size, gives the CPU's sum."""
+    cls, _ = GROUPS[group]
+    eng = DeviceMsm(kernels, threads_per_sm=4 if emulated else 64)
+    eng.smem_sort_max_pairs = 0
+    rng = random.Random(f"gsort{group}")
+    n = 150 if emulated else 3000
+    pts = _points(cls, n, 51, distinct=n // 3)
+    sets = _scalar_sets(n, rng)
+    for name in ("random", "edge", "zeros", "binary"):
+        want = cpu_msm(pts, ints_to_limbs(sets[name]), group=cls)
+        for split in (False, True):
+            assert _device_msm(kernels, eng, group, pts, sets[name], split) == want, (name, split)
+
+
+def test_window_override_is_checked(kernels) -> None:
+    eng = DeviceMsm(kernels)
+    eng.window_bits = 30
+    with pytest.raises(ValueError, match="window_bits"):
+        eng.window(1 << 20)
+
+
 def test_empty_msm_is_infinity(kernels) -> None:
     eng = DeviceMsm(kernels)
     for group, (cls, _) in GROUPS.items():

@@ -37,9 +37,12 @@ def _run(kernels, ntt: DeviceNtt, fn, host: np.ndarray) -> np.ndarray:
     return kernels.to_host(d).view(np.uint64).reshape(-1, 4)
 
 
-@pytest.mark.parametrize("max_pass_log", [10, 4])
-def test_transforms_match_cpu_domain(kernels, emulated: bool, max_pass_log: int) -> None:
+@pytest.mark.parametrize("max_pass_log,direct_log", [(10, 18), (4, 18), (10, 0), (4, 0)])
+def test_transforms_match_cpu_domain(kernels, emulated: bool, max_pass_log: int, direct_log: int) -> None:
+    """Passes of up to 10 and up to 4 stages; between-pass twiddles from the direct tables where a pass
+    allows (the default) and from the two-level tables only (direct_log 0)."""
     ntt = DeviceNtt(kernels, max_pass_log=max_pass_log)
+    ntt.direct_twiddle_log = direct_log
     for log_n in _sizes(emulated):
         if max_pass_log < 10 and log_n > 11:
             continue
@@ -74,6 +77,17 @@ def test_fused_factors_match_separate_sweeps(kernels, max_pass_log: int) -> None
 
         x = _random_mont(1 << log_n, 100 + log_n)
         assert np.array_equal(_run(kernels, ntt, fused, x), _run(kernels, ntt, separate, x)), log_n
+
+
+def test_bit_reversal_matches_numpy(kernels, emulated: bool) -> None:
+    """Both permutation kernels (element-wise below 2^8 points, by tiles from 2^8 on; odd and even
+    numbers of middle bits), against the index permutation computed on the host."""
+    ntt = DeviceNtt(kernels)
+    for log_n in list(range(0, 13)) + ([] if emulated else [17, 20]):
+        n = 1 << log_n
+        x = _random_mont(n, 500 + log_n)
+        perm = np.array([int(format(i, f"0{log_n}b")[::-1], 2) if log_n else 0 for i in range(n)])
+        assert np.array_equal(_run(kernels, ntt, lambda v, L=log_n: ntt.bitrev(v, L), x), x[perm]), log_n
 
 
 def test_edge_inputs_and_other_roots(kernels) -> None:

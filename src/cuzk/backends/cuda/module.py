@@ -116,6 +116,12 @@ class KernelModule:
             fn = self._functions[name] = self._module.get_function(name)
         return fn
 
+    def allow_shared_memory(self, name: str, nbytes: int) -> None:
+        """Let kernel `name` take up to `nbytes` of dynamic shared memory (over the 48 KiB default)."""
+        fn = self.function(name)
+        if fn.max_dynamic_shared_size_bytes < nbytes:
+            fn.max_dynamic_shared_size_bytes = int(nbytes)
+
     def launch(self, name: str, grid: int, block: int, args: tuple | list, shared_mem: int = 0) -> None:
         """Launch on the current stream. Python ints become u32, None a null pointer."""
         conv = []

@@ -42,6 +42,18 @@ DEFAULT_MAX_WINDOW = 16
 UPLOAD_CHUNK = 1 << 22
 _BLOCK = 256
 _ACC_BLOCK = 128
+#: The sort with its counters in shared memory (kernels/msm.cu msm_count_smem) holds one window's
+#: 2^(c-1) counters: up to c = 16 (128 KiB). Each block takes a chunk of one window's digits, sized so
+#: that about SORT_BLOCKS blocks fill the device, within [SORT_MIN_CHUNK, SORT_MAX_CHUNK] digits.
+SMEM_SORT_MAX_WINDOW = 16
+#: ... and only up to this many (scalar, window) pairs: measured on an H200 (2026-11-29, c = 16), the
+#: sort took 2.2 ms instead of 3.6 at 2^22 scalars but 16.7 instead of 14.0 at 2^24 and 69 instead of 58
+#: at 2^26, where the global-atomic sort stays in use.
+SMEM_SORT_MAX_PAIRS = 1 << 26
+SORT_BLOCKS = 1024
+SORT_MIN_CHUNK, SORT_MAX_CHUNK = 1 << 10, 1 << 18
+_SORT_THREADS = 1024
+_DEFAULT_SMEM = 48 << 10
 
 
 class AccVariant(NamedTuple):
@@ -89,15 +101,23 @@ def num_windows(c: int) -> int:
     return -(-256 // c)
 
 
+def sort_chunk(n: int, w: int) -> int:
+    """Digits per block of the shared-memory sort of n scalars in w windows."""
+    return min(max(SORT_MIN_CHUNK, n * w // SORT_BLOCKS), SORT_MAX_CHUNK)
+
+
 def working_bytes(group: str, n: int) -> int:
     """Device memory one MSM batch of n scalars needs beyond bases and scalars: sorted entries,
-    counts/offsets/cursors, buckets, segment pieces (at most 2^18 threads), the 0/1 split's flags,
-    indices and gathered tail, and 64 MiB of slack."""
+    counts/offsets/cursors, the shared-memory sort's digits and per-block bases, buckets, segment
+    pieces (at most 2^18 threads), the 0/1 split's flags, indices and gathered tail, and 64 MiB of
+    slack."""
     c = window_size(n, DEFAULT_MAX_WINDOW)
     w = num_windows(c)
     keys = w << (c - 1)
     xyzz = XYZZ_WORDS[group] * 4
-    return 4 * n * w + 12 * keys + keys * xyzz + 2 * (1 << 18) * xyzz + 37 * n + (64 << 20)
+    smem_sort = c <= SMEM_SORT_MAX_WINDOW and n * w <= SMEM_SORT_MAX_PAIRS
+    sort = 4 * n * w + 4 * keys * -(-n // sort_chunk(n, w)) if smem_sort else 0
+    return 4 * n * w + 12 * keys + keys * xyzz + 2 * (1 << 18) * xyzz + 37 * n + sort + (64 << 20)
 
 
 @dataclass(frozen=True)
@@ -129,6 +149,12 @@ class DeviceMsm:
         self.acc_threads = {g: max(1, kernels.num_sms * per_sm[g]) for g in GROUPS}
         self.max_batch = max_batch
         self.max_window = max_window
+        #: When set, every MSM uses windows of exactly this many bits (benchmarks' window sweeps).
+        self.window_bits: int | None = None
+        #: MSM batches of at most this many (scalar, window) pairs sort with shared-memory counters.
+        self.smem_sort_max_pairs = SMEM_SORT_MAX_PAIRS
+        #: Buckets per thread of the reduction's running sums, log2, per group (benchmarks sweep it).
+        self.reduce_log_l = dict.fromkeys(GROUPS, REDUCE_LOG_L)
         self.accumulate_variant = dict(DEFAULT_ACCUMULATE)
         #: When a dict (CUDA only), device time per MSM phase is added to it, in ms (for benchmarks).
         self.profile: dict[str, float] | None = None
@@ -239,7 +265,7 @@ class DeviceMsm:
         if n == 0:
             return self.zero(group)
         batch = n if self.max_batch is None else max(1, self.max_batch)
-        batch = min(batch, (1 << 32) // num_windows(window_size(batch, self.max_window)) - 1, 1 << 31)
+        batch = min(batch, (1 << 32) // num_windows(self.window(batch)) - 1, 1 << 31)
         parts = []
         for lo in range(0, n, batch):
             hi = min(n, lo + batch)
@@ -249,27 +275,28 @@ class DeviceMsm:
                 parts.append(self._msm_batch(group, bases, scalars[lo:hi], index_map[lo:hi]))
         return self.add(parts)
 
+    def window(self, n: int) -> int:
+        """The window size (bits) of an MSM batch of n scalars."""
+        if self.window_bits is not None:
+            if not MIN_WINDOW <= self.window_bits <= MAX_WINDOW:
+                raise ValueError(f"window_bits must be in [{MIN_WINDOW}, {MAX_WINDOW}], got {self.window_bits}")
+            return self.window_bits
+        return window_size(n, self.max_window)
+
     def _msm_batch(self, group: str, bases: Any, scalars: Any, index_map: Any) -> Partial:
         xp, k = self.xp, self.k
         n = scalars.shape[0]
-        c = window_size(n, self.max_window)
+        c = self.window(n)
         w = num_windows(c)
         nkeys = w << (c - 1)
         words = XYZZ_WORDS[group]
 
-        # Counting sort of (bucket key, base) pairs: counts -> offsets -> scatter.
         self._mark("")
-        counts = xp.zeros(nkeys + 1, dtype=xp.uint32)
-        k.launch1d("msm_histogram", n, (scalars, n, c, w, counts[1:]), _BLOCK)
-        offsets = xp.cumsum(counts, dtype=xp.uint32)
-        del counts
-        total = int(offsets[-1])
-        if total == 0:
+        sorted_pairs = self._sort(scalars, c, w, index_map)
+        if sorted_pairs is None:
             return self.zero(group)
-        cursor = offsets[:nkeys].copy()
-        entries = xp.empty(total, dtype=xp.uint32)
-        k.launch1d("msm_scatter", n, (scalars, n, c, w, index_map, cursor, entries), _BLOCK)
-        del cursor
+        offsets, entries = sorted_pairs
+        total = entries.shape[0]
         self._mark("sort")
 
         # Accumulation in equal segments, then the buckets that straddle segments.
@@ -291,11 +318,55 @@ class DeviceMsm:
         self._mark("reduce")
         return out
 
+    def _sort(self, scalars: Any, c: int, w: int, index_map: Any) -> tuple[Any, Any] | None:
+        """Counting sort of the (bucket key, base) pairs: offsets (nkeys + 1) and the entries (base index
+        | sign << 31) grouped by key; None when every digit is zero. Windows of at most
+        SMEM_SORT_MAX_WINDOW bits count and place with shared-memory counters (up to smem_sort_max_pairs
+        pairs), wider ones with one global atomic per pair."""
+        xp, k = self.xp, self.k
+        n = scalars.shape[0]
+        nkeys = w << (c - 1)
+        counts = xp.zeros(nkeys + 1, dtype=xp.uint32)
+        if c > SMEM_SORT_MAX_WINDOW or n * w > self.smem_sort_max_pairs:
+            k.launch1d("msm_histogram", n, (scalars, n, c, w, counts[1:]), _BLOCK)
+            offsets = xp.cumsum(counts, dtype=xp.uint32)
+            del counts
+            total = int(offsets[-1])
+            if total == 0:
+                return None
+            cursor = offsets[:nkeys].copy()
+            entries = xp.empty(total, dtype=xp.uint32)
+            k.launch1d("msm_scatter", n, (scalars, n, c, w, index_map, cursor, entries), _BLOCK)
+            return offsets, entries
+        buckets = 1 << (c - 1)
+        digits = xp.empty(w * n, dtype=xp.uint32)
+        k.launch1d("msm_digits", n, (scalars, n, c, w, digits), _BLOCK)
+        chunk = sort_chunk(n, w)
+        nchunks = -(-n // chunk)
+        base = xp.empty(w * nchunks * buckets, dtype=xp.uint32)
+        smem = 4 * buckets
+        for name in ("msm_count_smem", "msm_scatter_smem"):
+            if smem > _DEFAULT_SMEM:
+                k.allow_shared_memory(name, smem)
+        k.launch("msm_count_smem", w * nchunks, _SORT_THREADS, (digits, n, c, chunk, nchunks, counts[1:], base),
+                 shared_mem=smem)
+        offsets = xp.cumsum(counts, dtype=xp.uint32)
+        del counts
+        total = int(offsets[-1])
+        if total == 0:
+            return None
+        entries = xp.empty(total, dtype=xp.uint32)
+        k.launch("msm_scatter_smem", w * nchunks, _SORT_THREADS,
+                 (digits, n, c, chunk, nchunks, index_map, offsets, base, entries), shared_mem=smem)
+        return offsets, entries
+
     def _reduce_windows(self, group: str, buckets: Any, c: int, w: int) -> Partial:
         """The window sums sum_j (j+1) bucket_(w,j), weighted 2^(c w) (kernels/msm.cu, steps 4, 5)."""
         xp, k = self.xp, self.k
         words = XYZZ_WORDS[group]
-        log_l = min(REDUCE_LOG_L, c - 1)
+        log_l = min(self.reduce_log_l[group], c - 1)
+        if log_l < 0:
+            raise ValueError(f"reduce_log_l must be >= 0, got {self.reduce_log_l[group]}")
         log_p = c - 1 - log_l
         chunks = w << log_p
         sums = xp.empty((chunks, words), dtype=xp.uint32)

@@ -27,7 +27,13 @@ MAX_LOG_SIZE = 28
 MAX_PASS_LOG = 10
 #: Split of twiddle exponents: w^e = lo[e mod 2^14] * hi[e >> 14].
 _TW_SPLIT = 14
+#: A pass on bits [lo, lo+S) with lo + S at most this reads its between-pass twiddles from a table of
+#: all 2^(lo+S) powers of the root of that order (at most 8 MiB): one load instead of two and a product.
+DIRECT_TWIDDLE_LOG = 18
 _BLOCK = 256
+#: kernels/ntt.cu ntt_bitrev_tiled: tiles of 2^K x 2^K points (NTT_BR_K) and their shared memory.
+_BITREV_TILE_LOG = 4
+_BITREV_SMEM = 2 * 8 * (1 << _BITREV_TILE_LOG) * ((1 << _BITREV_TILE_LOG) + 1) * 4
 
 
 def mont_words(x: int) -> np.ndarray:
@@ -48,6 +54,15 @@ class _RootTables:
     inner: Any  #: w_(2^I)^k, k < 2^(I-1), I = min(L, MAX_PASS_LOG)
     tw_lo: Any  #: root^k, k < min(n, 2^14)
     tw_hi: Any  #: root^(2^14 k), k < ceil(n / 2^14)
+    root: int
+    direct: dict[int, Any]  #: j -> root_(2^j)^k, k < 2^j, made on first use (j <= DIRECT_TWIDDLE_LOG)
+
+    def direct_table(self, kernels: Any, log_n: int, j: int) -> Any:
+        table = self.direct.get(j)
+        if table is None:
+            table = self.direct[j] = kernels.to_device(_powers_words(pow(self.root, 1 << (log_n - j), R_MODULUS),
+                                                                     1 << j))
+        return table
 
 
 @dataclass(frozen=True)
@@ -65,6 +80,8 @@ class DeviceNtt:
         self.k = kernels
         self.xp = kernels.xp
         self.max_pass_log = max_pass_log
+        #: Passes with lo + S up to this read direct twiddle tables (0: none; benchmarks compare).
+        self.direct_twiddle_log = DIRECT_TWIDDLE_LOG
         self._roots: dict[tuple[int, int], _RootTables] = {}
         self._powers: dict[tuple[int, int], _PowerTables] = {}
         self._consts: dict[int, Any] = {}
@@ -104,7 +121,7 @@ class DeviceNtt:
             w_inner = pow(root, 1 << (log_n - inner_log), R_MODULUS)
             p = self._power_tables(root, log_n)
             inner = self.k.to_device(_powers_words(w_inner, max(1, 1 << max(inner_log - 1, 0))))
-            t = self._roots[key] = _RootTables(inner_log, inner, p.lo, p.hi)
+            t = self._roots[key] = _RootTables(inner_log, inner, p.lo, p.hi, root, {})
         return t
 
     # -- primitives -----------------------------------------------------------------------------------
@@ -127,8 +144,10 @@ class DeviceNtt:
         log_c = min(lo, MAX_PASS_LOG - stages)
         elems = 1 << (stages + log_c)
         blocks = 1 << (log_n - stages - log_c)
+        j = lo + stages
+        direct = t.direct_table(self.k, log_n, j) if lo > 0 and j <= self.direct_twiddle_log else None
         self.k.launch(kernel, blocks, elems // 2,
-                      (a, log_n, lo, stages, log_c, t.inner_log, t.inner, t.tw_lo, t.tw_hi, *extra),
+                      (a, log_n, lo, stages, log_c, t.inner_log, t.inner, t.tw_lo, t.tw_hi, direct, *extra),
                       shared_mem=elems * 32)
 
     def dif(self, a: Any, log_n: int, root: int, pre_g: int | None = None, post_g: int | None = None,
@@ -169,8 +188,12 @@ class DeviceNtt:
         return a
 
     def bitrev(self, a: Any, log_n: int) -> Any:
+        """In place: the bit-reversal permutation (by tiles through shared memory from 2^8 points on)."""
         self._check(a, log_n)
-        if log_n:
+        if log_n >= 2 * _BITREV_TILE_LOG:
+            self.k.launch("ntt_bitrev_tiled", 1 << (log_n - 2 * _BITREV_TILE_LOG), 1 << (2 * _BITREV_TILE_LOG),
+                          (a, log_n), shared_mem=_BITREV_SMEM)
+        elif log_n:
             self.k.launch1d("ntt_bitrev", 1 << log_n, (a, log_n), _BLOCK)
         return a
 

@@ -4,7 +4,9 @@
 //    recoded to signed digits in [-2^(c-1), 2^(c-1)]; digit d of window w sends the base (negated
 //    when d < 0) to bucket key = w * 2^(c-1) + |d| - 1. Zero digits are dropped.
 // 2. Counting sort by key: msm_histogram counts, the host takes an exclusive prefix sum (offsets),
-//    msm_scatter writes each entry (base index | sign << 31) to its key's range.
+//    msm_scatter writes each entry (base index | sign << 31) to its key's range. For windows of at
+//    most 16 bits and up to 2^26 pairs, msm_digits / msm_count_smem / msm_scatter_smem do the same
+//    with the counters of one window in shared memory (see there).
 // 3. Accumulation: thread t owns entries [t*K, (t+1)*K) of the sorted array and adds each run of one
 //    key into an XYZZ accumulator (mixed additions). A bucket wholly inside one segment is written
 //    directly; a bucket that crosses segment boundaries leaves pieces (the tail piece of the segment
@@ -63,6 +65,73 @@ KERNEL msm_scatter(const fr_t* scalars, u32 n, u32 c, u32 W, const u32* index_ma
         if (mag) {
             const u32 pos = atomicAdd(cursor + w * B + mag - 1, 1u);
             sorted[pos] = base | (neg << 31);
+        }
+    }
+}
+
+// ---- Counting sort with the counters in shared memory (windows of c <= 16 bits) ---------------------
+//
+// The kernels above count and place with one global atomic per (scalar, window); these three keep the
+// counters of one window (2^(c-1) <= 2^15 words) in shared memory instead:
+//   msm_digits:         digits[w * n + i] = |d| | (d < 0) << 31 for every scalar i and window w;
+//   msm_count_smem:     block (w, chunk) counts its chunk's digits per bucket, then reserves its range
+//                       inside each bucket with one global atomic per bucket it uses (the value returned
+//                       is where its entries start inside the bucket), kept in block_base;
+//   msm_scatter_smem:   the same block places its entries from cursors in shared memory, starting at
+//                       offsets[key] + block_base.
+// Launch of the last two: W * nchunks blocks (block id = w * nchunks + chunk), `chunk` scalars each,
+// 4 * 2^(c-1) bytes of shared memory.
+KERNEL msm_digits(const fr_t* scalars, u32 n, u32 c, u32 W, u32* digits) {
+    const u32 i = global_tid();
+    if (i >= n) return;
+    const fr_t s = load_struct(scalars + i);
+    u32 carry = 0, neg = 0;
+    for (u32 w = 0; w < W; ++w) {
+        const u32 mag = signed_digit(s, w, c, carry, neg);
+        digits[(u64)w * n + i] = mag | (neg << 31);
+    }
+}
+
+BLOCK_KERNEL msm_count_smem(const u32* digits, u32 n, u32 c, u32 chunk, u32 nchunks, u32* counts,
+                            u32* block_base) {
+    DYN_SMEM(u32, cnt);
+    const u32 B = 1u << (c - 1), w = blockIdx.x / nchunks, q = blockIdx.x % nchunks;
+    const u32 lo = q * chunk, hi = lo + chunk < n ? lo + chunk : n;
+    BLOCK_THREADS(tid) {
+        for (u32 k = tid; k < B; k += blockDim.x) cnt[k] = 0;
+    }
+    SYNC();
+    BLOCK_THREADS(tid) {
+        for (u32 i = lo + tid; i < hi; i += blockDim.x) {
+            const u32 mag = digits[(u64)w * n + i] & 0x7fffffffu;
+            if (mag) atomicAdd(cnt + mag - 1, 1u);
+        }
+    }
+    SYNC();
+    BLOCK_THREADS(tid) {
+        for (u32 k = tid; k < B; k += blockDim.x) {
+            const u32 v = cnt[k];
+            block_base[(u64)blockIdx.x * B + k] = v ? atomicAdd(counts + w * B + k, v) : 0u;
+        }
+    }
+}
+
+BLOCK_KERNEL msm_scatter_smem(const u32* digits, u32 n, u32 c, u32 chunk, u32 nchunks, const u32* index_map,
+                              const u32* offsets, const u32* block_base, u32* sorted) {
+    DYN_SMEM(u32, cur);
+    const u32 B = 1u << (c - 1), w = blockIdx.x / nchunks, q = blockIdx.x % nchunks;
+    const u32 lo = q * chunk, hi = lo + chunk < n ? lo + chunk : n;
+    BLOCK_THREADS(tid) {
+        for (u32 k = tid; k < B; k += blockDim.x) cur[k] = offsets[w * B + k] + block_base[(u64)blockIdx.x * B + k];
+    }
+    SYNC();
+    BLOCK_THREADS(tid) {
+        for (u32 i = lo + tid; i < hi; i += blockDim.x) {
+            const u32 d = digits[(u64)w * n + i], mag = d & 0x7fffffffu;
+            if (mag) {
+                const u32 pos = atomicAdd(cur + mag - 1, 1u);
+                sorted[pos] = (index_map ? index_map[i] : i) | (d & 0x80000000u);
+            }
         }
     }
 }

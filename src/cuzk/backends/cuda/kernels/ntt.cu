@@ -11,6 +11,7 @@
 // the low index bits and t the position inside the sub-transform. Roots come from tables:
 //   inner[k] = w_(2^I)^k, k < 2^(I-1), I = min(L, 10)          (the in-pass stages)
 //   w^e = tw_lo[e mod 2^14] * tw_hi[e >> 14]                    (the between-pass twiddles)
+//   or direct[k] = w_(2^(lo+S))^k when lo + S <= 18             (the same, one load, no product)
 // where w is the domain's root of order 2^L and w_(2^j) = w^(2^(L-j)).
 #pragma once
 #include "convert.cu"
@@ -22,6 +23,13 @@ DEV fr_t tw_pow(const fr_t* lo, const fr_t* hi, u32 e) {
     const u32 h = e >> NTT_TW_SPLIT;
     if (h) w = w * load_struct(hi + h);
     return w;
+}
+
+// The between-pass twiddle w^(k << shift) of a pass on bits [lo, lo+S), k = l * bitrev_S(t) < 2^(lo+S),
+// shift = L - lo - S. When lo + S is small enough the host passes `direct`, the 2^(lo+S) powers of the
+// root of order 2^(lo+S): one load and no product; otherwise w^e = tw_lo * tw_hi.
+DEV fr_t pass_twiddle(const fr_t* lo, const fr_t* hi, const fr_t* direct, u32 k, u32 shift) {
+    return direct ? load_struct(direct + k) : tw_pow(lo, hi, k << shift);
 }
 
 // Shared memory holds the block's E elements limb-major (limb q of element e at q*E + e), so a
@@ -44,7 +52,7 @@ DEV void sm_put(u32* sm, u32 E, u32 e, const fr_t& x) {
 // the value once the output is permuted.
 BLOCK_KERNEL LAUNCH_BOUNDS(512) ntt_dif_pass(fr_t* data, u32 log_n, u32 lo, u32 S, u32 logC, u32 inner_log,
                                              const fr_t* inner, const fr_t* tw_lo, const fr_t* tw_hi,
-                                             const fr_t* pre_lo, const fr_t* pre_hi, const fr_t* post_lo,
+                                             const fr_t* tw_direct, const fr_t* pre_lo, const fr_t* pre_hi, const fr_t* post_lo,
                                              const fr_t* post_hi, const fr_t* post_scale) {
     DYN_SMEM(u32, sm);
     const u32 C = 1u << logC, E = C << S;
@@ -81,8 +89,8 @@ BLOCK_KERNEL LAUNCH_BOUNDS(512) ntt_dif_pass(fr_t* data, u32 log_n, u32 lo, u32 
             const u32 c = e & (C - 1), t = e >> logC;
             fr_t x = sm_get(sm, E, e);
             if (lo) {
-                const u32 ex = ((l0 + c) * bit_reverse(t, S)) << (log_n - lo - S);
-                if (ex) x = x * tw_pow(tw_lo, tw_hi, ex);
+                const u32 k = (l0 + c) * bit_reverse(t, S);
+                if (k) x = x * pass_twiddle(tw_lo, tw_hi, tw_direct, k, log_n - lo - S);
             }
             const u32 p = (u32)(base + ((u64)t << lo) + c);
             if (post_scale) x = x * load_struct(post_scale);
@@ -96,8 +104,9 @@ BLOCK_KERNEL LAUNCH_BOUNDS(512) ntt_dif_pass(fr_t* data, u32 log_n, u32 lo, u32 
 }
 
 // Bit-reversed -> natural; same launch shape as ntt_dif_pass, passes from lo = 0 upwards.
-BLOCK_KERNEL LAUNCH_BOUNDS(512) ntt_dit_pass(fr_t* data, u32 log_n, u32 lo, u32 S, u32 logC, u32 inner_log,
-                                             const fr_t* inner, const fr_t* tw_lo, const fr_t* tw_hi) {
+BLOCK_KERNEL LAUNCH_BOUNDS2(512, 2) ntt_dit_pass(fr_t* data, u32 log_n, u32 lo, u32 S, u32 logC, u32 inner_log,
+                                             const fr_t* inner, const fr_t* tw_lo, const fr_t* tw_hi,
+                                             const fr_t* tw_direct) {
     DYN_SMEM(u32, sm);
     const u32 C = 1u << logC, E = C << S;
     const u32 col0 = blockIdx.x << logC;
@@ -108,8 +117,8 @@ BLOCK_KERNEL LAUNCH_BOUNDS(512) ntt_dit_pass(fr_t* data, u32 log_n, u32 lo, u32 
             const u32 c = e & (C - 1), t = e >> logC;
             fr_t x = load_struct(data + base + ((u64)t << lo) + c);
             if (lo) {
-                const u32 ex = ((l0 + c) * bit_reverse(t, S)) << (log_n - lo - S);
-                if (ex) x = x * tw_pow(tw_lo, tw_hi, ex);
+                const u32 k = (l0 + c) * bit_reverse(t, S);
+                if (k) x = x * pass_twiddle(tw_lo, tw_hi, tw_direct, k, log_n - lo - S);
             }
             sm_put(sm, E, e, x);
         }
@@ -146,6 +155,48 @@ KERNEL ntt_bitrev(fr_t* data, u32 log_n) {
         const fr_t a = load_struct(data + i), b = load_struct(data + j);
         store_struct(data + i, b);
         store_struct(data + j, a);
+    }
+}
+
+// The same permutation by tiles, for log_n >= 2 * NTT_BR_K: index i = (a, m, b), a the top K bits, b
+// the bottom K bits, m the middle ones, goes to (rev(b), rev(m), rev(a)). One block swaps the tile of
+// middle value m (all a and b: 2^K rows of 2^K contiguous points, 512-byte runs) with the tile of rev(m),
+// transposing both through shared memory, so every global access is part of a contiguous run where
+// the element-wise kernel above reads and writes one scattered 32-byte point per thread. Blocks whose m
+// exceeds rev(m) have nothing to do (their pair is done by the other block). Launch: 2^(log_n - 2K)
+// blocks of 2^(2K) threads, NTT_BR_SMEM bytes of shared memory.
+#define NTT_BR_K 4
+#define NTT_BR_T (1u << (2 * NTT_BR_K))                  // points per tile = threads per block
+#define NTT_BR_STRIDE ((1u << NTT_BR_K) * ((1u << NTT_BR_K) + 1))  // limb stride: rows padded by one word
+#define NTT_BR_SMEM (2 * 8 * NTT_BR_STRIDE * 4)
+
+BLOCK_KERNEL LAUNCH_BOUNDS(NTT_BR_T) ntt_bitrev_tiled(fr_t* data, u32 log_n) {
+    DYN_SMEM(u32, sm);
+    const u32 K = NTT_BR_K, R = 1u << K, mid = log_n - 2 * K;
+    const u32 m = blockIdx.x, m2 = bit_reverse(m, mid);
+    if (m > m2) return;
+    // tile q (0: middle m, 1: middle m2), row a, column b: limb l at sm[(q * 8 + l) * STRIDE + a * (R + 1) + b]
+    BLOCK_THREADS(tid) {
+        const u32 a = tid >> K, b = tid & (R - 1);
+        const fr_t x = load_struct(data + (((u64)a << (log_n - K)) | ((u64)m << K) | b));
+        const fr_t y = load_struct(data + (((u64)a << (log_n - K)) | ((u64)m2 << K) | b));
+        UNROLL for (int l = 0; l < 8; ++l) {
+            sm[l * NTT_BR_STRIDE + a * (R + 1) + b] = x.v[l];
+            sm[(8 + l) * NTT_BR_STRIDE + a * (R + 1) + b] = y.v[l];
+        }
+    }
+    SYNC();
+    BLOCK_THREADS(tid) {
+        // Position (a, b) of tile m2 receives point (rev(b), rev(a)) of tile m, and vice versa.
+        const u32 a = tid >> K, b = tid & (R - 1);
+        const u32 src = bit_reverse(b, K) * (R + 1) + bit_reverse(a, K);
+        fr_t x, y;
+        UNROLL for (int l = 0; l < 8; ++l) {
+            x.v[l] = sm[l * NTT_BR_STRIDE + src];
+            y.v[l] = sm[(8 + l) * NTT_BR_STRIDE + src];
+        }
+        store_struct(data + (((u64)a << (log_n - K)) | ((u64)m2 << K) | b), x);
+        store_struct(data + (((u64)a << (log_n - K)) | ((u64)m << K) | b), y);
     }
 }
 
