@@ -17,6 +17,7 @@ import argparse
 import json
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
@@ -50,6 +51,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     listing = csub.add_parser("list", help="every circuit id, with its size from the table")
     listing.add_argument("--json", action="store_true", help="print JSON instead of a table")
     listing.set_defaults(handler=cmd_list)
+
+    compile_ = csub.add_parser("compile", help="record circuits once into compiled files the daemon's synthesis "
+                                               "uses (<param-cache>/compiled/; README: Compiled circuits)")
+    compile_.add_argument("circuits", nargs="+", metavar="CIRCUIT", help="circuit ids, e.g. winning-2k porep-2k")
+    compile_.add_argument("--param-cache", required=True, type=Path, help="the daemon's srs.param_cache")
+    compile_.set_defaults(handler=cmd_compile)
+
+    compiled = csub.add_parser("compiled", help="the compiled circuits under <param-cache>/compiled/ and their state")
+    compiled.add_argument("--param-cache", required=True, type=Path, help="the daemon's srs.param_cache")
+    compiled.set_defaults(handler=cmd_compiled)
 
 
 # -- shapes and where they come from ------------------------------------------------------------------
@@ -249,4 +260,23 @@ def cmd_list(args: argparse.Namespace) -> int:
     print("Test circuits:")
     for t in tests:
         print(f"{t['pattern']:<12} {t['description']}")
+    return 0
+
+
+# -- compiled circuits ---------------------------------------------------------------------------------
+
+def cmd_compile(args: argparse.Namespace) -> int:
+    """Blocking builds, one circuit after the other (each records the blank circuit in this process)."""
+    from cuzk.engine.compiled_store import CompiledStore
+
+    store = CompiledStore(args.param_cache / "compiled")
+    for circuit_id in args.circuits:
+        print(f"{circuit_id}: {store.build(circuit_id)}", flush=True)
+    return 0
+
+
+def cmd_compiled(args: argparse.Namespace) -> int:
+    from cuzk.engine.compiled_store import CompiledStore
+
+    print(json.dumps(CompiledStore(args.param_cache / "compiled").to_dict(), indent=2))
     return 0

@@ -112,6 +112,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cuzk.engine.compiled_store import CompiledStore
 from cuzk.engine.jobs import ProofKind, ProofRequest
 from cuzk.engine.providers import (
     CircuitProvider,
@@ -122,7 +123,7 @@ from cuzk.engine.providers import (
     SrsSource,
     WorkerCall,
 )
-from cuzk.errors import CuzkError
+from cuzk.errors import CuzkError, SynthesisError
 from cuzk.field.constants import R_MODULUS
 from cuzk.filecoin.merkle import TreeLayout
 from cuzk.filecoin.sizes import (
@@ -299,24 +300,57 @@ class FilecoinPartitionRecipe(CircuitRecipe):
     circuit: Any
     public_inputs: tuple[int, ...]
     label: str
+    #: A ready compiled circuit of `circuit_id` (`cuzk.engine.compiled_store`) when planned, else None.
+    compiled_path: str | None = None
 
     def build(self) -> Any:
         return self.circuit
 
     def assignment(self) -> Any:
         """Synthesize, and refuse a witness exposing other public inputs than the plan derived
-        (its proof could only fail verification): checked on the Python ints, before conversion."""
-        from cuzk.circuits.filecoin.compound import PublicInputMismatchError
+        (its proof could only fail verification): checked on the Python ints, before conversion.
+
+        With a compiled circuit, the witness comes from WitnessCS and a, b, c from its sparse
+        products; whenever that path cannot be used (file unusable, counts differ, a row a·b != c)
+        it is logged and the constraint-system path below runs instead, as without the file."""
         from cuzk.groth16.assignment import Assignment
         from cuzk.groth16.synthesis import synthesize_for_proving
 
+        if self.compiled_path is not None:
+            asg = self._compiled_assignment()
+            if asg is not None:
+                return asg
         cs = synthesize_for_proving(self.circuit)
-        diff = _differences(cs.input_assignment[1:], self.public_inputs)
+        self._check_inputs(cs.input_assignment)
+        return Assignment.from_proving_assignment(cs)
+
+    def _check_inputs(self, allocated: Sequence[int]) -> None:
+        from cuzk.circuits.filecoin.compound import PublicInputMismatchError
+
+        diff = _differences(allocated[1:], self.public_inputs)
         if diff:
             raise PublicInputMismatchError(
                 f"{self.circuit_id} {self.label}: the witness allocates public inputs that differ from the ones "
                 f"derived from the public data at {len(diff)} position(s) (first: {diff[:8]})")
-        return Assignment.from_proving_assignment(cs)
+
+    def _compiled_assignment(self) -> Any:
+        from cuzk.engine.compiled_store import load_for_synthesis
+        from cuzk.groth16.assignment import Assignment
+        from cuzk.groth16.synthesis import synthesize_witness
+        from cuzk.r1cs.compiled import CompiledMismatchError
+
+        compiled = load_for_synthesis(self.compiled_path, self.circuit_id)
+        if compiled is None:
+            return None
+        witness = synthesize_witness(self.circuit)
+        self._check_inputs(witness.input_assignment)
+        try:
+            compiled.check_witness(witness.num_inputs, witness.num_aux, witness.num_constraints)
+            return Assignment.from_compiled(compiled, witness, check=True)
+        except (CompiledMismatchError, SynthesisError) as err:
+            log.warning("%s %s: compiled circuit %s not used (%s); synthesizing with the constraint system",
+                        self.circuit_id, self.label, self.compiled_path, err)
+            return None
 
 
 def _differences(a: Sequence[int], b: Sequence[int]) -> list[int]:
@@ -372,8 +406,10 @@ class FilecoinProvider(CircuitProvider):
     family: CircuitKind
     kind: ProofKind
 
-    def __init__(self, param_cache: str | Path) -> None:
+    def __init__(self, param_cache: str | Path, *, compiled: CompiledStore | None = None) -> None:
         self.param_cache = Path(param_cache)
+        #: Compiled circuits: used when ready; built on first use only if the store says so.
+        self.compiled = compiled if compiled is not None else CompiledStore(self.param_cache / "compiled")
 
     @property
     def where(self) -> str:
@@ -419,6 +455,7 @@ class FilecoinProvider(CircuitProvider):
         cid = self.circuit_id(request)
         self.require_params(cid)
         compound = self.compound(request)
+        compiled_path = self._compiled_path(cid)
         partitions = []
         for k in range(compound.partition_count):
             inputs = compound.public_inputs(k)
@@ -428,9 +465,24 @@ class FilecoinProvider(CircuitProvider):
                 raise InvalidRequestError(f"{self.where}: partition {k}: {hint} ({len(positions)} of {len(inputs)} "
                                           f"public inputs differ, first at position {positions[0]})")
             recipe = FilecoinPartitionRecipe(cid, k, compound.partition_circuit(k), tuple(inputs),
-                                             f"{request.request_id} partition {k}")
+                                             f"{request.request_id} partition {k}", compiled_path)
             partitions.append(PartitionPlan(k, recipe, inputs))
         return JobPlan(cid, partitions)
+
+    def _compiled_path(self, circuit_id: str) -> str | None:
+        """The ready compiled circuit of `circuit_id`, if any; on first use, a background build
+        when the store builds automatically. Never fails a job: problems are logged."""
+        if not self.compiled.enabled:
+            return None
+        try:
+            known = KNOWN_SHAPES.get(circuit_id)
+            self.compiled.ensure(circuit_id, num_constraints=known.num_constraints if known else None,
+                                 num_variables=known.num_inputs + known.num_aux if known else None)
+            return self.compiled.ready_path(circuit_id)
+        except (CuzkError, OSError) as err:
+            log.warning("%s: compiled circuits unavailable (%s); synthesizing with the constraint system",
+                        circuit_id, err)
+            return None
 
 
 # -- PoRep ------------------------------------------------------------------------------------------
@@ -518,7 +570,7 @@ def porep_payload(request: ProofRequest) -> PorepPayload:
     elif _is_json(payload):
         try:
             data = json.loads(payload)
-        except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        except (ValueError, RecursionError) as err:  # also over-long numbers and too deep nesting
             raise InvalidRequestError(f"{where}: vanilla_proof is not valid JSON: {err}") from None
         if not isinstance(data, dict) or "Phase1Out" not in data:
             raise InvalidRequestError(f"{where}: vanilla_proof is JSON but neither Curio's {{SectorNum, Phase1Out, "
@@ -771,7 +823,9 @@ class SnapProvider(FilecoinProvider):
             raise _invalid(self.where, err) from None
 
 
-def filecoin_providers(param_cache: str | Path) -> list[CircuitProvider]:
-    """The four Filecoin providers of a daemon whose parameters live in `param_cache`."""
-    return [PorepProvider(param_cache), SnapProvider(param_cache), WindowPostProvider(param_cache),
-            WinningPostProvider(param_cache)]
+def filecoin_providers(param_cache: str | Path, *, compiled: CompiledStore | None = None) -> list[CircuitProvider]:
+    """The four Filecoin providers of a daemon whose parameters live in `param_cache`, sharing one
+    compiled-circuit store (default: `<param_cache>/compiled/`, used when present, never built)."""
+    store = compiled if compiled is not None else CompiledStore(Path(param_cache) / "compiled")
+    return [PorepProvider(param_cache, compiled=store), SnapProvider(param_cache, compiled=store),
+            WindowPostProvider(param_cache, compiled=store), WinningPostProvider(param_cache, compiled=store)]

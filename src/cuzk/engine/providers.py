@@ -151,7 +151,7 @@ class DebugCircuitSpec:
     def from_payload(cls, payload: bytes) -> DebugCircuitSpec:
         try:
             data = json.loads(payload.decode())
-        except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        except (ValueError, RecursionError) as err:  # also over-long numbers and too deep nesting
             raise InvalidRequestError(f"test circuit: vanilla_proof is not JSON: {err}") from None
         if not isinstance(data, dict) or "test_circuit" not in data:
             raise InvalidRequestError("test circuit: vanilla_proof must be a JSON object with a \"test_circuit\" key, "
@@ -367,12 +367,13 @@ class ProviderRegistry:
         raise InvalidRequestError(f"no provider for circuit {circuit_id!r}")  # pragma: no cover
 
 
-def build_providers(param_cache: str, *, test_circuits: bool) -> ProviderRegistry:
+def build_providers(param_cache: str, *, test_circuits: bool, compiled: Any = None) -> ProviderRegistry:
     """The providers of a daemon: the four Filecoin kinds always (a job whose parameters are missing
-    from `param_cache` fails naming the file), test circuits when enabled."""
+    from `param_cache` fails naming the file), test circuits when enabled. `compiled` is the
+    Filecoin providers' CompiledStore (None: the default store, used when files are present)."""
     from cuzk.engine.filecoin_providers import filecoin_providers  # it subclasses this module's classes
 
-    providers: list[CircuitProvider] = filecoin_providers(param_cache)
+    providers: list[CircuitProvider] = filecoin_providers(param_cache, compiled=compiled)
     if test_circuits:
         providers.append(DebugCircuitProvider(param_cache))
     return ProviderRegistry(providers, test_circuits_enabled=test_circuits)

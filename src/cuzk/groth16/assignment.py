@@ -7,11 +7,15 @@ The Python constraint system records Python ints; the prover works on (n, 4) uin
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from cuzk.field.limbs import ints_to_limbs
-from cuzk.r1cs import ProvingAssignment
+from cuzk.field.limbs import as_limb_array, check_canonical, ints_to_limbs
+from cuzk.r1cs import ProvingAssignment, WitnessCS
+
+if TYPE_CHECKING:
+    from cuzk.r1cs.compiled import CompiledCircuit
 
 
 @dataclass(eq=False)
@@ -46,6 +50,25 @@ class Assignment:
             b_input_density=density(cs.b_input_density),
             b_aux_density=density(cs.b_aux_density),
         )
+
+    @classmethod
+    def from_compiled(cls, compiled: CompiledCircuit, witness: WitnessCS | tuple[np.ndarray, np.ndarray], *,
+                      check: bool = True) -> Assignment:
+        """a, b, c by sparse products of a compiled circuit with a witness: a `WitnessCS` or
+        (inputs, aux) canonical limb arrays. Identical to `from_proving_assignment` of the same
+        circuit and witness; `check` refuses rows with a·b != c (SynthesisError)."""
+        if isinstance(witness, WitnessCS):
+            inputs, aux = ints_to_limbs(witness.input_assignment), ints_to_limbs(witness.aux_assignment)
+        else:
+            inputs, aux = (as_limb_array(x, name) for x, name in zip(witness, ("inputs", "aux"), strict=True))
+            for arr, name in ((inputs, "inputs"), (aux, "aux")):
+                if (bad := check_canonical(arr)) >= 0:
+                    raise ValueError(f"witness {name}[{bad}] is not a canonical field element")
+        a, b, c = compiled.evaluate(inputs, aux)
+        if check:
+            compiled.check_satisfied(a, b, c)
+        return cls(a=a, b=b, c=c, inputs=inputs, aux=aux, a_aux_density=compiled.a_aux_density.copy(),
+                   b_input_density=compiled.b_input_density.copy(), b_aux_density=compiled.b_aux_density.copy())
 
     def public_inputs(self) -> list[int]:
         """The inputs a verifier is given (ONE excluded)."""

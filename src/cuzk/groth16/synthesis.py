@@ -3,9 +3,19 @@
 Both allocate input 0 = ONE before the circuit runs and, afterwards, append one constraint per
 input (A = input_i, B = 0, C = 0) so that every input lands in the A query and the inputs are
 linearly independent. Published parameters depend on this exact order.
+
+Two ways to the prover's `Assignment`: `synthesize_for_proving` (the constraint system evaluates
+every row as it is emitted) and `synthesize_compiled` (the witness alone from `WitnessCS`, then
+a = A·w, b = B·w, c = C·w with a circuit compiled once by `compile_circuit`). Both give identical
+arrays; the second replaces per-row Python work with a parallel sparse product.
 """
 
 from __future__ import annotations
+
+import hashlib
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cuzk.r1cs import (
     Circuit,
@@ -17,7 +27,12 @@ from cuzk.r1cs import (
     RecordingCS,
     ShapeCS,
     Variable,
+    WitnessCS,
 )
+
+if TYPE_CHECKING:
+    from cuzk.groth16.assignment import Assignment
+    from cuzk.r1cs.compiled import CompiledCircuit
 
 
 def _run(circuit: Circuit, cs: ConstraintSystem) -> None:
@@ -46,3 +61,62 @@ def circuit_shape(circuit: Circuit) -> CircuitShape:
     cs = ShapeCS()
     _run(circuit, cs)
     return cs.shape()
+
+
+def synthesize_witness(circuit: Circuit) -> WitnessCS:
+    """Inputs and aux exactly as `synthesize_for_proving` allocates them, without evaluating rows."""
+    cs = WitnessCS()
+    _run(circuit, cs)
+    return cs
+
+
+#: What decides a circuit's R1CS, relative to the `cuzk` package: a compiled circuit recorded by
+#: other versions of these files may differ, so their digest is stamped into compiled files.
+_SYNTHESIS_SOURCES = ("r1cs", "gadgets", "circuits", "hashes", "filecoin", "field/constants.py",
+                      "groth16/synthesis.py")
+#: Files under those that cannot change a recorded R1CS (the compiled form itself).
+_NOT_SYNTHESIS = ("r1cs/compiled.py", "r1cs/compiled_file.py", "r1cs/spmv.py")
+
+
+@cache
+def synthesis_code_digest() -> str:
+    """BLAKE2b-256 over the paths and contents of the synthesis sources (`_SYNTHESIS_SOURCES`).
+
+    Any edit to a gadget, circuit or constraint system changes it, so a compiled file recorded
+    before the edit is treated as stale instead of silently proving a different R1CS.
+    """
+    root = Path(__file__).resolve().parent.parent
+    files: list[Path] = []
+    for entry in _SYNTHESIS_SOURCES:
+        path = root / entry
+        files.extend(sorted(path.rglob("*.py")) if path.is_dir() else [path])
+    h = hashlib.blake2b(digest_size=32)
+    for path in files:
+        rel = path.relative_to(root).as_posix()
+        if rel in _NOT_SYNTHESIS:
+            continue
+        data = path.read_bytes()
+        h.update(f"{rel}\0{len(data)}\0".encode())
+        h.update(data)
+    return h.hexdigest()
+
+
+def compile_circuit(circuit: Circuit, circuit_id: str) -> CompiledCircuit:
+    """Record `circuit` (values are not needed: a blank circuit will do) into its compiled form,
+    stamped with this code's `synthesis_code_digest`."""
+    from cuzk.r1cs.compiled import compile_matrices
+
+    return compile_matrices(record_circuit(circuit), circuit_id, code_digest=synthesis_code_digest())
+
+
+def synthesize_compiled(circuit: Circuit, compiled: CompiledCircuit, *, check: bool = True) -> Assignment:
+    """The prover's Assignment through a compiled circuit: `WitnessCS`, then the sparse products.
+
+    With `check`, every row must satisfy a·b = c (SynthesisError otherwise): a cheap pass that
+    also catches a compiled circuit that does not belong to this circuit's code.
+    """
+    from cuzk.groth16.assignment import Assignment
+
+    witness = synthesize_witness(circuit)
+    compiled.check_witness(witness.num_inputs, witness.num_aux, witness.num_constraints)
+    return Assignment.from_compiled(compiled, witness, check=check)

@@ -1,0 +1,183 @@
+"""Filecoin recipes on the compiled path: a provider hands out the ready compiled circuit, the
+recipe's assignment is the constraint-system one, anything wrong with the file falls back to the
+constraint system, and a store that builds on first use does so in the background."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import logging
+import pickle
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cuzk.circuits.filecoin.compound import PublicInputMismatchError, sample_randomness, sample_sector
+from cuzk.engine.compiled_store import CompiledState, CompiledStore
+from cuzk.engine.filecoin_providers import FilecoinPartitionRecipe, WinningPostProvider, prover_id_from_miner
+from cuzk.engine.jobs import Priority, ProofKind, ProofRequest
+from cuzk.filecoin.post import winning_post_vanilla
+from cuzk.filecoin.sizes import CircuitKind, parameter_file_name, post_proof, sector_params
+from cuzk.groth16.synthesis import compile_circuit
+from cuzk.r1cs.compiled_file import load_compiled, write_compiled
+
+FIELDS = ("a", "b", "c", "inputs", "aux", "a_aux_density", "b_input_density", "b_aux_density")
+SIZE = sector_params("2KiB")
+MINER = 1000
+RANDOMNESS = sample_randomness(5)
+
+
+@functools.cache
+def winning_request() -> ProofRequest:
+    proofs = winning_post_vanilla(post_proof(0), {11: sample_sector(SIZE, 5)}, RANDOMNESS,
+                                  prover_id_from_miner(MINER))
+    return ProofRequest("winning-1", ProofKind.WINNING_POST, Priority.CRITICAL, sector_size=SIZE.sector_bytes,
+                        registered_proof=0, vanilla_proofs=[p.to_bincode() for p in proofs], randomness=RANDOMNESS,
+                        miner_id=MINER)
+
+
+@pytest.fixture
+def param_cache(tmp_path: Path) -> Path:
+    """A placeholder for the winning-2k parameters: planning only checks that the file exists."""
+    (tmp_path / parameter_file_name(CircuitKind.WINNING, SIZE)).touch()
+    return tmp_path
+
+
+@functools.cache
+def reference_assignment() -> object:
+    provider = WinningPostProvider("/nonexistent")
+    recipe = provider.compound(winning_request())
+    return FilecoinPartitionRecipe("winning-2k", 0, recipe.partition_circuit(0), tuple(recipe.public_inputs(0)),
+                                   "reference").assignment()
+
+
+def assert_identical(ref: object, got: object) -> None:
+    for name in FIELDS:
+        x, y = getattr(ref, name), getattr(got, name)
+        assert x.dtype == y.dtype and x.shape == y.shape and np.array_equal(x, y), name
+
+
+def plan_recipe(provider: WinningPostProvider) -> FilecoinPartitionRecipe:
+    plan = provider.plan(winning_request())
+    recipe = pickle.loads(pickle.dumps(plan.partitions[0].recipe))  # as a synthesis process receives it
+    assert isinstance(recipe, FilecoinPartitionRecipe)
+    return recipe
+
+
+def test_without_a_compiled_file_nothing_changes(param_cache: Path) -> None:
+    recipe = plan_recipe(WinningPostProvider(param_cache))
+    assert recipe.compiled_path is None
+    assert not (param_cache / "compiled").exists()
+
+
+def test_a_ready_compiled_file_is_used_and_gives_the_same_assignment(param_cache: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    store = CompiledStore(param_cache / "compiled")
+    path = store.build("winning-2k")
+    recipe = plan_recipe(WinningPostProvider(param_cache))
+    assert recipe.compiled_path == str(path)
+
+    def no_constraint_system(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the constraint-system path ran")
+
+    ref = reference_assignment()
+    monkeypatch.setattr("cuzk.groth16.synthesis.synthesize_for_proving", no_constraint_system)
+    assert_identical(ref, recipe.assignment())
+    bad = dataclasses.replace(recipe, public_inputs=(recipe.public_inputs[0] + 1, *recipe.public_inputs[1:]))
+    with pytest.raises(PublicInputMismatchError, match="differ from the ones derived from the public data"):
+        bad.assignment()
+
+
+def test_an_unusable_file_falls_back_to_the_constraint_system(param_cache: Path,
+                                                              caplog: pytest.LogCaptureFixture) -> None:
+    store = CompiledStore(param_cache / "compiled")
+    path = store.build("winning-2k")
+    recipe = plan_recipe(WinningPostProvider(param_cache))
+    # A well-formed file whose R1CS is not this circuit's (one coefficient changed): it loads, its
+    # rows are not satisfied by the witness, and the recipe proves with the constraint system.
+    good = load_compiled(path)
+    table = np.array(good.coeff_table)
+    table[5] = table[6]
+    wrong = dataclasses.replace(good, coeff_table=table, fingerprint="")
+    write_compiled(wrong, path)
+    with caplog.at_level(logging.WARNING):
+        assert_identical(reference_assignment(), recipe.assignment())
+    assert any("constraints are not satisfied" in r.getMessage() for r in caplog.records)
+    caplog.clear()
+    path.write_bytes(path.read_bytes()[:1000])  # truncated: refused at load
+    with caplog.at_level(logging.WARNING):
+        assert_identical(reference_assignment(), recipe.assignment())
+    assert any("truncated" in r.getMessage() for r in caplog.records)
+
+
+def test_a_store_that_builds_on_first_use_builds_in_the_background(param_cache: Path) -> None:
+    store = CompiledStore(param_cache / "compiled", auto_build=True)
+    provider = WinningPostProvider(param_cache, compiled=store)
+    first = plan_recipe(provider)
+    assert first.compiled_path is None  # this job proves as before while the build runs
+    assert store.status("winning-2k").state in (CompiledState.BUILDING, CompiledState.READY)
+    assert store.wait("winning-2k", timeout=600).state is CompiledState.READY
+    second = plan_recipe(provider)
+    assert second.compiled_path == store.status("winning-2k").path
+    assert_identical(reference_assignment(), second.assignment())
+    assert store.to_dict()["circuits"]["winning-2k"]["info"]["counts"]["num_constraints"] == 90_883
+
+
+def test_compiled_circuit_of_the_blank_circuit_is_what_the_store_builds(param_cache: Path) -> None:
+    """The store's build is compile_circuit of the registry's blank circuit, byte for byte."""
+    from cuzk.circuits.filecoin.compound import blank_circuit
+
+    path = CompiledStore(param_cache / "compiled").build("wpost-2k")
+    direct = compile_circuit(blank_circuit("wpost-2k"), "wpost-2k")
+    assert load_compiled(path).fingerprint == direct.fingerprint
+
+
+@pytest.mark.slow
+def test_live_daemon_proves_through_a_compiled_circuit(tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+                                                       ) -> None:
+    """End to end: a daemon whose param_cache holds a compiled winning-2k proves through it (its
+    synthesis process loads the file) and the proof verifies; with a compiled file whose R1CS is
+    wrong, the synthesis process says so in the log and the proof, made the old way, still verifies."""
+    from fixture_params import official_params
+    from server.conftest import start_daemon
+
+    from cuzk.circuits.filecoin.compound_post import verify_winning_post
+    from cuzk.groth16.params_file import read_vk
+    from cuzk.server._gen import proving_pb2 as pb
+
+    params = tmp_path_factory.mktemp("compiled-winning-params")
+    official_params(params, "winning-2k", 11)
+    daemon = start_daemon(tmp_path / "daemon", params)
+    cache = tmp_path / "daemon" / "params"
+    store = CompiledStore(cache / "compiled")
+    path = store.build("winning-2k")
+    vk = read_vk(cache / parameter_file_name(CircuitKind.WINNING, SIZE, "vk"))
+    req = winning_request()
+
+    def prove(request_id: str) -> bytes:
+        submit = pb.SubmitProofRequest(request_id=request_id, proof_kind=int(req.proof_kind),
+                                       priority=int(req.priority), sector_size=req.sector_size,
+                                       registered_proof=req.registered_proof, vanilla_proofs=req.vanilla_proofs,
+                                       miner_id=req.miner_id, randomness=req.randomness)
+        with daemon.client(timeout=30) as client:
+            result = client.prove(submit, timeout=600)
+        assert result.status == pb.AwaitProofResponse.COMPLETED, result.error_message
+        return result.proof
+
+    try:
+        proof = prove("compiled-1")
+        assert verify_winning_post(vk, proof, registered_proof=0, randomness=RANDOMNESS,
+                                   prover_id=prover_id_from_miner(MINER), replicas={11: sample_sector(SIZE, 5).comm_r})
+        assert "not used" not in daemon.log()
+        good = load_compiled(path)
+        table = np.array(good.coeff_table)
+        table[5] = table[6]
+        write_compiled(dataclasses.replace(good, coeff_table=table, fingerprint=""), path)
+        proof = prove("compiled-2")
+        assert verify_winning_post(vk, proof, registered_proof=0, randomness=RANDOMNESS,
+                                   prover_id=prover_id_from_miner(MINER), replicas={11: sample_sector(SIZE, 5).comm_r})
+        assert "constraints are not satisfied by the witness" in daemon.log()
+    finally:
+        code = daemon.stop()
+    assert code == 0, daemon.log()
