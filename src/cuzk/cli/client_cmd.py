@@ -1,6 +1,9 @@
 """Client commands for a running daemon: `cuzk prove|status|metrics|preload|evict|cancel`.
 
-Each takes --addr (default $CUZK_ADDR or the daemon's default unix socket) and --json. An RPC error
+Each takes --addr (default $CUZK_ADDR or the daemon's default unix socket) and --json, and the
+credentials a protected daemon needs: --token-file FILE (the bearer token, read from a file so that
+it never shows in `ps`), --tls-ca, --tls-cert, --tls-key and --tls-server-name (each defaulting to
+$CUZK_TOKEN_FILE, $CUZK_TLS_CA, $CUZK_TLS_CERT, $CUZK_TLS_KEY, $CUZK_TLS_SERVER_NAME). An RPC error
 prints the status code and the daemon's reason and exits 2; `cuzk prove` exits 1 when the proof
 comes back FAILED, CANCELLED or TIMEOUT.
 
@@ -37,6 +40,7 @@ from cuzk.server._gen import proving_pb2 as pb
 from cuzk.server.client import (
     KIND_NAMES,
     PRIORITY_NAMES,
+    ClientAuth,
     CuzkClient,
     build_submit,
     default_address,
@@ -52,6 +56,14 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--addr", "-a", default=None,
                         help=f"daemon address, host:port or unix:///path (default: $CUZK_ADDR or {default_address()})")
     parser.add_argument("--json", action="store_true", help="print JSON")
+    auth = parser.add_argument_group("credentials (for a daemon with daemon.auth_token_file or TLS)")
+    auth.add_argument("--token-file", metavar="FILE",
+                      help="file holding the bearer token (default: $CUZK_TOKEN_FILE); never pass a token itself")
+    auth.add_argument("--tls-ca", metavar="PEM", help="CA bundle that signed the daemon's certificate (TLS)")
+    auth.add_argument("--tls-cert", metavar="PEM", help="client certificate (mutual TLS)")
+    auth.add_argument("--tls-key", metavar="PEM", help="client private key (mutual TLS)")
+    auth.add_argument("--tls-server-name", metavar="NAME",
+                      help="name the daemon's certificate carries, if not the address's host")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -104,8 +116,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     cancel.set_defaults(handler=cmd_cancel)
 
 
+def client_auth(args: argparse.Namespace) -> ClientAuth:
+    return ClientAuth.from_env(token_file=args.token_file, tls_ca=args.tls_ca, tls_cert=args.tls_cert,
+                               tls_key=args.tls_key, tls_server_name=args.tls_server_name)
+
+
 def _client(args: argparse.Namespace, timeout: float | None = 30.0) -> CuzkClient:
-    return CuzkClient(args.addr, timeout=timeout)
+    return CuzkClient(args.addr, timeout=timeout, auth=client_auth(args))
 
 
 def _rpc_error(addr: str, err: grpc.RpcError) -> CuzkError:
@@ -138,7 +155,7 @@ def read_vanilla(path: Path) -> list[bytes]:
     data = _read(path, "--vanilla")
     try:
         items = json.loads(data)
-    except (UnicodeDecodeError, json.JSONDecodeError):
+    except (ValueError, RecursionError):  # not JSON (or not ours: over-long numbers, deep nesting)
         return [data]
     if not isinstance(items, list) or not all(isinstance(x, str) for x in items):
         return [data]

@@ -54,7 +54,7 @@ def _read_json(path: Path) -> Any:
         return json.loads(path.read_text())
     except OSError as err:
         raise CuzkError(f"cannot read {path}: {err.strerror}") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+    except (ValueError, RecursionError) as err:  # also over-long numbers and too deep nesting
         raise FormatError(f"not valid JSON ({err})", source=str(path)) from None
 
 

@@ -400,6 +400,12 @@ def validate_config(config: Config) -> None:
                 tcp_host_port(addr)
             except CuzkError as err:
                 raise ConfigError(f"daemon.listen: {err}") from None
+    from cuzk.server.auth import ServerSecurity
+
+    security = ServerSecurity.from_config(config)  # token and PEM files readable, settings consistent
+    for addr in config.daemon.listen:
+        if unix_path(addr) is None:
+            security.check_tcp_address(addr)  # no unprotected address other hosts can reach
 
 
 @dataclass

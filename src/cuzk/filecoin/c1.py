@@ -267,7 +267,7 @@ class SealCommitPhase1Output:
     def from_json(cls, text: str | bytes, source: str = "<C1 JSON>") -> SealCommitPhase1Output:
         try:
             value = json.loads(text)
-        except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        except (ValueError, RecursionError) as err:  # also over-long numbers and too deep nesting
             raise FormatError(f"not valid JSON: {err}", source=source) from None
         rd = JsonReader(source)
         top = rd.obj(value, "$", ("registered_proof", "vanilla_proofs", "comm_r", "comm_d", "replica_id", "seed",

@@ -3,6 +3,12 @@
 Addresses: "host:port", "unix:///abs/path" (or "unix:rel"), and for convenience "http://host:port"
 (the Rust bench's spelling; the scheme is dropped). The default is the daemon's default listen
 address, or $CUZK_ADDR when set. Messages up to 256 MiB travel either way, like Curio's client.
+
+Credentials (`ClientAuth`, README "Security"): a bearer token read from a file (never given on a
+command line, where `ps` would show it), sent as `authorization: Bearer <token>` on every call; and
+for TCP, TLS with a CA bundle to check the daemon's certificate plus, for mutual TLS, the client's
+certificate and key. Each comes from the constructor, else from $CUZK_TOKEN_FILE, $CUZK_TLS_CA,
+$CUZK_TLS_CERT, $CUZK_TLS_KEY and $CUZK_TLS_SERVER_NAME. Unix socket addresses never use TLS.
 """
 
 from __future__ import annotations
@@ -10,7 +16,9 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -50,6 +58,88 @@ def payload_for_test_circuit(circuit: str, *, partitions: int = 1, seed: int = 0
     return json.dumps({"test_circuit": circuit, "partitions": partitions, "seed": seed, **extra}).encode()
 
 
+def _read_file(path: str, what: str) -> bytes:
+    try:
+        return Path(path).expanduser().read_bytes()
+    except OSError as err:
+        raise CuzkError(f"{what} {path}: {err.strerror}") from None
+
+
+@dataclass(frozen=True)
+class ClientAuth:
+    """How a client proves who it is: file paths only (the secrets are read when a channel opens)."""
+
+    token_file: str | None = None
+    tls_ca: str | None = None
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    #: The name the daemon's certificate must carry, when the address does not (e.g. 127.0.0.1).
+    tls_server_name: str | None = None
+
+    @classmethod
+    def from_env(cls, **overrides: str | None) -> ClientAuth:
+        env = os.environ
+        values = {"token_file": env.get("CUZK_TOKEN_FILE"), "tls_ca": env.get("CUZK_TLS_CA"),
+                  "tls_cert": env.get("CUZK_TLS_CERT"), "tls_key": env.get("CUZK_TLS_KEY"),
+                  "tls_server_name": env.get("CUZK_TLS_SERVER_NAME")}
+        values.update({k: v for k, v in overrides.items() if v})
+        return cls(**{k: v or None for k, v in values.items()})
+
+    @property
+    def uses_tls(self) -> bool:
+        return bool(self.tls_ca or self.tls_cert)
+
+    def token(self) -> str | None:
+        if not self.token_file:
+            return None
+        token = _read_file(self.token_file, "token file").strip()
+        if not token:
+            raise CuzkError(f"token file {self.token_file} is empty")
+        try:
+            return token.decode("ascii")
+        except UnicodeDecodeError:
+            raise CuzkError(f"token file {self.token_file}: the token must be ASCII") from None
+
+    def channel_credentials(self) -> grpc.ChannelCredentials:
+        if bool(self.tls_cert) != bool(self.tls_key):
+            raise CuzkError("a client certificate needs its key: give --tls-cert and --tls-key together")
+        ca = _read_file(self.tls_ca, "--tls-ca") if self.tls_ca else None
+        cert = _read_file(self.tls_cert, "--tls-cert") if self.tls_cert else None
+        key = _read_file(self.tls_key, "--tls-key") if self.tls_key else None
+        return grpc.ssl_channel_credentials(root_certificates=ca, private_key=key, certificate_chain=cert)
+
+
+class _BearerToken(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInterceptor):
+    """Adds `authorization: Bearer <token>` to every call (works on plaintext channels, unlike call credentials)."""
+
+    def __init__(self, token: str) -> None:
+        self._header = ("authorization", f"Bearer {token}")
+
+    def _details(self, details: Any) -> Any:
+        # grpc hands interceptors its _ClientCallDetails namedtuple
+        return details._replace(metadata=[*(details.metadata or ()), self._header])
+
+    def intercept_unary_unary(self, continuation: Callable, details: Any, request: Any) -> Any:
+        return continuation(self._details(details), request)
+
+    def intercept_unary_stream(self, continuation: Callable, details: Any, request: Any) -> Any:
+        return continuation(self._details(details), request)
+
+
+def open_channel(addr: str, auth: ClientAuth, options: list[tuple[str, Any]]) -> grpc.Channel:
+    """A channel to a daemon address with `auth` applied (TLS only for TCP addresses)."""
+    target = grpc_target(addr)
+    is_unix = target.startswith("unix:")
+    if auth.uses_tls and not is_unix:
+        if auth.tls_server_name:
+            options = [*options, ("grpc.ssl_target_name_override", auth.tls_server_name)]
+        channel = grpc.secure_channel(target, auth.channel_credentials(), options=options)
+    else:
+        channel = grpc.insecure_channel(target, options=options)
+    token = auth.token()
+    return grpc.intercept_channel(channel, _BearerToken(token)) if token else channel
+
+
 def to_dict(message: Any) -> dict[str, Any]:
     """A response as JSON-able dict (all fields, enum names, bytes as base64)."""
     return MessageToDict(message, always_print_fields_with_no_presence=True, preserving_proto_field_name=True)
@@ -58,11 +148,13 @@ def to_dict(message: Any) -> dict[str, Any]:
 class CuzkClient:
     """Blocking calls on one channel; every method raises grpc.RpcError on RPC failure."""
 
-    def __init__(self, addr: str | None = None, *, timeout: float | None = 30.0) -> None:
+    def __init__(self, addr: str | None = None, *, timeout: float | None = 30.0,
+                 auth: ClientAuth | None = None) -> None:
         self.addr = addr or default_address()
         self.timeout = timeout
+        self.auth = auth if auth is not None else ClientAuth.from_env()
         options = [("grpc.max_receive_message_length", MAX_MESSAGE), ("grpc.max_send_message_length", MAX_MESSAGE)]
-        self.channel = grpc.insecure_channel(grpc_target(self.addr), options=options)
+        self.channel = open_channel(self.addr, self.auth, options)
         self.stub = pb_grpc.ProvingEngineStub(self.channel)
         self._health = health_pb2_grpc.HealthStub(self.channel)
 
