@@ -206,5 +206,8 @@ def test_listeners_status_and_metrics(engine: Engine) -> None:
     assert status["devices"][0]["kind"] == "cpu" and len(status["gpu_workers"]) == 2
     assert status["memory"]["baseline_bytes"] > 0 and status["counters"]["total_completed"] > 0
     assert {q["proof_kind"] for q in status["queues"]} >= {"porep-c2", "winning-post", "test-circuit"}
+    # compiled circuits: the default store (use files when present, never build), nothing compiled yet
+    assert status["compiled_circuits"]["enabled"] and not status["compiled_circuits"]["auto_build"]
+    assert status["compiled_circuits"]["root"] == str(Path(engine.config.srs.param_cache) / "compiled")
     text = engine.metrics_text()
     assert "cuzk_proofs_completed_total" in text and 'cuzk_partition_stage_seconds_count{stage="device"}' in text

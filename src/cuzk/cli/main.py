@@ -19,7 +19,17 @@ EXIT_USAGE = 2
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from cuzk.cli import circuit_cmd, client_cmd, config_cmd, daemon_cmd, demo, gen_vanilla, groth16_cmd, params_cmd
+    from cuzk.cli import (
+        bench_cmd,
+        circuit_cmd,
+        client_cmd,
+        config_cmd,
+        daemon_cmd,
+        demo,
+        gen_vanilla,
+        groth16_cmd,
+        params_cmd,
+    )
 
     parser = argparse.ArgumentParser(prog="cuzk", description="Groth16 (BLS12-381) proving for Filecoin.")
     parser.add_argument("--version", action="version", version=f"cuzk {__version__}")
@@ -32,6 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     daemon_cmd.register(sub)
     config_cmd.register(sub)
     client_cmd.register(sub)
+    bench_cmd.register(sub)
     return parser
 
 

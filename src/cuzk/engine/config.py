@@ -46,6 +46,7 @@ LOG_FORMATS = ("text", "json")
 DISCONNECT_POLICIES = ("finish", "cancel")
 RESTART_POLICIES = ("requeue", "fail")
 BACKENDS = ("auto", "cpu", "cuda")
+COMPILED_MODES = ("off", "use", "build")
 
 
 class ConfigError(CuzkError):
@@ -153,6 +154,28 @@ class DaemonConfig:
     #: cuzk-py: keep the SQLite job journal in state_dir (accepted jobs and finished results survive a
     #: crash or restart); false keeps jobs in memory only.
     journal: bool = True
+    #: cuzk-py: jobs waiting to start (queued or collecting into a batch) beyond which SubmitProof/Prove
+    #: answer RESOURCE_EXHAUSTED, Curio's backpressure signal; 0 = no limit.
+    max_queued_jobs: int = 256
+    #: cuzk-py security (README "Security"). Relative paths are relative to the config file's directory.
+    #: A file holding the bearer token TCP clients must send ("authorization: Bearer <token>"); "" = none.
+    auth_token_file: str = ""
+    #: A file holding the token management calls (PreloadSRS, EvictSRS, cancelling another client's job)
+    #: need; "" = management is open to every authenticated client unless admin_client_names is set.
+    admin_token_file: str = ""
+    #: Client certificate common names (mutual TLS) allowed management calls.
+    admin_client_names: list[str] = field(default_factory=list)
+    #: Server certificate chain and key (PEM) for TLS on every TCP address; "" = plaintext TCP.
+    tls_cert_file: str = ""
+    tls_key_file: str = ""
+    #: CA bundle (PEM) client certificates must chain to: mutual TLS, a client without one is refused.
+    tls_client_ca_file: str = ""
+    #: Permissions of unix socket files (octal); the default lets only the daemon's user connect.
+    unix_socket_mode: str = "0600"
+    #: Also require the token on unix sockets (by default their file permissions are the access control).
+    auth_unix: bool = False
+    #: Accept a TCP address reachable from other hosts without a token or mutual TLS (refused otherwise).
+    allow_insecure_remote: bool = False
 
 
 @dataclass
@@ -215,6 +238,9 @@ class SynthesisConfig:
     threads: int = 0
     #: Deprecated in the Rust daemon (the budget decides): accepted with a warning, no effect.
     partition_workers: int | None = None
+    #: cuzk-py: compiled circuits under <srs.param_cache>/compiled/ (README "Compiled circuits"): "use" them
+    #: when present, also "build" one in the background on a circuit's first job, or "off".
+    compiled: str = "use"
 
 
 @dataclass
@@ -308,6 +334,8 @@ class Config:
 _SIZE_KEYS = {("memory", "total_budget"), ("memory", "safety_margin"), ("memory", "pinned_budget"),
               ("memory", "working_memory_budget"), ("daemon", "max_message_size")}
 _DURATION_KEYS = {("memory", "eviction_min_idle"), ("daemon", "result_retention"), ("daemon", "shutdown_grace")}
+_PATH_KEYS = {"daemon.auth_token_file", "daemon.admin_token_file", "daemon.tls_cert_file", "daemon.tls_key_file",
+              "daemon.tls_client_ca_file"}
 
 
 def _to_plain(section: str, key: str, value: Any) -> Any:
@@ -365,6 +393,33 @@ def _string_list(value: Any, what: str) -> list[str]:
     return list(value)
 
 
+def _file_mode(value: Any, what: str) -> str:
+    """An octal permission string such as "0600"; sockets others could write to are refused."""
+    _expect(str, value, what, "an octal mode string such as \"0600\"")
+    if not re.fullmatch(r"0?[0-7]{3}", value.strip()):
+        raise ConfigError(f"{what}: {value!r} is not an octal mode such as \"0600\" or \"0660\"")
+    if int(value, 8) & 0o002:
+        raise ConfigError(f"{what}: {value} would let every local user connect to the socket; at most \"0660\"")
+    return value.strip().rjust(4, "0")
+
+
+def loopback_if_no_host(addr: str) -> str:
+    """":9820" means the loopback interface, never every interface: other hosts get in only when named
+    ("0.0.0.0:9820"). Unix socket addresses and empty strings are returned as they are."""
+    stripped = addr.strip()
+    if stripped.startswith(":") and stripped[1:].isdigit():
+        return f"127.0.0.1{stripped}"
+    return addr
+
+
+def resolve_config_path(config: Config, value: str) -> Path:
+    """A path setting: absolute, ~-expanded, or relative to the config file's directory."""
+    path = Path(value).expanduser()
+    if not path.is_absolute() and config.source and not config.source.startswith("<"):
+        path = Path(config.source).resolve().parent / path
+    return path
+
+
 def _apply(config: Config, section: str, key: str, value: Any) -> None:
     what = f"{section}.{key}"
     target = getattr(config, section)
@@ -380,8 +435,15 @@ def _apply(config: Config, section: str, key: str, value: Any) -> None:
         value = _string_list(value, what)
         if not value or any(not v.strip() for v in value):
             raise ConfigError(f"{what}: needs at least one non-empty address")
-    elif what in ("daemon.status_listen", "srs.param_cache", "daemon.state_dir"):
+        value = [loopback_if_no_host(v) for v in value]
+    elif what == "daemon.status_listen":
+        value = loopback_if_no_host(_expect(str, value, what, "a string"))
+    elif what in ("srs.param_cache", "daemon.state_dir") or what in _PATH_KEYS:
         value = _expect(str, value, what, "a string")
+    elif what == "daemon.admin_client_names":
+        value = _string_list(value, what)
+    elif what == "daemon.unix_socket_mode":
+        value = _file_mode(value, what)
     elif what == "srs.preload":
         value = _string_list(value, what)
     elif what == "daemon.on_prove_disconnect":
@@ -390,6 +452,8 @@ def _apply(config: Config, section: str, key: str, value: Any) -> None:
         value = _choice(value, what, RESTART_POLICIES)
     elif what == "gpus.backend":
         value = _choice(value, what, BACKENDS)
+    elif what == "synthesis.compiled":
+        value = _choice(value, what, COMPILED_MODES)
     elif what == "gpus.devices":
         _expect(list, value, what, "a list of device ordinals")
         value = [_non_negative_int(v, what) for v in value]
@@ -442,7 +506,7 @@ def load_config(path: str | os.PathLike | None, *, explicit: bool = True) -> Con
         return config
     try:
         data = tomllib.loads(p.read_text())
-    except tomllib.TOMLDecodeError as err:
+    except (ValueError, RecursionError) as err:  # TOMLDecodeError, bad UTF-8, over-long numbers, deep nesting
         raise ConfigError(f"{p}: not valid TOML: {err}") from None
     except OSError as err:
         raise ConfigError(f"{p}: cannot read: {err.strerror}") from None

@@ -33,12 +33,14 @@ import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 import psutil
 
 from cuzk.engine import status as status_views
 from cuzk.engine import timeline
+from cuzk.engine.compiled_store import CompiledStore
 from cuzk.engine.config import Config, ConfigError
 from cuzk.engine.jobs import (
     Job,
@@ -78,6 +80,10 @@ class RequestConflictError(CuzkError):
 
 class NotAcceptingError(CuzkError):
     """The daemon is draining or shutting down."""
+
+
+class QueueFullError(CuzkError):
+    """daemon.max_queued_jobs jobs are already waiting (gRPC RESOURCE_EXHAUSTED: Curio backs off and retries)."""
 
 
 @dataclass(frozen=True)
@@ -195,13 +201,18 @@ class Engine:
         self.instance_id = instance_id or uuid.uuid4().hex[:12]
         self.started_wall = time.time()
         self.started = time.monotonic()
-        self.providers = build_providers(config.srs.param_cache, test_circuits=config.debug.test_circuits)
+        mode = config.synthesis.compiled
+        self.compiled = CompiledStore(Path(config.srs.param_cache) / "compiled", enabled=mode != "off",
+                                      auto_build=mode == "build")
+        self.providers = build_providers(config.srs.param_cache, test_circuits=config.debug.test_circuits,
+                                         compiled=self.compiled)
         for circuit_id in config.srs.preload:  # fail before any process is spawned
             try:
                 self.providers.srs_source(circuit_id)
             except CuzkError as err:
                 raise ConfigError(f"srs.preload: {err}") from None
         self.budget = MemoryBudget(config.memory.resolve_budget())
+        self.compiled.budget = self.budget  # a background compile reserves its memory like any other user
         self._cv = threading.Condition(threading.RLock())
         self.scheduler = Scheduler(sort_by_type=config.scheduler.sort_by_type)
         self.collector = BatchCollector(config.scheduler.max_batch_size, config.scheduler.max_batch_wait_ms / 1000)
@@ -344,6 +355,7 @@ class Engine:
         # Workers first: a feeder thread blocked on a long request returns once its process is gone.
         for p in [*self.synth_procs, *(d.proc for d in self.devices.devices)]:
             p.stop(2.0)
+        self.compiled.close()
         for t in self._threads:
             t.join(2.0)
         self.pipeline.join(5.0)
@@ -364,6 +376,10 @@ class Engine:
         validate_request(request)
         provider = self.providers.for_request(request)
         circuit_id = provider.circuit_id(request)
+        with self._cv:  # refuse early, before the inputs are hashed, journaled or reserved
+            full = origin != "journal" and request.request_id not in self.jobs and self._queue_full()
+        if full:
+            raise self._queue_full_error()
         batchable = self.collector.enabled and provider.batchable(request) and request.priority < Priority.HIGH
         job_id = job_id or request.request_id or uuid.uuid4().hex
         job = Job(job_id, 0, request, origin=origin)  # hashes the inputs, outside the lock
@@ -411,7 +427,7 @@ class Engine:
             return NotAcceptingError("the daemon is shutting down and accepts no new jobs")
         existing = self.jobs.get(job.job_id)
         if existing is None:
-            return None
+            return self._queue_full_error() if job.origin != "journal" and self._queue_full() else None
         if existing.digest == job.digest and existing.state not in (JobState.FAILED, JobState.CANCELLED):
             self.metrics.deduplicated.inc()
             position = self.scheduler.position(existing) if existing.state is JobState.QUEUED else 0
@@ -419,7 +435,15 @@ class Engine:
         if existing.digest != job.digest and not existing.state.finished:
             return RequestConflictError(f"request_id {job.job_id!r} names a job still in progress with different "
                                         "inputs; use a new request_id")
-        return None
+        return self._queue_full_error() if job.origin != "journal" and self._queue_full() else None
+
+    def _queue_full(self) -> bool:
+        limit = self.config.daemon.max_queued_jobs
+        return bool(limit) and len(self.scheduler) + len(self.collector) >= limit
+
+    def _queue_full_error(self) -> QueueFullError:
+        return QueueFullError(f"{self.config.daemon.max_queued_jobs} jobs are already waiting "
+                              "(daemon.max_queued_jobs); retry later")
 
     def _reserve_payload(self, request: ProofRequest, job_id: str) -> Any:
         """Hold the request's vanilla bytes against the budget until the job is planned."""
@@ -606,6 +630,7 @@ class Engine:
                 job.circuit_id = plan.circuit_id
                 job.partitions = [PartitionRecord(p.index) for p in plan.partitions]
                 job.state = JobState.RUNNING
+                job.planned = time.monotonic()
                 job.request.drop_payload()
                 self._release(job.payload_reservation)
                 job.payload_reservation = None

@@ -160,6 +160,10 @@ class PartitionRecord:
     device_worker: str = ""
     batch_size: int = 0
     verify_s: float = 0.0
+    #: The backend's sub-phases of device compute (seconds), e.g. h, msm_h, msm_l.
+    device_phases: dict[str, float] = field(default_factory=dict)
+    #: When the proof came back from the device process (encoded and verified).
+    done: float | None = None
     proof: bytes | None = None
 
     @property
@@ -186,6 +190,12 @@ class PartitionTiming:
     device_ordinal: int
     worker: str
     batch_size: int
+    # For bench's per-phase breakdown; defaults keep journal rows of older versions readable.
+    planned_ms: int = 0
+    done_ms: int = 0
+    verify_us: int = 0
+    device_phases_us: dict[str, int] = field(default_factory=dict)
+    synth_worker: str = ""
 
 
 @dataclass(frozen=True)
@@ -238,6 +248,7 @@ class Job:
         self.submitted = time.monotonic()
         self.submitted_wall = time.time()
         self.started: float | None = None
+        self.planned: float | None = None  #: partitions queued for synthesis
         self.finished: float | None = None
         self.srs_load_s = 0.0
         self.batch_id = 0
@@ -297,7 +308,10 @@ class Job:
         parts = tuple(
             PartitionTiming(p.index, self._rel_ms(p.synth_start), self._rel_ms(p.synth_end),
                             self._rel_ms(p.device_queue), self._rel_ms(p.device_start), self._rel_ms(p.device_end),
-                            p.device_ordinal, p.device_worker, p.batch_size)
+                            p.device_ordinal, p.device_worker, p.batch_size, planned_ms=self._rel_ms(self.planned),
+                            done_ms=self._rel_ms(p.done), verify_us=max(0, round(p.verify_s * 1e6)),
+                            device_phases_us={k: max(0, round(v * 1e6)) for k, v in p.device_phases.items()},
+                            synth_worker=p.synth_worker)
             for p in self.partitions
         )
         return JobResult(

@@ -402,6 +402,8 @@ class Pipeline:
         rec, job = work.record, work.job
         if result.ok:
             rec.device_start, rec.device_end, rec.verify_s = result.device_start, result.device_end, result.verify_s
+            rec.device_phases = dict(result.phases)
+            rec.done = time.monotonic()
             self.metrics.stage.labels("device_wait").observe(max(0.0, result.device_start - (rec.device_queue or 0)))
             self.metrics.stage.labels("device").observe(result.device_end - result.device_start)
             if self.settings.verify_proofs:

@@ -154,6 +154,63 @@ def snapshot(engine: Engine) -> dict[str, Any]:
         "pipelines": pipelines,
         "queues": queue_stats(engine),
         "allocations": {"srs": engine.srs.snapshot()},
+        "compiled_circuits": engine.compiled.to_dict(),
         "counters": counters,
         "buffers": buffers,
     }
+
+
+#: How far back /timeline.json looks by default (the live page shows this window).
+TIMELINE_WINDOW_S = 120.0
+
+
+def _wall_ms(job: Any, mono: float | None) -> int | None:
+    """A monotonic stamp on a job as unix ms (the job's own submit stamps tie the two clocks)."""
+    if mono is None:
+        return None
+    return round((job.submitted_wall + (mono - job.submitted)) * 1000)
+
+
+def timeline(engine: Engine, window_s: float = TIMELINE_WINDOW_S) -> dict[str, Any]:
+    """Every partition's synthesis and device spans in the last `window_s` seconds, with the workers.
+
+    Times are unix ms; a span still running has `end` null. This is the data behind the daemon's
+    live timeline page and the same shape `cuzk bench --timeline` renders (cuzk.bench.timeline)."""
+    now = time.monotonic()
+    pipeline = engine.pipeline
+    spans: list[dict[str, Any]] = []
+    with engine._cv:
+        # Work in progress has no end stamps yet: the workers know since when they are busy with what.
+        running: dict[tuple[str, int, str], tuple[str, float]] = {}
+        for state in pipeline.synth_workers:
+            if state.busy:
+                running[(state.job_id, state.partition, "synth")] = (state.name, state.since)
+        for _, _, state in pipeline.prover_workers:
+            if state.busy:
+                running[(state.job_id, state.partition, "device")] = (state.name, state.since)
+        for job in sorted(engine.jobs.values(), key=lambda j: j.seq):
+            if job.finished is not None and now - job.finished > window_s:
+                continue
+            for p in job.partitions:
+                synth = running.get((job.job_id, p.index, "synth"))
+                device = running.get((job.job_id, p.index, "device"))
+                if p.synth_start is None and synth is None:
+                    continue
+                span: dict[str, Any] = {
+                    "job_id": job.job_id, "partition": p.index, "proof_kind": job.kind.label,
+                    "priority": job.priority.name, "state": p.state.value,
+                    "synth_worker": p.synth_worker or (synth[0] if synth else ""),
+                    "device_worker": p.device_worker or (device[0] if device else ""),
+                    "synth": ([_wall_ms(job, p.synth_start), _wall_ms(job, p.synth_end)] if p.synth_start is not None
+                              else [_wall_ms(job, synth[1]) if synth else None, None]),
+                    "device": None,
+                }
+                if p.device_start is not None:
+                    span["device"] = [_wall_ms(job, p.device_start), _wall_ms(job, p.device_end)]
+                elif device is not None:
+                    span["device"] = [_wall_ms(job, device[1]), None]
+                spans.append(span)
+        synth_workers = [s.name for s in pipeline.synth_workers]
+        device_workers = [s.name for _, _, s in pipeline.prover_workers]
+    return {"instance_id": engine.instance_id, "now_ms": round(time.time() * 1000), "window_s": window_s,
+            "synth_workers": synth_workers, "device_workers": device_workers, "spans": spans}

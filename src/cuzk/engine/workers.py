@@ -61,6 +61,8 @@ class ItemResult:
     device_start: float = 0.0
     device_end: float = 0.0
     verify_s: float = 0.0
+    #: The backend's own timing of the prove's sub-phases (seconds), for bench's breakdown.
+    phases: dict[str, float] = field(default_factory=dict)
 
 
 def nvidia_gpus() -> list[int]:
@@ -198,7 +200,7 @@ class _DeviceState:
                     results[k].lock_wait_start = wait_start
                     results[k].device_start = time.monotonic()
                     try:
-                        proofs[k] = self.backend.prove(pk, att.assignment)
+                        proofs[k] = self.backend.prove(pk, att.assignment, timings=results[k].phases)
                     except Exception as err:
                         results[k] = ItemResult(False, error=f"proving failed: {type(err).__name__}: {err}")
                         log.debug("prove failed: %s", traceback.format_exc())

@@ -1,7 +1,8 @@
 """The daemon's servers around the engine: gRPC listeners, HTTP endpoint, health, graceful stop.
 
 Startup order, each step only after the previous one succeeded:
-1. bind every gRPC address (a taken one fails at once, naming the address) and start serving
+1. bind every gRPC address (a taken one fails at once, naming the address; unix sockets owner-only,
+   TCP with the token/TLS rules of cuzk.server.auth, an unprotected network address refused) and start serving
    GetDaemonInfo only (ready = false), so a probe can tell a starting cuzk daemon from a stranger;
    every other RPC answers UNAVAILABLE "starting";
 2. bind the HTTP status address;
@@ -39,12 +40,13 @@ from typing import TYPE_CHECKING, Any
 import grpc
 
 from cuzk.daemon.probe import UNIX_PREFIX, check_listen_address, unix_path
-from cuzk.engine.config import Config
+from cuzk.engine.config import Config, loopback_if_no_host
 from cuzk.engine.engine import Engine
 from cuzk.engine.jobs import JobState, ProofRequest
 from cuzk.engine.memory import BudgetError
 from cuzk.errors import CuzkError
 from cuzk.server._gen import proving_pb2_grpc as pb_grpc
+from cuzk.server.auth import AuthInterceptor, ServerSecurity, is_loopback_host, restrict_socket, socket_umask
 from cuzk.server.grpc_service import ProvingService
 from cuzk.server.health import DaemonHealth
 from cuzk.server.http_status import StatusServer
@@ -94,6 +96,8 @@ class Daemon:
         #: Set once the daemon is ready; job RPCs are refused (UNAVAILABLE, "starting") until then.
         self.started = threading.Event()
         self.grpc_server: grpc.Server | None = None
+        #: Who may call (tokens, TLS, socket mode), read once from the config's files.
+        self.security = ServerSecurity.from_config(config)
         self.http: StatusServer | None = None
         self.addresses: list[str] = []
         self._sockets: list[Path] = []
@@ -111,7 +115,11 @@ class Daemon:
             assert self.grpc_server is not None
             self.grpc_server.start()
             if self.config.daemon.status_listen:
-                self.http = StatusServer(self.config.daemon.status_listen, self.engine)
+                status_addr = loopback_if_no_host(self.config.daemon.status_listen)
+                if not is_loopback_host(status_addr.rpartition(":")[0]):
+                    log.warning("daemon.status_listen %s: /status and /metrics are readable without credentials by "
+                                "anyone who can reach it", status_addr)
+                self.http = StatusServer(status_addr, self.engine)
         except BaseException:
             self._shutdown_servers()
             raise
@@ -132,21 +140,37 @@ class Daemon:
                  self.engine.instance_id, self.config.fingerprint(), os.getpid())
 
     def _bind_grpc(self) -> None:
-        size = self.config.daemon.max_message_size
+        d = self.config.daemon
+        sec = self.security
+        listen = [loopback_if_no_host(a) for a in d.listen]
+        for addr in listen:  # refuse an unprotected network address before anything is bound
+            if unix_path(addr) is None:
+                warning = sec.check_tcp_address(addr)
+                if warning:
+                    log.warning("%s", warning)
+        size = d.max_message_size
         options = [("grpc.max_receive_message_length", size), ("grpc.max_send_message_length", size),
                    ("grpc.so_reuseport", 0)]
-        server = grpc.server(ThreadPoolExecutor(max_workers=self.config.daemon.rpc_threads,
-                                                thread_name_prefix="cuzk-rpc"), options=options)
+        # Calls beyond the handler threads are refused (RESOURCE_EXHAUSTED) instead of queuing, each
+        # holding its received message, without bound.
+        server = grpc.server(ThreadPoolExecutor(max_workers=d.rpc_threads, thread_name_prefix="cuzk-rpc"),
+                             options=options, interceptors=[AuthInterceptor(sec)],
+                             maximum_concurrent_rpcs=d.rpc_threads)
         service = ProvingService(self.engine, listen_addresses=self.addresses, started=self.started)
         pb_grpc.add_ProvingEngineServicer_to_server(service, server)
         self.health.add_to_server(server)
         self.grpc_server = server
-        for addr in self.config.daemon.listen:
+        for addr in listen:
             path = unix_path(addr)
             if path is not None:
                 prepare_unix_socket(path)
             try:
-                port = server.add_insecure_port(addr)
+                if path is not None:
+                    port = self._bind_unix(server, addr, path)
+                elif sec.tls is not None:
+                    port = server.add_secure_port(addr, sec.tls)
+                else:
+                    port = server.add_insecure_port(addr)
             except RuntimeError as err:
                 raise CuzkError(f"daemon.listen: cannot listen on {addr}: {err}") from None
             if path is None and port == 0:
@@ -158,6 +182,20 @@ class Daemon:
                 host = addr.rpartition(":")[0]
                 self.addresses.append(f"{host}:{port}")
         self.engine.identity["listen"] = list(self.addresses)
+        log.info("access: %s; requests up to %d bytes, %s queued jobs", sec.describe(), size,
+                 d.max_queued_jobs or "unlimited")
+
+    def _bind_unix(self, server: grpc.Server, addr: str, path: Path) -> int:
+        """Bind a unix socket that is never, not even for an instant, more open than unix_socket_mode."""
+        mode = self.security.socket_mode
+        # umask is per process: a file another thread creates meanwhile only comes out more private
+        previous = os.umask(socket_umask(mode))
+        try:
+            port = server.add_insecure_port(addr)
+        finally:
+            os.umask(previous)
+        restrict_socket(path, mode)
+        return port
 
     def _take_over_journal(self) -> None:
         """Restore finished results, then re-queue (or fail) what a previous instance left in flight.

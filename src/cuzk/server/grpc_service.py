@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 
 import grpc
 
-from cuzk.engine.engine import Engine, NotAcceptingError, RequestConflictError, UnknownJobError
+from cuzk.engine.engine import Engine, NotAcceptingError, QueueFullError, RequestConflictError, UnknownJobError
 from cuzk.engine.jobs import JobResult, Priority, ProofKind, ProofRequest
 from cuzk.engine.memory import BudgetError
 from cuzk.engine.providers import InvalidRequestError
@@ -32,6 +32,7 @@ from cuzk.engine.srs import SrsInUseError
 from cuzk.errors import CuzkError
 from cuzk.server._gen import proving_pb2 as pb
 from cuzk.server._gen import proving_pb2_grpc as pb_grpc
+from cuzk.server.auth import current_identity
 
 log = logging.getLogger("cuzk.server.grpc")
 SERVICE_NAME = "cuzk.v1.ProvingEngine"
@@ -42,12 +43,22 @@ class StartingError(CuzkError):
     """The daemon is still starting: only GetDaemonInfo is answered yet."""
 
 
+class NotYourJobError(CuzkError):
+    """Cancelling a job another client submitted, without management rights (PERMISSION_DENIED)."""
+
+
+#: Job owners remembered for CancelProof checks; beyond this, owners of finished jobs are forgotten.
+MAX_TRACKED_OWNERS = 100_000
+
+
 _ERROR_CODES: tuple[tuple[type[BaseException], grpc.StatusCode], ...] = (
     (InvalidRequestError, grpc.StatusCode.INVALID_ARGUMENT),
     (UnknownJobError, grpc.StatusCode.NOT_FOUND),
     (RequestConflictError, grpc.StatusCode.ALREADY_EXISTS),
     (SrsInUseError, grpc.StatusCode.FAILED_PRECONDITION),
     (BudgetError, grpc.StatusCode.RESOURCE_EXHAUSTED),
+    (QueueFullError, grpc.StatusCode.RESOURCE_EXHAUSTED),
+    (NotYourJobError, grpc.StatusCode.PERMISSION_DENIED),
     (NotAcceptingError, grpc.StatusCode.UNAVAILABLE),
     (StartingError, grpc.StatusCode.UNAVAILABLE),
     (CuzkError, grpc.StatusCode.FAILED_PRECONDITION),
@@ -102,7 +113,9 @@ def result_to_proto(result: JobResult) -> pb.AwaitProofResponse:
         partitions=[pb.PartitionTiming(
             index=p.index, synth_start_ms=p.synth_start_ms, synth_end_ms=p.synth_end_ms,
             device_queue_ms=p.device_queue_ms, device_start_ms=p.device_start_ms, device_end_ms=p.device_end_ms,
-            device_ordinal=p.device_ordinal, worker=p.worker, batch_size=p.batch_size) for p in result.partitions],
+            device_ordinal=p.device_ordinal, worker=p.worker, batch_size=p.batch_size, planned_ms=p.planned_ms,
+            done_ms=p.done_ms, verify_us=p.verify_us, device_phases_us=p.device_phases_us,
+            synth_worker=p.synth_worker) for p in result.partitions],
     )
 
 
@@ -142,6 +155,26 @@ class ProvingService(pb_grpc.ProvingEngineServicer):
         self.listen_addresses = listen_addresses
         #: Set when the daemon is ready; None: always (an engine served directly, as in tests).
         self.started = started
+        #: job id -> the principal (cuzk.server.auth) that submitted it, for CancelProof.
+        self._owners: dict[str, str] = {}
+        self._owners_lock = threading.Lock()
+
+    def _record_owner(self, job_id: str) -> None:
+        with self._owners_lock:
+            self._owners.setdefault(job_id, current_identity().principal)
+            if len(self._owners) > MAX_TRACKED_OWNERS:
+                for old in [j for j in self._owners if j not in self.engine.jobs]:
+                    del self._owners[old]
+
+    def _check_may_cancel(self, job_id: str) -> None:
+        identity = current_identity()
+        if identity.admin:
+            return
+        with self._owners_lock:
+            owner = self._owners.get(job_id)
+        if owner != identity.principal:
+            raise NotYourJobError(f"job {job_id} was not submitted by this client ({identity.principal}); cancelling "
+                                  "other clients' jobs is a management call (admin token or certificate)")
 
     def check_started(self) -> None:
         if self.started is not None and not self.started.is_set():
@@ -151,6 +184,7 @@ class ProvingService(pb_grpc.ProvingEngineServicer):
     @_rpc
     def SubmitProof(self, request: pb.SubmitProofRequest, context: grpc.ServicerContext) -> pb.SubmitProofResponse:
         outcome = self.engine.submit(request_from_proto(request))
+        self._record_owner(outcome.job_id)
         return pb.SubmitProofResponse(job_id=outcome.job_id, queue_position=outcome.queue_position,
                                       deduplicated=outcome.deduplicated)
 
@@ -172,6 +206,7 @@ class ProvingService(pb_grpc.ProvingEngineServicer):
         if not request.HasField("submit"):
             raise InvalidRequestError("missing submit field")
         outcome = self.engine.submit(request_from_proto(request.submit), origin="prove")
+        self._record_owner(outcome.job_id)
         stop = threading.Event()
         if not context.add_callback(stop.set):  # the RPC already ended
             stop.set()
@@ -189,6 +224,7 @@ class ProvingService(pb_grpc.ProvingEngineServicer):
     def CancelProof(self, request: pb.CancelProofRequest, context: grpc.ServicerContext) -> pb.CancelProofResponse:
         if not request.job_id:
             raise InvalidRequestError("job_id is empty")
+        self._check_may_cancel(request.job_id)
         return pb.CancelProofResponse(was_running=self.engine.cancel(request.job_id))
 
     @_rpc
@@ -215,8 +251,12 @@ class ProvingService(pb_grpc.ProvingEngineServicer):
         info = self.engine.info()
         identity = self.engine.identity
         ready = bool(identity.get("ready", self.started is None or self.started.is_set()))
-        return pb.GetDaemonInfoResponse(
+        reply = pb.GetDaemonInfoResponse(
             listen_addresses=self.listen_addresses, ready=ready and self.engine.accepting,
             config_path=identity.get("config_path") or "", state_dir=identity.get("state_dir") or "",
             draining=not self.engine.accepting or bool(identity.get("draining")),
             log_path=identity.get("log_path") or "", **info)
+        if not current_identity().authenticated:  # identification only: no paths or addresses
+            for name in ("listen_addresses", "config_path", "state_dir", "log_path"):
+                reply.ClearField(name)
+        return reply

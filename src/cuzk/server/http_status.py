@@ -1,9 +1,13 @@
-"""HTTP endpoint (`daemon.status_listen`): GET /status (JSON), /metrics (Prometheus), /healthz.
+"""HTTP endpoint (`daemon.status_listen`): GET /status (JSON), /status.html and /timeline.json (the
+live timeline), /metrics (Prometheus), /healthz.
 
 /status is the engine's status dict: pipelines with their partitions and states, workers, devices,
 memory, SRS allocations, counters. /metrics is the same text as the GetMetrics RPC, so Prometheus
 can scrape the daemon directly (the Rust daemon offered metrics only over gRPC). /healthz answers
-200 "ok" while accepting jobs and 503 while draining. Anything else is 404; only GET is served.
+200 "ok" while accepting jobs and 503 while draining. /status.html is a page that polls
+/timeline.json (every partition's synthesis and device spans of the last `?window=` seconds, default
+120, per worker) and draws them as a Gantt chart with device idle gaps marked. Anything else is 404;
+only GET is served.
 """
 
 from __future__ import annotations
@@ -13,11 +17,14 @@ import logging
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import parse_qs
 
 from prometheus_client import CONTENT_TYPE_LATEST
 
+from cuzk.engine import status as status_views
 from cuzk.engine.engine import Engine
 from cuzk.errors import CuzkError
+from cuzk.server.timeline_page import render_page
 
 log = logging.getLogger("cuzk.server.http")
 
@@ -45,22 +52,45 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
     def do_GET(self) -> None:
-        path = self.path.split("?", 1)[0]
+        path, _, query = self.path.partition("?")
         engine = self.server.engine
         try:
             if path == "/status":
                 body = json.dumps(engine.status(), indent=1).encode()
                 self._send(200, body, "application/json")
+            elif path == "/timeline.json":
+                window = _window_seconds(query)
+                if window is None:
+                    self._send(400, b"window: a number of seconds between 1 and 86400\n", "text/plain")
+                    return
+                self._send(200, json.dumps(status_views.timeline(engine, window)).encode(), "application/json")
+            elif path in ("/status.html", "/timeline"):
+                page = render_page(f"cuzk daemon {engine.instance_id}: partitions per worker",
+                                   source="/timeline.json" + (f"?{query}" if query else ""))
+                self._send(200, page.encode(), "text/html; charset=utf-8")
             elif path == "/metrics":
                 self._send(200, engine.metrics_text().encode(), CONTENT_TYPE_LATEST)
             elif path == "/healthz":
                 ok = engine.accepting
                 self._send(200 if ok else 503, b"ok\n" if ok else b"draining\n", "text/plain")
             else:
-                self._send(404, b"not found: try /status, /metrics or /healthz\n", "text/plain")
+                self._send(404, b"not found: try /status, /status.html, /timeline.json, /metrics or /healthz\n",
+                           "text/plain")
         except Exception:
             log.exception("HTTP %s failed", path)
             self._send(500, b"internal error\n", "text/plain")
+
+
+def _window_seconds(query: str) -> float | None:
+    """`window=S` from a query string (default the status module's window); None when invalid."""
+    values = parse_qs(query).get("window")
+    if not values:
+        return status_views.TIMELINE_WINDOW_S
+    try:
+        window = float(values[-1])
+    except ValueError:
+        return None
+    return window if 1 <= window <= 86400 else None
 
 
 class StatusServer(ThreadingHTTPServer):

@@ -136,7 +136,14 @@ class AwaitProofResponse(_message.Message):
     def __init__(self, job_id: _Optional[str] = ..., status: _Optional[_Union[AwaitProofResponse.Status, str]] = ..., proof: _Optional[bytes] = ..., error_message: _Optional[str] = ..., queue_wait_ms: _Optional[int] = ..., srs_load_ms: _Optional[int] = ..., synthesis_ms: _Optional[int] = ..., gpu_compute_ms: _Optional[int] = ..., total_ms: _Optional[int] = ..., verify_ms: _Optional[int] = ..., submitted_at_unix_ms: _Optional[int] = ..., started_at_unix_ms: _Optional[int] = ..., finished_at_unix_ms: _Optional[int] = ..., partitions: _Optional[_Iterable[_Union[PartitionTiming, _Mapping]]] = ..., proof_kind: _Optional[str] = ..., circuit_id: _Optional[str] = ...) -> None: ...
 
 class PartitionTiming(_message.Message):
-    __slots__ = ("index", "synth_start_ms", "synth_end_ms", "device_queue_ms", "device_start_ms", "device_end_ms", "device_ordinal", "worker", "batch_size")
+    __slots__ = ("index", "synth_start_ms", "synth_end_ms", "device_queue_ms", "device_start_ms", "device_end_ms", "device_ordinal", "worker", "batch_size", "planned_ms", "done_ms", "verify_us", "device_phases_us", "synth_worker")
+    class DevicePhasesUsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
     INDEX_FIELD_NUMBER: _ClassVar[int]
     SYNTH_START_MS_FIELD_NUMBER: _ClassVar[int]
     SYNTH_END_MS_FIELD_NUMBER: _ClassVar[int]
@@ -146,6 +153,11 @@ class PartitionTiming(_message.Message):
     DEVICE_ORDINAL_FIELD_NUMBER: _ClassVar[int]
     WORKER_FIELD_NUMBER: _ClassVar[int]
     BATCH_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PLANNED_MS_FIELD_NUMBER: _ClassVar[int]
+    DONE_MS_FIELD_NUMBER: _ClassVar[int]
+    VERIFY_US_FIELD_NUMBER: _ClassVar[int]
+    DEVICE_PHASES_US_FIELD_NUMBER: _ClassVar[int]
+    SYNTH_WORKER_FIELD_NUMBER: _ClassVar[int]
     index: int
     synth_start_ms: int
     synth_end_ms: int
@@ -155,7 +167,12 @@ class PartitionTiming(_message.Message):
     device_ordinal: int
     worker: str
     batch_size: int
-    def __init__(self, index: _Optional[int] = ..., synth_start_ms: _Optional[int] = ..., synth_end_ms: _Optional[int] = ..., device_queue_ms: _Optional[int] = ..., device_start_ms: _Optional[int] = ..., device_end_ms: _Optional[int] = ..., device_ordinal: _Optional[int] = ..., worker: _Optional[str] = ..., batch_size: _Optional[int] = ...) -> None: ...
+    planned_ms: int
+    done_ms: int
+    verify_us: int
+    device_phases_us: _containers.ScalarMap[str, int]
+    synth_worker: str
+    def __init__(self, index: _Optional[int] = ..., synth_start_ms: _Optional[int] = ..., synth_end_ms: _Optional[int] = ..., device_queue_ms: _Optional[int] = ..., device_start_ms: _Optional[int] = ..., device_end_ms: _Optional[int] = ..., device_ordinal: _Optional[int] = ..., worker: _Optional[str] = ..., batch_size: _Optional[int] = ..., planned_ms: _Optional[int] = ..., done_ms: _Optional[int] = ..., verify_us: _Optional[int] = ..., device_phases_us: _Optional[_Mapping[str, int]] = ..., synth_worker: _Optional[str] = ...) -> None: ...
 
 class ProveRequest(_message.Message):
     __slots__ = ("submit",)

@@ -1,0 +1,141 @@
+"""`--timeline FILE.png|FILE.html`: every partition's synthesis and device spans per worker.
+
+The spans come from the daemon's per-partition timings in the samples (unix ms = the job's
+submitted_at_unix_ms + the partition's offsets), in the same layout as the daemon's /timeline.json,
+so the HTML file is the daemon's live page with the run embedded. Gaps between consecutive device
+spans of all workers of one device are the device's idle time and are marked: a pipeline that keeps
+its device busy has none after the first partition.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from cuzk.errors import CuzkError
+
+
+def spans_from_samples(samples: list[dict[str, Any]]) -> dict[str, Any]:
+    """The timeline data (see cuzk.server.timeline_page) of every sample with partition timings."""
+    spans = []
+    end = 0
+    for s in samples:
+        r = s.get("result")
+        if not r or not r.get("submitted_at_unix_ms"):
+            continue
+        base = r["submitted_at_unix_ms"]
+        completed = s["status"] == "COMPLETED"
+        for p in r["partitions"]:
+            # 0 means "never happened" in the proto, but a fast stage can also end within 0.5 ms of the
+            # submit: a completed job's stamps are all real.
+            if not (completed or p["synth_end_ms"]):
+                continue
+            device = None
+            if completed or p["device_end_ms"]:
+                device = [base + p["device_start_ms"], base + p["device_end_ms"]]
+            spans.append({"job_id": r["job_id"], "partition": p["index"], "proof_kind": r["proof_kind"],
+                          "priority": s.get("priority", ""), "state": s["status"].lower(),
+                          "synth_worker": p.get("synth_worker") or "synthesis", "device_worker": p["worker"],
+                          "synth": [base + p["synth_start_ms"], base + p["synth_end_ms"]], "device": device})
+            end = max(end, base + (p["device_end_ms"] or p["synth_end_ms"]))
+    return {"now_ms": end, "window_s": 0, "synth_workers": sorted({s["synth_worker"] for s in spans}, key=_natural),
+            "device_workers": sorted({s["device_worker"] for s in spans if s["device"]}, key=_natural),
+            "spans": spans}
+
+
+def device_of(worker: str) -> str:
+    """The device a prover worker belongs to: its name up to "/" (cuzk-device-cuda0/w1 -> cuzk-device-cuda0)."""
+    return worker.split("/", 1)[0]
+
+
+def idle_gaps(spans: list[dict[str, Any]]) -> dict[str, list[tuple[int, int]]]:
+    """Per device: the (start, end) unix-ms gaps during which none of its workers was computing.
+
+    Workers of one device share it (they take turns under its lock), so a gap on one worker's row
+    while the other computes is not idle time; only gaps in the union of their spans are."""
+    by_device: dict[str, list[tuple[int, int]]] = {}
+    for s in spans:
+        if s["device"] and s["device"][1] is not None:
+            by_device.setdefault(device_of(s["device_worker"]), []).append((s["device"][0], s["device"][1]))
+    gaps: dict[str, list[tuple[int, int]]] = {}
+    for device, ivs in by_device.items():
+        ivs.sort()
+        last = None
+        out = []
+        for a, b in ivs:
+            if last is not None and a > last:
+                out.append((last, a))
+            last = b if last is None else max(last, b)
+        gaps[device] = out
+    return gaps
+
+
+def _natural(name: str) -> list[Any]:
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
+
+
+def write_png(data: dict[str, Any], path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    spans = data["spans"]
+    if not spans:
+        raise CuzkError(f"--timeline {path}: the run has no partition timings to draw")
+    t0 = min(s["synth"][0] for s in spans)
+    rows = [("synth", w) for w in data["synth_workers"]] + [("device", w) for w in data["device_workers"]]
+    index = {row: k for k, row in enumerate(rows)}
+    fig, ax = plt.subplots(figsize=(12, 1.2 + 0.45 * len(rows)))
+    colors = {"synth": "#4e79a7", "device": "#f28e2b"}
+    for kind in ("synth", "device"):
+        for s in spans:
+            iv = s[kind]
+            if not iv or iv[1] is None:
+                continue
+            y = index[(kind, s[f"{kind}_worker"])]
+            ax.broken_barh([((iv[0] - t0) / 1000, max(iv[1] - iv[0], 1) / 1000)], (y - 0.35, 0.7),
+                           facecolors=colors[kind], edgecolors="white", linewidth=0.3)
+    gaps = idle_gaps(spans)
+    for kind, worker in rows:
+        if kind == "device" and gaps.get(device_of(worker)):
+            ax.broken_barh([((a - t0) / 1000, (b - a) / 1000) for a, b in gaps[device_of(worker)]],
+                           (index[(kind, worker)] - 0.2, 0.4), facecolors="#fdecea", edgecolors="#c0392b",
+                           hatch="////", linewidth=0.5)
+    ax.set_yticks(range(len(rows)), [f"{kind} {w}" for kind, w in rows])
+    ax.invert_yaxis()
+    ax.set_xlabel("seconds since the first synthesis started")
+    ax.set_title(title)
+    from matplotlib.patches import Patch
+
+    ax.legend(handles=[Patch(color=colors["synth"], label="synthesis"),
+                       Patch(color=colors["device"], label="device compute"),
+                       Patch(facecolor="#fdecea", edgecolor="#c0392b", hatch="////", label="device idle")],
+              loc="upper right", fontsize=8)
+    ax.grid(axis="x", alpha=0.3)
+    fig.tight_layout()
+    try:
+        fig.savefig(path, dpi=110)
+    except OSError as err:
+        raise CuzkError(f"--timeline {path}: {err.strerror}") from None
+    finally:
+        plt.close(fig)
+
+
+def write_timeline(samples: list[dict[str, Any]], path: Path, title: str) -> dict[str, Any]:
+    """Write the run's timeline as PNG or self-contained HTML (by the file's suffix); returns the data."""
+    from cuzk.server.timeline_page import render_page
+
+    suffix = path.suffix.lower()
+    if suffix not in (".png", ".html", ".htm"):
+        raise CuzkError(f"--timeline {path}: the file name must end in .png or .html")
+    data = spans_from_samples(samples)
+    if suffix == ".png":
+        write_png(data, path, title)
+    else:
+        try:
+            path.write_text(render_page(title, data=data))
+        except OSError as err:
+            raise CuzkError(f"--timeline {path}: {err.strerror}") from None
+    return data
