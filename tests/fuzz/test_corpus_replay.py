@@ -22,20 +22,28 @@ def test_every_target_has_a_corpus() -> None:
         assert corpus_files(target), f"fuzz/corpus/{target} is empty"
 
 
+def _replay(target: str, name: str, data: bytes) -> tuple[bool, float]:
+    start = time.monotonic()
+    try:
+        ok = fuzz_targets.run_clean(target, data)
+    except CuzkError:  # pragma: no cover - run_clean returns False for these
+        raise
+    except Exception as err:
+        raise AssertionError(f"fuzz/corpus/{target}/{name}: {type(err).__name__}: {err}") from err
+    return ok, time.monotonic() - start
+
+
 @pytest.mark.parametrize("target", sorted(fuzz_targets.TARGETS))
 def test_corpus_replays_cleanly(target: str) -> None:
     accepted = refused = 0
     for path in corpus_files(target):
         data = path.read_bytes()
-        start = time.monotonic()
-        try:
-            ok = fuzz_targets.run_clean(target, data)
-        except CuzkError:  # pragma: no cover - run_clean returns False for these
-            raise
-        except Exception as err:
-            raise AssertionError(f"fuzz/corpus/{target}/{path.name}: {type(err).__name__}: {err}") from err
-        elapsed = time.monotonic() - start
-        assert elapsed < PER_INPUT_S, f"fuzz/corpus/{target}/{path.name} took {elapsed:.1f} s"
+        ok, elapsed = _replay(target, path.name, data)
+        if elapsed >= PER_INPUT_S:
+            # The first input reaching a numba kernel pays its compilation (seconds on a fresh checkout,
+            # once per process): only a second slow run is a hang.
+            ok, elapsed = _replay(target, path.name, data)
+        assert elapsed < PER_INPUT_S, f"fuzz/corpus/{target}/{path.name} took {elapsed:.1f} s, twice"
         accepted += ok
         refused += not ok
     assert accepted + refused == len(corpus_files(target))

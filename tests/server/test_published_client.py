@@ -16,6 +16,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -121,3 +122,96 @@ def test_published_client_against_live_daemon(daemon, published_client: Path, se
     assert out["cancel"]["status"] == "CANCELLED"
     assert out["winning"][0] == "INVALID_ARGUMENT" and "WINNING_POST: vanilla_proofs holds 0" in out["winning"][1]
     assert out["preload"] is True and out["metrics"] is True
+
+
+# -- Filecoin proofs through the published client ----------------------------------------------------
+
+FILECOIN_CLIENT = textwrap.dedent('''
+    import json, sys
+    import grpc
+    from cuzk.v1 import proving_pb2 as pb, proving_pb2_grpc as rpc
+    assert "cuzk-published" in pb.__file__, "the published client must not use cuzk's copy"
+
+    addr, requests = sys.argv[1], json.loads(open(sys.argv[2]).read())
+    limit = 256 << 20
+    out = {}
+    with grpc.insecure_channel(addr, options=[("grpc.max_send_message_length", limit),
+                                              ("grpc.max_receive_message_length", limit)]) as channel:
+        stub = rpc.ProvingEngineStub(channel)
+        for name, fields in requests.items():
+            # built by field name, as Curio's client does: names, numbers and enum values must all match
+            req = pb.SubmitProofRequest(
+                request_id=fields["request_id"], proof_kind=pb.ProofKind.Value(fields["proof_kind"]),
+                priority=pb.Priority.Value(fields["priority"]), sector_size=fields["sector_size"],
+                registered_proof=fields["registered_proof"], vanilla_proof=bytes.fromhex(fields["vanilla_proof"]),
+                vanilla_proofs=[bytes.fromhex(v) for v in fields["vanilla_proofs"]],
+                sector_number=fields["sector_number"], miner_id=fields["miner_id"],
+                randomness=bytes.fromhex(fields["randomness"]))
+            r = stub.Prove(pb.ProveRequest(submit=req), timeout=3600).result
+            out[name] = {"status": pb.AwaitProofResponse.Status.Name(r.status), "proof": r.proof.hex(),
+                         "circuit_id": r.circuit_id, "error": r.error_message}
+    print(json.dumps(out))
+''')
+
+
+def _published_fields(req: Any) -> dict[str, Any]:
+    """A ProofRequest as plain JSON for the published client (enum values by their published names)."""
+    from cuzk.server._gen import proving_pb2 as ours
+
+    return {"request_id": req.request_id, "proof_kind": ours.ProofKind.Name(int(req.proof_kind)),
+            "priority": ours.Priority.Name(int(req.priority)), "sector_size": req.sector_size,
+            "registered_proof": req.registered_proof, "vanilla_proof": req.vanilla_proof.hex(),
+            "vanilla_proofs": [v.hex() for v in req.vanilla_proofs], "sector_number": req.sector_number,
+            "miner_id": req.miner_id, "randomness": req.randomness.hex()}
+
+
+@pytest.mark.slow
+def test_published_client_proves_winning_post_and_porep_2k(tmp_path: Path, published_client: Path,
+                                                           official_params_dir: Path, porep_2k_params: Path) -> None:
+    """WinningPoSt-2KiB and PoRep-2KiB requests sent by the published client (built field by field as
+    Curio builds them) come back as proofs that verify here."""
+    from engine.test_filecoin_providers import (
+        MINER,
+        RANDOMNESS,
+        WINNING_SECTOR,
+        c1_2k,
+        porep_request,
+        sector_2k,
+        winning_request,
+    )
+    from fixture_params import official_params
+    from server.conftest import start_daemon
+
+    from cuzk.circuits.filecoin.compound_porep import verify_seal
+    from cuzk.circuits.filecoin.compound_post import verify_winning_post
+    from cuzk.engine.filecoin_providers import prover_id_from_miner
+
+    winning = official_params(official_params_dir, "winning-2k", 11)
+    requests = {"winning": _published_fields(winning_request(request_id="pub-winning")),
+                "porep": _published_fields(porep_request(request_id="pub-porep"))}
+    (published_client / "requests.json").write_text(json.dumps(requests))
+    daemon = start_daemon(tmp_path / "daemon", official_params_dir, memory={"total_budget": "16GiB"})
+    try:
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        env["PYTHONPATH"] = str(published_client)
+        (published_client / "filecoin_client.py").write_text(FILECOIN_CLIENT)
+        proc = subprocess.run([sys.executable, str(published_client / "filecoin_client.py"), daemon.unix_addr,
+                               str(published_client / "requests.json")], capture_output=True, text=True, env=env,
+                              cwd=published_client, timeout=3600, check=False)
+        assert proc.returncode == 0, proc.stderr
+        out = json.loads(proc.stdout)
+    finally:
+        code = daemon.stop()
+    assert code == 0, daemon.log()
+    assert out["winning"]["status"] == "COMPLETED", out["winning"]["error"]
+    assert out["winning"]["circuit_id"] == "winning-2k"
+    assert verify_winning_post(read_vk(winning.with_suffix(".vk")), bytes.fromhex(out["winning"]["proof"]),
+                               registered_proof=0, randomness=RANDOMNESS, prover_id=prover_id_from_miner(MINER),
+                               replicas={WINNING_SECTOR: sector_2k().comm_r})
+    c1 = c1_2k()
+    assert out["porep"]["status"] == "COMPLETED", out["porep"]["error"]
+    assert out["porep"]["circuit_id"] == "porep-2k"
+    assert verify_seal(read_vk(porep_2k_params.with_suffix(".vk")), bytes.fromhex(out["porep"]["proof"]),
+                       comm_r=c1.comm_r, comm_d=c1.comm_d, prover_id=prover_id_from_miner(MINER),
+                       sector_id=porep_request().sector_number, ticket=c1.ticket, seed=c1.seed,
+                       registered_proof=c1.registered_proof)

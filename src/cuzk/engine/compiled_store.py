@@ -126,6 +126,8 @@ class CompiledStore:
         self.budget = budget
         self._lock = threading.Lock()
         self._builders: dict[str, multiprocessing.process.BaseProcess] = {}
+        #: circuit id -> the thread that reaps its builder, releases its memory and records the outcome.
+        self._watchers: dict[str, threading.Thread] = {}
         self._seen: set[str] = set()
         #: circuit id -> (stat key, status) of the last header read, so polling status is cheap.
         self._header_cache: dict[str, tuple[tuple[int, int, int], CompiledStatus]] = {}
@@ -265,8 +267,10 @@ class CompiledStore:
                 return self.status(circuit_id)
             _write_lock(self._lock_path(circuit_id), proc.pid)
             self._builders[circuit_id] = proc
-            threading.Thread(target=self._watch, args=(circuit_id, proc, reservation), daemon=True,
-                             name=f"cuzk-compile-watch-{circuit_id}").start()
+            watcher = threading.Thread(target=self._watch, args=(circuit_id, proc, reservation), daemon=True,
+                                       name=f"cuzk-compile-watch-{circuit_id}")
+            self._watchers[circuit_id] = watcher
+            watcher.start()
             log.info("building compiled circuit %s in process %d", circuit_id, proc.pid)
             return self.status(circuit_id)
 
@@ -305,12 +309,11 @@ class CompiledStore:
 
     def wait(self, circuit_id: str, timeout: float | None = None) -> CompiledStatus:
         """Wait for this store's builder of `circuit_id` (if any) to finish; the status after."""
-        proc = self._builders.get(circuit_id)
-        if proc is not None:
-            proc.join(timeout)
-            deadline = time.monotonic() + 5.0
-            while self._builders.get(circuit_id) is proc and time.monotonic() < deadline and not proc.is_alive():
-                time.sleep(0.01)  # let the watcher record the outcome
+        # The watcher, not the process: it finishes after the builder exited and its memory reservation
+        # was released (joining the process from a second thread races the watcher's own join).
+        watcher = self._watchers.get(circuit_id)
+        if watcher is not None:
+            watcher.join(timeout)
         return self.status(circuit_id)
 
     def reset(self, circuit_id: str) -> None:
