@@ -149,7 +149,7 @@ FILECOIN_CLIENT = textwrap.dedent('''
                 randomness=bytes.fromhex(fields["randomness"]))
             r = stub.Prove(pb.ProveRequest(submit=req), timeout=3600).result
             out[name] = {"status": pb.AwaitProofResponse.Status.Name(r.status), "proof": r.proof.hex(),
-                         "circuit_id": r.circuit_id, "error": r.error_message}
+                         "error": r.error_message}
     print(json.dumps(out))
 ''')
 
@@ -204,13 +204,11 @@ def test_published_client_proves_winning_post_and_porep_2k(tmp_path: Path, publi
         code = daemon.stop()
     assert code == 0, daemon.log()
     assert out["winning"]["status"] == "COMPLETED", out["winning"]["error"]
-    assert out["winning"]["circuit_id"] == "winning-2k"
     assert verify_winning_post(read_vk(winning.with_suffix(".vk")), bytes.fromhex(out["winning"]["proof"]),
                                registered_proof=0, randomness=RANDOMNESS, prover_id=prover_id_from_miner(MINER),
                                replicas={WINNING_SECTOR: sector_2k().comm_r})
     c1 = c1_2k()
     assert out["porep"]["status"] == "COMPLETED", out["porep"]["error"]
-    assert out["porep"]["circuit_id"] == "porep-2k"
     assert verify_seal(read_vk(porep_2k_params.with_suffix(".vk")), bytes.fromhex(out["porep"]["proof"]),
                        comm_r=c1.comm_r, comm_d=c1.comm_d, prover_id=prover_id_from_miner(MINER),
                        sector_id=porep_request().sector_number, ticket=c1.ticket, seed=c1.seed,
