@@ -13,7 +13,7 @@ from cuzk.groth16.keys import ProvingKey
 from cuzk.groth16.proof import Proof
 
 
-def _cpu_model() -> str:
+def cpu_model() -> str:
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
@@ -39,7 +39,7 @@ class CpuBackend(ProverBackend):
     name = "cpu"
 
     def devices(self) -> list[DeviceInfo]:
-        return [DeviceInfo(name=_cpu_model(), kind="cpu", memory_total=_mem_total(),
+        return [DeviceInfo(name=cpu_model(), kind="cpu", memory_total=_mem_total(),
                            extra={"threads": str(cpu_count())})]
 
     def load_key(self, pk: ProvingKey) -> None:

@@ -43,17 +43,6 @@ def result_record(msg: Any) -> dict[str, Any]:
     }
 
 
-def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def _gpus() -> list[str]:
     try:
         out = subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total", "--format=csv,noheader"],
@@ -67,7 +56,9 @@ def host_info() -> dict[str, Any]:
     """The machine the benchmark client ran on."""
     import psutil
 
-    return {"hostname": platform.node(), "cpu": _cpu_model(), "cores": os.cpu_count(),
+    from cuzk.backends.cpu import cpu_model  # the same name the CPU backend reports for its device
+
+    return {"hostname": platform.node(), "cpu": cpu_model(), "cores": os.cpu_count(),
             "memory_bytes": psutil.virtual_memory().total, "gpus": _gpus(), "os": platform.platform(),
             "python": platform.python_version(), "cuzk_version": __version__, "commit": git_commit()}
 

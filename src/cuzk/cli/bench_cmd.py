@@ -137,18 +137,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 # -- inputs ------------------------------------------------------------------------------------------
 
-def _hex32(value: str, flag: str) -> bytes:
-    if not value:
-        return b""
-    try:
-        raw = bytes.fromhex(value.removeprefix("0x"))
-    except ValueError:
-        raise CuzkError(f"{flag}: not hex: {value!r}") from None
-    if len(raw) != 32:
-        raise CuzkError(f"{flag}: needs 32 bytes (64 hex digits), got {len(raw)}")
-    return raw
-
-
 def _generate_inputs(kind: str, size: str, out: Path, sparse: bool) -> None:
     from cuzk.cli import gen_vanilla
 
@@ -166,7 +154,7 @@ def proof_inputs(args: argparse.Namespace, type_name: str | None = None,
                  overrides: dict[str, str] | None = None) -> Any:
     """ProofInputs from the command line (and a stress stream's key=value overrides)."""
     from cuzk.bench.inputs import ProofInputs, from_gen_vanilla, resolve_kind
-    from cuzk.cli.client_cmd import read_vanilla
+    from cuzk.cli.client_cmd import hex32, read_vanilla
 
     opts = dict(overrides or {})
     kind, circuit = resolve_kind(type_name if type_name is not None else args.type)
@@ -183,9 +171,9 @@ def proof_inputs(args: argparse.Namespace, type_name: str | None = None,
         kind=kind, test_circuit=circuit, partitions=integer("partitions", args.partitions),
         seed=integer("seed", args.seed), synth_delay_ms=integer("delay", args.synth_delay_ms),
         registered_proof=args.registered_proof, sector_size=args.sector_size, sector_number=args.sector_num,
-        miner_id=args.miner_id, partition_index=args.partition, randomness=_hex32(args.randomness, "--randomness"),
-        comm_r_old=_hex32(args.comm_r_old, "--comm-r-old"), comm_r_new=_hex32(args.comm_r_new, "--comm-r-new"),
-        comm_d_new=_hex32(args.comm_d_new, "--comm-d-new"))
+        miner_id=args.miner_id, partition_index=args.partition, randomness=hex32(args.randomness, "--randomness"),
+        comm_r_old=hex32(args.comm_r_old, "--comm-r-old"), comm_r_new=hex32(args.comm_r_new, "--comm-r-new"),
+        comm_d_new=hex32(args.comm_d_new, "--comm-d-new"))
     inputs_dir = Path(opts.pop("inputs")) if "inputs" in opts else args.inputs
     if opts:
         raise CuzkError(f"unknown stream option(s): {', '.join(sorted(opts))}")

@@ -131,7 +131,8 @@ def _rpc_error(addr: str, err: grpc.RpcError) -> CuzkError:
     return CuzkError(f"{addr}: {name}: {err.details()}")
 
 
-def _hex32(value: str, flag: str) -> bytes:
+def hex32(value: str, flag: str) -> bytes:
+    """A 32-byte value given as hex on the command line (empty: not given)."""
     if not value:
         return b""
     try:
@@ -180,8 +181,8 @@ def _submit_request(args: argparse.Namespace) -> pb.SubmitProofRequest:
         args.kind, request_id=args.request_id, priority=args.priority, vanilla_proof=vanilla_proof,
         vanilla_proofs=vanilla, registered_proof=args.registered_proof, sector_size=args.sector_size,
         sector_number=args.sector_num, miner_id=args.miner_id, partition_index=args.partition,
-        randomness=_hex32(args.randomness, "--randomness"), comm_r_old=_hex32(args.comm_r_old, "--comm-r-old"),
-        comm_r_new=_hex32(args.comm_r_new, "--comm-r-new"), comm_d_new=_hex32(args.comm_d_new, "--comm-d-new"),
+        randomness=hex32(args.randomness, "--randomness"), comm_r_old=hex32(args.comm_r_old, "--comm-r-old"),
+        comm_r_new=hex32(args.comm_r_new, "--comm-r-new"), comm_d_new=hex32(args.comm_d_new, "--comm-d-new"),
     )
 
 
