@@ -118,11 +118,16 @@ def export_assignment(asg: Any) -> SharedAssignment:
 # -- the child process ------------------------------------------------------------------------------
 
 def _warm_up() -> None:
-    """Run the synthesis path once (imports, numba kernels from their cache, the shared-memory
-    export), so a worker that reports ready synthesizes its first real partition at full speed."""
+    """Run both synthesis paths once (imports, numba kernels from their cache, the shared-memory
+    export), so a worker that reports ready synthesizes its first real partition at full speed:
+    the constraint-system path and the compiled path (its sparse-product and row-check kernels)."""
     from cuzk.engine.providers import DebugCircuitRecipe
+    from cuzk.groth16.synthesis import compile_circuit, synthesize_compiled
 
-    export_assignment(DebugCircuitRecipe("mimc-3", 0).assignment()).unlink()
+    recipe = DebugCircuitRecipe("mimc-3", 0)
+    export_assignment(recipe.assignment()).unlink()
+    circuit = recipe.build()
+    synthesize_compiled(circuit, compile_circuit(circuit, "mimc-3"))
 
 
 def synthesis_worker_main(name: str, control: Connection, threads: int) -> None:
