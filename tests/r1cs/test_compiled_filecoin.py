@@ -3,7 +3,8 @@ circuit, written, memory-mapped back, and evaluated on a real partition's witnes
 c, inputs, aux and densities bit-identical to the constraint-system path.
 
 Sampled partitions of sparse synthetic 32GiB inputs are not covered here: recording a 130M-row
-circuit with RecordingCS takes far more memory and time than a test run has."""
+circuit takes ~28 GB (216 bytes per row at porep-2k's density) and about an hour of Python on this
+machine, far more than a test run has."""
 
 from __future__ import annotations
 

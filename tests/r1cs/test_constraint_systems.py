@@ -10,7 +10,7 @@ import pytest
 from cuzk.circuits.examples import BitsCircuit, MimcCircuit
 from cuzk.errors import SynthesisError
 from cuzk.field.constants import R_MODULUS
-from cuzk.field.limbs import limbs_to_ints
+from cuzk.field.limbs import ints_to_limbs, limbs_to_ints
 from cuzk.groth16.synthesis import circuit_shape, record_circuit, synthesize_for_proving
 from cuzk.r1cs import (
     ONE,
@@ -144,3 +144,24 @@ def test_mimc_sizes_are_exact() -> None:
     for total in (1 << 10, (1 << 10) + 1, (1 << 10) + 2):
         circuit = MimcCircuit.with_total_constraints(total, preimage=7)
         assert circuit_shape(circuit).num_constraints == total == circuit.num_constraints
+
+
+def test_recording_interns_coefficients_in_canonical_order() -> None:
+    """A, B and C share one table of distinct coefficients: 1 and -1 first, then the others by their
+    little-endian bytes whatever order the circuit used them in, so the recorded table (and a compiled
+    circuit's fingerprint) never depends on emission order; `coeffs` expands it per entry."""
+    big, small = (1 << 200) + 5, 3
+    for first, second in ((big, small), (small, big)):
+        cs = RecordingCS()
+        x = cs.alloc("x")
+        y = cs.alloc("y")
+        cs.enforce("r0", LinearCombination([(x, first), (y, R_MODULUS - 1)]), LinearCombination.of(y),
+                   LinearCombination([(x, 0), (y, second)]))
+        cs.enforce("r1", LinearCombination.of(x), LinearCombination([(y, first), (x, 1)]), LinearCombination())
+        m = cs.matrices()
+        assert m.coeff_table.tolist() == ints_to_limbs([1, R_MODULUS - 1, small, big]).tolist()
+        assert m.a.coeff_table is m.b.coeff_table is m.c.coeff_table
+        assert m.a.coeffs.tolist() == ints_to_limbs([first, R_MODULUS - 1, 1]).tolist()
+        assert m.b.coeffs.tolist() == ints_to_limbs([1, first, 1]).tolist()
+        assert m.c.coeffs.tolist() == ints_to_limbs([second]).tolist()  # the zero term is dropped
+        assert m.c.row_ptr.tolist() == [0, 1, 1] and cs.num_aux == 2 and m.assignment is None

@@ -62,10 +62,10 @@ __all__ = [
 SUFFIX = ".cuzk-r1cs"
 _LOCK_SUFFIX = ".building"
 _FAILED_SUFFIX = ".failed"
-#: Peak of recording + compiling (RecordingCS's Python lists dominate), per constraint and per
-#: variable; see `build_memory_estimate`.
-_BUILD_BYTES_PER_CONSTRAINT = 1000
-_BUILD_BYTES_PER_VARIABLE = 100
+#: Peak of recording + compiling (the recorded terms at 12 bytes each, then their int64 columns
+#: while compacting), per constraint and per variable; see `build_memory_estimate`.
+_BUILD_BYTES_PER_CONSTRAINT = 300
+_BUILD_BYTES_PER_VARIABLE = 40
 _BUILD_BASE_BYTES = 256 << 20
 
 
@@ -103,11 +103,10 @@ class _Budget(Protocol):
 
 
 def build_memory_estimate(num_constraints: int, num_variables: int) -> int:
-    """Bytes a build needs at its peak (RecordingCS's per-term lists, the (nnz, 4) coefficient
-    arrays, the coefficient sort), from the circuit's size; an upper bound for the Filecoin
-    circuits: measured peaks above a 166 MB process were +176 MB for winning-2k (9.1 entries per
-    row, 1.9 kB per row) and +2.2 GB for porep-2k (5.8 entries per row, 0.83 kB per row), against
-    the estimate's 0.36 GB and 3.2 GB."""
+    """Bytes a build needs at its peak (the recorded terms, then their columns while compacting),
+    from the circuit's size; an upper bound for the Filecoin circuits: measured peaks above the
+    process before recording were +52 MB for winning-2k (9.1 entries per row) and +553 MB for
+    porep-2k (5.8 entries per row, 216 bytes per row), against the estimate's 0.29 GB and 1.17 GB."""
     return _BUILD_BASE_BYTES + _BUILD_BYTES_PER_CONSTRAINT * num_constraints + \
         _BUILD_BYTES_PER_VARIABLE * num_variables
 

@@ -28,12 +28,12 @@ from functools import cached_property
 import numpy as np
 
 from cuzk.errors import CuzkError, SynthesisError
-from cuzk.field.constants import FR_LIMBS, R_MODULUS
+from cuzk.field.constants import FR_LIMBS
 from cuzk.field.fr_vec import from_montgomery, to_montgomery
-from cuzk.field.limbs import check_canonical, int_to_limbs
+from cuzk.field.limbs import check_canonical
 from cuzk.r1cs.recording import CsrMatrix, R1csMatrices
 from cuzk.r1cs.shape import CircuitShape
-from cuzk.r1cs.spmv import COEFF_MINUS_ONE, COEFF_ONE, check_rows, spmv_table
+from cuzk.r1cs.spmv import check_rows, spmv_table
 
 __all__ = [
     "CompiledCircuit",
@@ -43,8 +43,6 @@ __all__ = [
 ]
 
 _MAX_U32 = (1 << 32) - 1
-_ONE = int_to_limbs(1)
-_MINUS_ONE = int_to_limbs(R_MODULUS - 1)
 
 
 class CompiledMismatchError(CuzkError):
@@ -257,31 +255,6 @@ def _pack(mask: np.ndarray) -> np.ndarray:
     return np.packbits(mask.astype(np.uint8), bitorder="little")
 
 
-def _rows_equal_to(coeffs: np.ndarray, value: np.ndarray) -> np.ndarray:
-    return np.all(coeffs == value, axis=1)
-
-
-def _coefficient_table(coeffs: list[np.ndarray]) -> tuple[np.ndarray, list[np.ndarray]]:
-    """Distinct coefficients (canonical, 1 and -1 first, the rest in byte order) and, per matrix,
-    each entry's index into them. ±1 are found by comparison so that only the rest is sorted."""
-    counts = [c.shape[0] for c in coeffs]
-    every = np.concatenate(coeffs) if coeffs else np.zeros((0, FR_LIMBS), np.uint64)
-    is_one = _rows_equal_to(every, _ONE)
-    is_minus = _rows_equal_to(every, _MINUS_ONE)
-    rest = ~(is_one | is_minus)
-    others = np.ascontiguousarray(every[rest])
-    keys = others.view(np.dtype((np.void, 8 * FR_LIMBS))).reshape(-1)
-    uniq, inverse = np.unique(keys, return_inverse=True)
-    table = np.concatenate([_ONE[None, :], _MINUS_ONE[None, :],
-                            np.frombuffer(uniq.tobytes(), dtype=np.uint64).reshape(-1, FR_LIMBS)])
-    dtype = np.uint16 if table.shape[0] <= 1 << 16 else np.uint32
-    idx = np.empty(every.shape[0], dtype=dtype)
-    idx[is_one] = COEFF_ONE
-    idx[is_minus] = COEFF_MINUS_ONE
-    idx[rest] = inverse.reshape(-1).astype(dtype) + 2
-    return table, np.split(idx, np.cumsum(counts)[:-1]) if counts else []
-
-
 def _compact(mat: CsrMatrix, idx: np.ndarray) -> CompiledMatrix:
     nnz = mat.nnz
     ptr_dtype = np.uint32 if nnz <= _MAX_U32 else np.int64
@@ -294,7 +267,10 @@ def compile_matrices(matrices: R1csMatrices, circuit_id: str, *, code_digest: st
     n_in, n_aux = matrices.num_inputs, matrices.num_aux
     if n_in + n_aux > _MAX_U32:
         raise CuzkError(f"{circuit_id}: {n_in + n_aux} variables do not fit the uint32 columns of a compiled circuit")
-    table, (ia, ib, ic) = _coefficient_table([matrices.a.coeffs, matrices.b.coeffs, matrices.c.coeffs])
+    # The recording's shared table is already in the compiled order (1, -1, the rest by bytes).
+    table = matrices.coeff_table
+    idx_dtype = np.uint16 if table.shape[0] <= 1 << 16 else np.uint32
+    ia, ib, ic = (m.coeff_idx.astype(idx_dtype) for m in (matrices.a, matrices.b, matrices.c))
     a_cols, b_cols = matrices.a.cols, matrices.b.cols
     a_aux = np.zeros(n_aux, dtype=bool)
     a_aux[a_cols[a_cols >= n_in] - n_in] = True
