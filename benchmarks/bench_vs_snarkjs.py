@@ -1,13 +1,13 @@
 """cuzk against `snarkjs groth16 prove`, side by side in one run, on the same circom circuit.
 
 The circuit is tests/fixtures/circom's square chain with N = 65,536 quadratic constraints (BLS12-381),
-so the zkey's domain is 2^17. circom2 compiles it, snarkjs makes the ptau and the zkey, circom's wasm
-makes the witness; then, alternating, each prover proves it `--reps` times:
+so the zkey's domain is 2^17 (a power-17 ptau serves it). circom2 compiles it, snarkjs makes the ptau
+and the zkey, circom's wasm makes the witness; then, alternating, each prover proves it `--reps` times:
   - snarkjs: `snarkjs groth16 prove` (whole command: node start-up, zkey read, proof);
   - cuzk CLI: `cuzk groth16 prove --zkey --wtns` (whole command: Python start-up, zkey read, proof);
   - cuzk in-process: the prover alone with the key already decoded (what the daemon does).
-Every proof is checked with `snarkjs groth16 verify`. Building the power-18 ptau takes long the first
-time; it is kept under benchmarks/_work/.
+Every proof is checked with `snarkjs groth16 verify`. Building the power-17 ptau takes hours on 2 cores
+the first time; it is kept under benchmarks/_work/.
 
     python benchmarks/bench_vs_snarkjs.py --reps 3
 """
@@ -44,7 +44,7 @@ def timed(cmd: list[str]) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=65536, help="quadratic constraints in the square chain")
-    ap.add_argument("--ptau-power", type=int, default=18)
+    ap.add_argument("--ptau-power", type=int, default=17)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()

@@ -11,7 +11,7 @@ Entry points:
   per process (wrap it in a session fixture; see its docstring).
 - `snarkjs_verify`, `zkey_export_json`, `wtns_export_json`: snarkjs as an oracle.
 
-The slow step is `powersoftau prepare phase2` (about 40 s for power 10 on 2 cores). Set the environment
+The slow step is `powersoftau prepare phase2` (about 20 s for power 9 on 2 cores). Set the environment
 variable CUZK_PTAU_CACHE to a directory to keep prepared ptau files between test sessions.
 """
 
@@ -104,7 +104,8 @@ def build_ptau(workdir: Path, power: int) -> Path:
     """A prepared (phase 2) BLS12-381 powers-of-tau file of 2^power, with one contribution.
 
     Reused when `workdir` already holds it, or when $CUZK_PTAU_CACHE holds one from an earlier run.
-    A ptau of power p serves circuits up to a domain of 2^(p-1) (snarkjs reads the doubled domain).
+    A ptau of power p serves circuits up to a domain of 2^p: `zkey new` needs the Lagrange basis of the
+    doubled domain 2^(p+1) for H, which `prepare phase2` computes for tauG1 (one power beyond p).
     """
     workdir.mkdir(parents=True, exist_ok=True)
     name = f"pot{power}_final.ptau"
@@ -204,7 +205,7 @@ def write_square_chain(dest_dir: Path, n: int) -> Path:
 
 
 # The standard fixtures: inputs, and one ptau big enough for both (square_chain has a 2^9 domain).
-STANDARD_PTAU_POWER = 10
+STANDARD_PTAU_POWER = 9
 STANDARD_INPUTS: dict[str, dict[str, Any]] = {
     "multiplier": {"a": "3", "b": "11"},
     "square_chain": {"x": "3"},
