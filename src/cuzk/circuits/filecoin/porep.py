@@ -23,6 +23,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from cuzk.filecoin.sizes import ALL_SIZES
 from cuzk.gadgets.boolean import FALSE, Boolean, reverse_bit_numbering, u64_into_boolean_vec_le
 from cuzk.gadgets.multipack import pack_into_inputs
@@ -175,6 +177,14 @@ class StackedCircuit:
         proofs = [ChallengeProof.blank(config) for _ in range(config.challenges)]
         return cls(config, None, None, None, None, None, proofs)
 
+    def witness_arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """(inputs, aux) as canonical (n, 4) uint64 limbs, equal to what `synthesize` allocates under
+        `WitnessCS` (ONE first), from the batched witness generators: no constraint system. A blank
+        circuit raises SynthesisError naming the first missing value."""
+        from cuzk.circuits.filecoin.porep_witness import porep_witness
+
+        return porep_witness(self)
+
     def synthesize(self, cs: ConstraintSystem) -> None:
         config = self.config
         if len(self.proofs) != config.challenges:
@@ -244,6 +254,13 @@ def _create_label(cs: ConstraintSystem, replica_id_bits: Sequence[Boolean], pare
                   layer: int, node_bits_be: Sequence[Boolean]) -> AllocatedNum:
     """`create_label_circuit`: SHA-256 of replica_id ‖ layer (u32 BE, constant) ‖ node (u64 BE) ‖
     160 zero bits ‖ 37 parents, in stream order, fr32-truncated and packed."""
+    return hash_circuit(cs, label_message(replica_id_bits, parents, layer, node_bits_be))
+
+
+def label_message(replica_id_bits: Sequence[Boolean], parents: Sequence[Sequence[Boolean]], layer: int,
+                  node_bits_be: Sequence[Boolean]) -> list[Boolean]:
+    """The label's SHA-256 preimage as `_create_label` hashes it (shared with the witness generator,
+    which derives its constant-bit pattern from this very message)."""
     if len(parents) != TOTAL_PARENTS:
         raise ValueError(f"a label hashes {TOTAL_PARENTS} parents, got {len(parents)}")
     message = list(replica_id_bits)
@@ -254,7 +271,7 @@ def _create_label(cs: ConstraintSystem, replica_id_bits: Sequence[Boolean], pare
         message += parent
     if len(message) != _LABEL_MESSAGE_BITS:
         raise ValueError(f"label preimage has {len(message)} bits, expected {_LABEL_MESSAGE_BITS}")
-    return hash_circuit(cs, message)
+    return message
 
 
 def porep_public_inputs(replica_id: int, comm_d: int, comm_r: int,
