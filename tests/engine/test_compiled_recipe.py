@@ -89,6 +89,22 @@ def test_a_ready_compiled_file_is_used_and_gives_the_same_assignment(param_cache
         bad.assignment()
 
 
+def test_the_compiled_path_takes_the_witness_from_the_circuits_generator(param_cache: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """PoSt circuits have a batched witness generator: with a compiled file, neither WitnessCS nor
+    the constraint system runs, and the assignment is the same."""
+    CompiledStore(param_cache / "compiled").build("winning-2k")
+    recipe = plan_recipe(WinningPostProvider(param_cache))
+    ref = reference_assignment()
+
+    def not_expected(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a constraint system ran although the circuit has a witness generator")
+
+    monkeypatch.setattr("cuzk.groth16.synthesis.synthesize_for_proving", not_expected)
+    monkeypatch.setattr("cuzk.groth16.synthesis.synthesize_witness", not_expected)
+    assert_identical(ref, recipe.assignment())
+
+
 def test_an_unusable_file_falls_back_to_the_constraint_system(param_cache: Path,
                                                               caplog: pytest.LogCaptureFixture) -> None:
     store = CompiledStore(param_cache / "compiled")

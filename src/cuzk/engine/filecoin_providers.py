@@ -310,7 +310,8 @@ class FilecoinPartitionRecipe(CircuitRecipe):
         """Synthesize, and refuse a witness exposing other public inputs than the plan derived
         (its proof could only fail verification): checked on the Python ints, before conversion.
 
-        With a compiled circuit, the witness comes from WitnessCS and a, b, c from its sparse
+        With a compiled circuit, the witness comes from the circuit's batched generator (PoSt,
+        SnapDeals, ...; `generated_witness`) or else WitnessCS, and a, b, c from its sparse
         products; whenever that path cannot be used (file unusable, counts differ, a row a·b != c)
         it is logged and the constraint-system path below runs instead, as without the file."""
         from cuzk.groth16.assignment import Assignment
@@ -335,17 +336,25 @@ class FilecoinPartitionRecipe(CircuitRecipe):
 
     def _compiled_assignment(self) -> Any:
         from cuzk.engine.compiled_store import load_for_synthesis
+        from cuzk.field.limbs import limbs_to_ints
         from cuzk.groth16.assignment import Assignment
-        from cuzk.groth16.synthesis import synthesize_witness
+        from cuzk.groth16.synthesis import generated_witness, synthesize_witness
         from cuzk.r1cs.compiled import CompiledMismatchError
 
         compiled = load_for_synthesis(self.compiled_path, self.circuit_id)
         if compiled is None:
             return None
-        witness = synthesize_witness(self.circuit)
-        self._check_inputs(witness.input_assignment)
+        generated = generated_witness(self.circuit)
+        witness: Any
+        if generated is not None:  # the circuit's batched generator: limb arrays, no constraint system
+            witness, counts = generated, (generated[0].shape[0], generated[1].shape[0], None)
+            self._check_inputs(limbs_to_ints(generated[0]))
+        else:
+            witness = synthesize_witness(self.circuit)
+            counts = (witness.num_inputs, witness.num_aux, witness.num_constraints)
+            self._check_inputs(witness.input_assignment)
         try:
-            compiled.check_witness(witness.num_inputs, witness.num_aux, witness.num_constraints)
+            compiled.check_witness(*counts)
             return Assignment.from_compiled(compiled, witness, check=True)
         except (CompiledMismatchError, SynthesisError) as err:
             log.warning("%s %s: compiled circuit %s not used (%s); synthesizing with the constraint system",

@@ -5,9 +5,10 @@ input (A = input_i, B = 0, C = 0) so that every input lands in the A query and t
 linearly independent. Published parameters depend on this exact order.
 
 Two ways to the prover's `Assignment`: `synthesize_for_proving` (the constraint system evaluates
-every row as it is emitted) and `synthesize_compiled` (the witness alone from `WitnessCS`, then
-a = A·w, b = B·w, c = C·w with a circuit compiled once by `compile_circuit`). Both give identical
-arrays; the second replaces per-row Python work with a parallel sparse product.
+every row as it is emitted) and `synthesize_compiled` (the witness alone, from the circuit's batched
+generator where it has one (`witness_arrays`), else from `WitnessCS`; then a = A·w, b = B·w,
+c = C·w with a circuit compiled once by `compile_circuit`). Both give identical arrays; the second
+replaces per-row Python work with a parallel sparse product.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ from cuzk.r1cs import (
 )
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from cuzk.groth16.assignment import Assignment
     from cuzk.r1cs.compiled import CompiledCircuit
 
@@ -74,8 +77,11 @@ def synthesize_witness(circuit: Circuit) -> WitnessCS:
 #: other versions of these files may differ, so their digest is stamped into compiled files.
 _SYNTHESIS_SOURCES = ("r1cs", "gadgets", "circuits", "hashes", "filecoin", "field/constants.py",
                       "groth16/synthesis.py")
-#: Files under those that cannot change a recorded R1CS (the compiled form itself).
-_NOT_SYNTHESIS = ("r1cs/compiled.py", "r1cs/compiled_file.py", "r1cs/spmv.py")
+#: Files under those that cannot change a recorded R1CS (the compiled form itself, and the circuits'
+#: batched witness generators, which only compute values).
+_NOT_SYNTHESIS = ("r1cs/compiled.py", "r1cs/compiled_file.py", "r1cs/spmv.py", "circuits/filecoin/post_witness.py",
+                  "circuits/filecoin/snap_witness.py", "circuits/filecoin/porep_witness.py",
+                  "circuits/filecoin/witness_values.py")
 
 
 @cache
@@ -109,14 +115,32 @@ def compile_circuit(circuit: Circuit, circuit_id: str) -> CompiledCircuit:
     return compile_matrices(record_circuit(circuit), circuit_id, code_digest=synthesis_code_digest())
 
 
-def synthesize_compiled(circuit: Circuit, compiled: CompiledCircuit, *, check: bool = True) -> Assignment:
-    """The prover's Assignment through a compiled circuit: `WitnessCS`, then the sparse products.
+def generated_witness(circuit: Circuit) -> tuple[np.ndarray, np.ndarray] | None:
+    """(inputs, aux) canonical limbs from the circuit's own batched witness generator (a
+    `witness_arrays()` method, as the Filecoin circuits have), or None when it has none.
 
-    With `check`, every row must satisfy a·b = c (SynthesisError otherwise): a cheap pass that
-    also catches a compiled circuit that does not belong to this circuit's code.
+    The generator must equal `synthesize_witness` element by element; its tests hold it to that,
+    and the compiled path's row check refuses any witness that does not satisfy the circuit.
+    """
+    generate = getattr(circuit, "witness_arrays", None)
+    return None if generate is None else generate()
+
+
+def synthesize_compiled(circuit: Circuit, compiled: CompiledCircuit, *, check: bool = True) -> Assignment:
+    """The prover's Assignment through a compiled circuit: the witness, then the sparse products.
+
+    The witness comes from the circuit's batched generator (`generated_witness`) when it has one,
+    else from `WitnessCS`. With `check`, every row must satisfy a·b = c (SynthesisError
+    otherwise): a cheap pass that also catches a compiled circuit that does not belong to this
+    circuit's code, or a generator that disagrees with its gadgets.
     """
     from cuzk.groth16.assignment import Assignment
 
+    generated = generated_witness(circuit)
+    if generated is not None:
+        inputs, aux = generated
+        compiled.check_witness(inputs.shape[0], aux.shape[0])
+        return Assignment.from_compiled(compiled, generated, check=check)
     witness = synthesize_witness(circuit)
     compiled.check_witness(witness.num_inputs, witness.num_aux, witness.num_constraints)
     return Assignment.from_compiled(compiled, witness, check=check)

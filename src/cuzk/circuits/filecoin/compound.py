@@ -19,9 +19,11 @@ import hashlib
 import importlib
 import time
 from abc import ABC, abstractmethod
-from collections.abc import MutableMapping, Sequence
+from collections.abc import Callable, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from cuzk.circuits.filecoin.porep import StackedCircuit, StackedConfig
 from cuzk.circuits.filecoin.post import FallbackPoStCircuit, FallbackPoStConfig
@@ -174,6 +176,12 @@ class PartitionInstance:
 
     def public_inputs(self) -> list[int]:
         return list(self.inputs)
+
+    @property
+    def witness_arrays(self) -> Callable[[], tuple[np.ndarray, np.ndarray]]:
+        """The wrapped circuit's batched witness generator (`synthesize_compiled` uses it); an
+        AttributeError, as for any circuit without one, when the wrapped circuit has none."""
+        return self.circuit.witness_arrays  # type: ignore[attr-defined, no-any-return]
 
 
 class CompoundProof(ABC):

@@ -19,6 +19,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from cuzk.filecoin.sizes import ALL_SIZES, WINDOW_POST_CHALLENGES, WINNING_POST_CHALLENGES, WINNING_POST_SECTORS
 from cuzk.gadgets.num import AllocatedNum, equal
 from cuzk.gadgets.por import POSEIDON, PathLevel, TreeShape, alloc_leaf_and_enforce_inclusion, node_hash_circuit
@@ -170,6 +172,13 @@ class FallbackPoStCircuit:
         for i, sector in enumerate(self.sectors):
             with cs.namespace(f"sector_{i}"):
                 _synthesize_sector(cs, tree_r, sector)
+
+    def witness_arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """(inputs, aux) as canonical limbs, equal to what `synthesize` allocates under WitnessCS,
+        from the batched generators (`post_witness`); SynthesisError naming a missing value."""
+        from cuzk.circuits.filecoin.post_witness import post_witness
+
+        return post_witness(self)
 
 
 def _synthesize_sector(cs: ConstraintSystem, tree_r: TreeShape, sector: PoStSector) -> None:

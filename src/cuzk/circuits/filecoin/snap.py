@@ -34,6 +34,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from cuzk.errors import SynthesisError
 from cuzk.field.constants import R_MODULUS
 from cuzk.filecoin.sizes import snap_apex, snap_challenges, snap_hs, snap_partitions
@@ -318,6 +320,13 @@ class EmptySectorUpdateCircuit:
                 raise ValueError("k and h must both be given or both be None")
             return None
         return self.config.k_and_h_select(self.k, self.h)
+
+    def witness_arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """(inputs, aux) as canonical limbs, equal to what `synthesize` allocates under WitnessCS,
+        from the batched generators (`snap_witness`); SynthesisError naming a missing value."""
+        from cuzk.circuits.filecoin.snap_witness import snap_witness
+
+        return snap_witness(self)
 
     def synthesize(self, cs: ConstraintSystem) -> None:
         config = self.config

@@ -1,0 +1,73 @@
+"""A Fallback PoSt partition's witness (WinningPoSt and WindowPoSt) from the batched generators.
+
+`synthesize_witness(FallbackPoStCircuit)` walks every sector and challenge through the gadgets one
+`alloc` at a time. The layout is regular (post.py's module doc), so the same values come from three
+batched calls over the whole partition, written at fixed offsets:
+
+    inputs: ONE, then per sector: comm_r, the leaf index of each challenge (its packed path bits)
+    aux, per sector (sector_count rows of equal length):
+        comm_r_last, comm_c, comm_r                         the three commitments
+        Poseidon2_MerkleTree(comm_c, comm_r_last)           one `poseidon_witness` over all sectors
+        per challenge: leaf, bits, siblings, insertion, hashes per level
+                                                            one `merkle_path_witness` (LEAF_FIRST)
+                                                            over all sectors x challenges
+
+The rows `comm_r == computed` and `computed root == comm_r_last` allocate nothing, so they add no
+aux; like WitnessCS, the generator does not check them (the compiled row check does).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from cuzk.circuits.filecoin.post import FallbackPoStCircuit
+from cuzk.circuits.filecoin.witness_values import field_limbs, path_positions_and_siblings, required
+from cuzk.field.limbs import ints_to_limbs
+from cuzk.hashes.poseidon_constants import merkle_tree_tag, poseidon_constants
+from cuzk.witness_gen.merkle import PathLayout, merkle_path_witness, path_aux_count
+from cuzk.witness_gen.poseidon import poseidon_aux_count, poseidon_witness
+
+__all__ = ["post_aux_per_sector", "post_witness"]
+
+
+def post_aux_per_sector(circuit: FallbackPoStCircuit) -> int:
+    """Aux values one sector of this circuit allocates."""
+    config = circuit.config
+    return (3 + poseidon_aux_count(poseidon_constants(2))
+            + config.challenge_count * path_aux_count(config.tree_r, PathLayout.LEAF_FIRST))
+
+
+def post_witness(circuit: FallbackPoStCircuit) -> tuple[np.ndarray, np.ndarray]:
+    """(inputs, aux) canonical limb arrays, equal to `synthesize_witness(circuit)`'s input and aux
+    assignments. Refuses what `synthesize` refuses (ValueError for a wrong layout) and, as
+    WitnessCS does, a missing value (SynthesisError naming it)."""
+    config = circuit.config
+    if len(circuit.sectors) != config.sector_count:
+        raise ValueError(f"the circuit has {config.sector_count} sectors, got {len(circuit.sectors)}")
+    for sector in circuit.sectors:
+        sector.check_layout(config)
+    sectors, challenges, tree_r = config.sector_count, config.challenge_count, config.tree_r
+
+    commitments = ints_to_limbs([value for i, s in enumerate(circuit.sectors)
+                                 for value in (required(s.comm_r_last, f"sector {i} comm_r_last"),
+                                               required(s.comm_c, f"sector {i} comm_c"),
+                                               required(s.comm_r, f"sector {i} comm_r"))]).reshape(sectors, 3, 4)
+    leaves = field_limbs([leaf for s in circuit.sectors for leaf in s.leaves], "challenged leaves")
+    indices, siblings = path_positions_and_siblings(tree_r, [p for s in circuit.sectors for p in s.paths],
+                                                    "challenge path")
+
+    hash_rows = poseidon_aux_count(poseidon_constants(2))
+    aux = np.empty((sectors, post_aux_per_sector(circuit), 4), dtype=np.uint64)
+    aux[:, :3] = commitments
+    comm_r_hash = poseidon_witness(np.ascontiguousarray(commitments[:, [1, 0]]), poseidon_constants(2),
+                                   merkle_tree_tag(2))
+    aux[:, 3:3 + hash_rows] = comm_r_hash.aux
+    openings = merkle_path_witness(tree_r, PathLayout.LEAF_FIRST, leaves, indices, siblings)
+    aux[:, 3 + hash_rows:] = openings.aux.reshape(sectors, -1, 4)
+
+    inputs = np.zeros((1 + sectors * config.inputs_per_sector, 4), dtype=np.uint64)
+    inputs[0, 0] = 1
+    per_sector = inputs[1:].reshape(sectors, config.inputs_per_sector, 4)
+    per_sector[:, 0] = commitments[:, 2]
+    per_sector[:, 1:, 0] = indices.reshape(sectors, challenges).astype(np.uint64)
+    return inputs, aux.reshape(-1, 4)
