@@ -120,7 +120,11 @@ def export_assignment(asg: Any) -> SharedAssignment:
 def _warm_up() -> None:
     """Run both synthesis paths once (imports, numba kernels from their cache, the shared-memory
     export), so a worker that reports ready synthesizes its first real partition at full speed:
-    the constraint-system path and the compiled path (its sparse-product and row-check kernels)."""
+    the constraint-system path, the compiled path (its sparse-product and row-check kernels) and
+    the batched witness generators (SHA-256, Poseidon, Merkle paths of both tree kinds, on a
+    PoRep-2KiB-shaped partition of random values)."""
+    from cuzk.circuits.filecoin.porep import PRODUCTION_CONFIGS
+    from cuzk.circuits.filecoin.porep_witness import random_stacked_circuit
     from cuzk.engine.providers import DebugCircuitRecipe
     from cuzk.groth16.synthesis import compile_circuit, synthesize_compiled
 
@@ -128,6 +132,7 @@ def _warm_up() -> None:
     export_assignment(recipe.assignment()).unlink()
     circuit = recipe.build()
     synthesize_compiled(circuit, compile_circuit(circuit, "mimc-3"))
+    random_stacked_circuit(PRODUCTION_CONFIGS[2 << 10]).witness_arrays()
 
 
 def synthesis_worker_main(name: str, control: Connection, threads: int) -> None:
