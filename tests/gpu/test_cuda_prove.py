@@ -36,7 +36,7 @@ def test_proof_equals_cpu_and_verifies(backend, request, fixture: str) -> None:
     assert proof == CpuBackend().prove(params.pk, asg, r=12345, s=67890)
     assert verify_proof(params.pk.vk, proof, asg.public_inputs())
     for key in ("h", "msm_h", "msm_l", "msm_a", "msm_b_g1", "msm_b_g2", "select", "assemble", "h2d_abc",
-                "h2d_witness"):
+                "h2d_witness", "device"):
         assert key in timings and timings[key] >= 0
 
 
@@ -66,3 +66,46 @@ def test_streamed_bases_give_the_same_proof(backend, bits_params, monkeypatch) -
     backend.unload_key(pk)
     assert backend.prove(pk, asg, r=3, s=4) == streamed
     assert verify_proof(pk.vk, streamed, asg.public_inputs())
+
+
+def test_bases_made_on_the_device_are_adopted(backend, bits_params) -> None:
+    """load_key(device_bases=...) uses the given device arrays (the benchmarks' tiled keys) as they are."""
+    pk = bits_params.pk
+    backend.unload_key(pk)
+    dev = {name: backend.msm.upload_bases(group, getattr(pk, name).raw)
+           for name, group in (("h", "g1"), ("l", "g1"), ("a", "g1"), ("b_g1", "g1"), ("b_g2", "g2"))}
+    with pytest.raises(ValueError, match="device bases for h must have shape"):
+        backend.load_key(pk, device_bases={"h": dev["b_g2"]})
+    with pytest.raises(ValueError, match="unknown query names in device_bases: z"):
+        backend.load_key(pk, device_bases={"z": dev["h"]})
+    asg = _assignment(bits_params.circuit_id, 24)
+    want = CpuBackend().prove(pk, asg, r=5, s=6)
+    backend.load_key(pk, device_bases={"h": dev["h"][::-1].copy()})  # the given array is the one used
+    assert backend.prove(pk, asg, r=5, s=6) != want
+    backend.unload_key(pk)
+    backend.load_key(pk, device_bases={"h": dev["h"], "b_g2": dev["b_g2"]})
+    assert all(backend.resident(pk).values())
+    proof = backend.prove(pk, asg, r=5, s=6)
+    assert proof == want
+    assert verify_proof(pk.vk, proof, asg.public_inputs())
+    backend.unload_key(pk)
+
+
+def test_wrong_assignment_fails_with_the_cpu_provers_messages(backend, bits_params, mimc_params) -> None:
+    """The device-side selection keeps select_query_scalars' checks (and messages)."""
+    from dataclasses import replace
+
+    from cuzk.groth16.prover import KeyMismatchError, select_query_scalars
+
+    pk = bits_params.pk
+    asg = _assignment(bits_params.circuit_id, 25)
+    cases = [_assignment(mimc_params.circuit_id, 25),  # another circuit: input count
+             replace(asg, b_aux_density=~asg.b_aux_density)]  # B density does not match the key
+    for bad in cases:
+        with pytest.raises(KeyMismatchError) as cpu_err:
+            select_query_scalars(pk, bad)
+        with pytest.raises(KeyMismatchError) as gpu_err:
+            backend.prove(pk, bad)
+        assert str(gpu_err.value) == str(cpu_err.value)
+    with pytest.raises(KeyMismatchError, match="A aux density has shape"):
+        backend.prove(pk, replace(asg, a_aux_density=asg.a_aux_density[:-1]))

@@ -4,11 +4,13 @@ The proof is the CPU prover's (cuzk.groth16.prover): the same density selection,
 and the same `assemble_proof` on the MSM results, so a proof with fixed r, s is byte-identical to
 the CPU backend's. Per proof:
 
-1. all device inputs are allocated at once (a, b, c padded to the domain, and the L/A/B witness
-   scalars), then copied on a separate stream through a pinned double buffer;
-2. the compute stream waits only for a, b, c, computes H (7 NTTs) and the H MSM while the witness
-   is still being selected and copied;
-3. the L, A, B_G1 and B_G2 MSMs skip scalars 0, add the bases of scalars 1, and run Pippenger on
+1. all device inputs are allocated at once (a, b, c padded to the domain, the inputs, the aux
+   witness and the A/B density masks), then copied on a separate stream through a pinned double
+   buffer whose staging copies run on several host threads;
+2. the compute stream waits only for a, b, c, computes H (7 NTTs) and the H MSM while another
+   thread stages the witness upload;
+3. the A and B scalars are selected from the witness on the device (the host only checks sizes);
+   the L, A, B_G1 and B_G2 MSMs skip scalars 0, add the bases of scalars 1, and run Pippenger on
    the rest (the split of B is shared by B_G1 and B_G2);
 4. each phase drops its buffers as soon as it ends (they return to CuPy's pool for the next phase).
 
@@ -18,10 +20,12 @@ memory plan allows; a vector that does not fit is streamed in chunks for each MS
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 import weakref
-from collections.abc import MutableMapping
+from collections.abc import Mapping, MutableMapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,7 +35,7 @@ from cuzk.backends.base import DeviceInfo, ProverBackend
 from cuzk.backends.cuda import cuda_available
 from cuzk.backends.cuda.device import MemoryPlan, memory_info, properties
 from cuzk.backends.cuda.module import get_module
-from cuzk.backends.cuda.msm import RAW_BYTES, DeviceMsm, working_bytes
+from cuzk.backends.cuda.msm import AFFINE_WORDS, RAW_BYTES, DeviceMsm, working_bytes
 from cuzk.backends.cuda.ntt import DeviceNtt
 from cuzk.errors import CuzkError
 from cuzk.field.constants import FR_GENERATOR, R_MODULUS
@@ -41,6 +45,7 @@ from cuzk.groth16.keys import HBasis, ProvingKey
 from cuzk.groth16.proof import Proof
 
 _STAGE_BYTES = 64 << 20
+_STAGE_THREADS = 8
 _QUERIES = (("h", "g1"), ("l", "g1"), ("a", "g1"), ("b_g1", "g1"), ("b_g2", "g2"))
 
 
@@ -64,9 +69,12 @@ class _DeviceKey:
 
 class _PinnedUploader:
     """Host -> device copies on one stream through two pinned staging buffers: the CPU fills one
-    while the DMA engine drains the other, so pageable numpy arrays upload at close to PCIe speed."""
+    while the DMA engine drains the other, so pageable numpy arrays upload at close to PCIe speed.
+    Each staging copy is split over `threads` threads (numpy copies release the GIL): one thread's
+    memcpy is far slower than the copy engine (about 55 GB/s). Measured on the H200 host, the 12.5 GB
+    of a, b, c of a 2^27 partition: 2.1-2.3 s on one thread, 0.35-0.55 s on eight."""
 
-    def __init__(self, cp: Any, stream: Any, chunk: int = _STAGE_BYTES) -> None:
+    def __init__(self, cp: Any, stream: Any, chunk: int = _STAGE_BYTES, threads: int = _STAGE_THREADS) -> None:
         self.cp = cp
         self.stream = stream
         self.chunk = chunk
@@ -74,6 +82,21 @@ class _PinnedUploader:
 
         self._host = [cupyx.empty_pinned(chunk, dtype=np.uint8) for _ in range(2)]
         self._done: list[Any] = [None, None]
+        self._parts = max(1, min(threads, os.cpu_count() or 1))
+        self._pool = ThreadPoolExecutor(max_workers=self._parts, thread_name_prefix="cuzk-stage") \
+            if self._parts > 1 else None
+
+    def _stage(self, dst: np.ndarray, src: np.ndarray) -> None:
+        size = src.shape[0]
+        if self._pool is None or size < (1 << 20):
+            dst[:size] = src
+            return
+        bounds = np.linspace(0, size, self._parts + 1).astype(int).tolist()
+
+        def part(k: int) -> None:
+            dst[bounds[k]:bounds[k + 1]] = src[bounds[k]:bounds[k + 1]]
+
+        list(self._pool.map(part, range(self._parts)))
 
     def upload(self, dst: Any, src: np.ndarray) -> None:
         """Queue dst[...] = src on the stream (dst a C-contiguous device array of the same bytes)."""
@@ -86,10 +109,33 @@ class _PinnedUploader:
             if self._done[slot] is not None:
                 self._done[slot].synchronize()
             size = min(self.chunk, flat.nbytes - off)
-            self._host[slot][:size] = flat[off:off + size]
+            self._stage(self._host[slot], flat[off:off + size])
             runtime.memcpyAsync(dst.data.ptr + off, self._host[slot].ctypes.data, size,
                                 runtime.memcpyHostToDevice, self.stream.ptr)
             self._done[slot] = self.stream.record()
+
+
+def check_query_sizes(pk: ProvingKey, asg: Assignment) -> None:
+    """The checks of `prover.select_query_scalars`, without its host-side gather: this backend
+    uploads the witness once and selects the A and B scalars on the device."""
+    n_in, n_aux = asg.inputs.shape[0], asg.aux.shape[0]
+    if n_in != pk.num_inputs:
+        raise prover.KeyMismatchError(f"the circuit has {n_in} inputs (ONE included) but the key has "
+                                      f"{pk.num_inputs}")
+    if n_aux != pk.num_aux:
+        raise prover.KeyMismatchError(f"the circuit has {n_aux} aux variables but the key's L query has "
+                                      f"{pk.num_aux}")
+    for what, density, want in (("A aux", asg.a_aux_density, n_aux), ("B aux", asg.b_aux_density, n_aux),
+                                ("B input", asg.b_input_density, n_in)):
+        if density.shape != (want,):
+            raise prover.KeyMismatchError(f"the assignment's {what} density has shape {density.shape}, "
+                                          f"expected ({want},)")
+    n_a = n_in + int(np.count_nonzero(asg.a_aux_density))
+    n_b = int(np.count_nonzero(asg.b_input_density)) + int(np.count_nonzero(asg.b_aux_density))
+    for name, got, want in (("A", n_a, len(pk.a)), ("B_G1", n_b, len(pk.b_g1)), ("B_G2", n_b, len(pk.b_g2))):
+        if got != want:
+            raise prover.KeyMismatchError(f"the key's {name} query has {want} points but the circuit has {got} "
+                                          f"variables of non-zero {name[0]} density")
 
 
 class CudaBackend(ProverBackend):
@@ -130,16 +176,32 @@ class CudaBackend(ProverBackend):
                                   "resident_key_bytes": str(sum(k.nbytes() for k in self._keys.values())),
                                   "current_job": self.current_job or ""})]
 
-    def load_key(self, pk: ProvingKey) -> None:
+    def load_key(self, pk: ProvingKey, device_bases: Mapping[str, Any] | None = None) -> None:
+        """Make pk's bases resident where the memory plan allows (the rest are streamed per MSM).
+
+        `device_bases` (query name -> (len, words) uint32 device array in the form `DeviceMsm.upload_bases`
+        makes) are adopted as they are instead of converting pk's bytes: a key made on the device, such
+        as the benchmarks' tiled synthetic keys, never has to exist in host memory."""
+        given = dict(device_bases or {})
+        unknown = sorted(set(given) - {name for name, _ in _QUERIES})
+        if unknown:
+            raise ValueError(f"unknown query names in device_bases: {', '.join(unknown)}")
+        for name, group in _QUERIES:
+            arr = given.get(name)
+            if arr is not None and tuple(arr.shape) != (len(getattr(pk, name)), AFFINE_WORDS[group]):
+                raise ValueError(f"device bases for {name} must have shape ({len(getattr(pk, name))}, "
+                                 f"{AFFINE_WORDS[group]}), got {tuple(arr.shape)}")
         with self._lock, self._device:
             if pk in self._keys:
                 return
             dk = _DeviceKey()
-            reserve = self._working_bytes(pk)
+            reserve = self.proof_working_bytes(pk)
             self.plan.release_cached()
             for name, group in _QUERIES:
                 raw = getattr(pk, name).raw
-                if self.plan.fits(raw.nbytes, reserve):
+                if given.get(name) is not None:
+                    dk.bases[name] = given[name]
+                elif self.plan.fits(raw.nbytes, reserve):
                     dk.bases[name] = self.msm.upload_bases(group, raw)
                 else:
                     dk.bases[name] = None
@@ -161,8 +223,11 @@ class CudaBackend(ProverBackend):
     def prove(self, pk: ProvingKey, asg: Assignment, *, r: int | None = None, s: int | None = None,
               timings: MutableMapping[str, float] | None = None) -> Proof:
         """One proof. `timings` (seconds) receives the CPU prover's keys (h, msm_h, msm_l, msm_a,
-        msm_b_g1, msm_b_g2, select, assemble) plus h2d_abc, h2d_witness (copy-stream time),
-        upload_wait (host time queuing copies) and results (device -> host of the sums)."""
+        msm_b_g1, msm_b_g2, select (here only the size checks), assemble) plus h2d_abc, h2d_witness
+        (copy-stream time), upload_wait (host time staging copies), gather (the A and B scalars
+        selected on the device), device (the compute stream's span from the first H
+        kernel to the end of the last MSM) and results (device -> host of the sums). h and msm_h
+        are device times (CUDA events), the other MSM keys host time around each synchronised MSM."""
         with self._lock, self._device:
             self.current_job = f"prove: {asg.num_constraints} constraints"
             try:
@@ -176,10 +241,10 @@ class CudaBackend(ProverBackend):
     # -- internals ------------------------------------------------------------------------------------
 
     @staticmethod
-    def _working_bytes(pk: ProvingKey) -> int:
+    def proof_working_bytes(pk: ProvingKey) -> int:
         """Device memory a proof needs besides the key: a, b, c, the witness scalars, MSM buffers."""
         m = pk.domain_size
-        inputs = 32 * (3 * m + len(pk.l) + len(pk.a) + len(pk.b_g1))
+        inputs = 32 * (3 * m + len(pk.l) + len(pk.a) + len(pk.b_g1)) + 2 * len(pk.l)  # + density masks
         largest = max(len(pk.h), len(pk.l), len(pk.a), len(pk.b_g1), 1)
         return inputs + working_bytes("g1", largest) + working_bytes("g2", max(len(pk.b_g2), 1))
 
@@ -221,18 +286,22 @@ class CudaBackend(ProverBackend):
         nc = asg.num_constraints
 
         start = clock()
-        q = prover.select_query_scalars(pk, asg)
+        check_query_sizes(pk, asg)
         t["select"] = clock() - start
 
         def words(v: np.ndarray) -> np.ndarray:
             return np.ascontiguousarray(v).view(np.uint32).reshape(-1, 8)
 
-        # 1. Every input buffer is allocated before any compute work is queued, so no buffer can
-        #    reuse memory that a still-running kernel reads (CuPy's pool is stream-ordered).
+        # 1. Every buffer the copy stream writes is allocated before any compute work is queued, so
+        #    none can reuse memory that a still-running kernel reads (CuPy's pool is stream-ordered).
+        #    The witness goes up once (inputs, aux and the density masks); A and B are gathered on
+        #    the device.
         with self._compute:
             abc = [cp.zeros((m, 8), dtype=cp.uint32) for _ in range(3)]
-            wit = {name: cp.empty((v.shape[0], 8), dtype=cp.uint32) for name, v in (("l", q.l), ("a", q.a),
-                                                                                   ("b", q.b))}
+            host_wit = {"inputs": words(asg.inputs), "aux": words(asg.aux), "a_mask": asg.a_aux_density,
+                        "b_mask": asg.b_aux_density, "b_in_mask": asg.b_input_density}
+            wit = {name: cp.empty(v.shape, dtype=cp.bool_ if v.dtype == np.bool_ else cp.uint32)
+                   for name, v in host_wit.items()}
             allocated = self._compute.record()
         self._copy.wait_event(allocated)
         start = clock()
@@ -243,7 +312,7 @@ class CudaBackend(ProverBackend):
         abc_done = self._copy.record()
         t_queue = clock() - start
 
-        # 2. H on the compute stream, overlapping the witness upload below.
+        # 2. H on the compute stream, while another thread stages the witness upload.
         with self._compute:
             self._compute.wait_event(abc_done)
             h_begin = self._compute.record()
@@ -254,41 +323,77 @@ class CudaBackend(ProverBackend):
             self.ntt.from_montgomery(h)
             h_end = self._compute.record()
 
-        start = clock()
-        for name, v in (("l", q.l), ("a", q.a), ("b", q.b)):
-            if v.shape[0]:
-                self._uploader.upload(wit[name], words(v))
-        wit_done = self._copy.record()
-        t["upload_wait"] = t_queue + clock() - start
+        wit_events: list[Any] = []
+        failures: list[BaseException] = []
+        staging: list[float] = []
+
+        def upload_witness(dst: dict[str, Any]) -> None:
+            try:
+                begin = clock()
+                with self._device:
+                    for name, v in host_wit.items():
+                        self._uploader.upload(dst[name], v)
+                    wit_events.append(self._copy.record())
+                staging.append(clock() - begin)
+            except BaseException as exc:  # re-raised by the proving thread after join
+                failures.append(exc)
+
+        uploader = threading.Thread(target=upload_witness, args=(wit,), name="cuzk-witness-upload")
+        uploader.start()
 
         with self._compute:
-            start = clock()
             sums: dict[str, Any] = {}
-            h_scalars = h[: len(pk.h)]
-            sums["h"] = self._msm("g1", dk.bases["h"], pk.h.raw, h_scalars, use_split=False)
-            self._compute.synchronize()
-            del h, h_scalars
-            t["msm_h"] = clock() - start
-            t["h"] = cp.cuda.get_elapsed_time(h_begin, h_end) / 1e3
-
+            try:  # the uploader must be done with the staging buffers before this proof ends
+                h_scalars = h[: len(pk.h)]
+                sums["h"] = self._msm("g1", dk.bases["h"], pk.h.raw, h_scalars, use_split=False)
+                msm_h_end = self._compute.record()
+                self._compute.synchronize()
+                del h, h_scalars
+                # Device time: the host reaches this MSM while H's kernels are still running.
+                t["msm_h"] = cp.cuda.get_elapsed_time(h_end, msm_h_end) / 1e3
+                t["h"] = cp.cuda.get_elapsed_time(h_begin, h_end) / 1e3
+            finally:
+                uploader.join()
+            if failures:
+                raise failures[0]
+            t["upload_wait"] = t_queue + staging[0]
+            wit_done = wit_events[0]
             self._compute.wait_event(wit_done)
             self._compute.synchronize()
             t["h2d_abc"] = cp.cuda.get_elapsed_time(copy_begin, abc_done) / 1e3
             t["h2d_witness"] = cp.cuda.get_elapsed_time(abc_done, wit_done) / 1e3
-            for key, name, group, sc in (("msm_l", "l", "g1", wit["l"]), ("msm_a", "a", "g1", wit["a"])):
-                start = clock()
-                sums[name] = self._msm(group, dk.bases[name], getattr(pk, name).raw, sc)
-                self._compute.synchronize()
-                t[key] = clock() - start
-            del wit["l"], wit["a"]
+
             start = clock()
-            b_split = self.msm.split(wit["b"])
+            sums["l"] = self._msm("g1", dk.bases["l"], pk.l.raw, wit["aux"])
+            self._compute.synchronize()
+            t["msm_l"] = clock() - start
+
+            start = clock()
+            a_scalars = cp.concatenate((wit["inputs"], wit["aux"][wit["a_mask"]]))
+            self._compute.synchronize()
+            t["gather"] = clock() - start
+            start = clock()
+            sums["a"] = self._msm("g1", dk.bases["a"], pk.a.raw, a_scalars)
+            self._compute.synchronize()
+            t["msm_a"] = clock() - start
+            del a_scalars
+
+            start = clock()
+            b_scalars = cp.concatenate((wit["inputs"][wit["b_in_mask"]], wit["aux"][wit["b_mask"]]))
+            del wit
+            self._compute.synchronize()
+            t["gather"] += clock() - start
+            start = clock()
+            b_split = self.msm.split(b_scalars)
             for key, name, group in (("msm_b_g1", "b_g1", "g1"), ("msm_b_g2", "b_g2", "g2")):
-                sums[name] = self._msm(group, dk.bases[name], getattr(pk, name).raw, wit["b"], b_split)
+                sums[name] = self._msm(group, dk.bases[name], getattr(pk, name).raw, b_scalars, b_split)
                 self._compute.synchronize()
                 t[key] = clock() - start
                 start = clock()
-            del wit, b_split
+            del b_scalars, b_split
+            msm_end = self._compute.record()
+            msm_end.synchronize()
+            t["device"] = cp.cuda.get_elapsed_time(h_begin, msm_end) / 1e3
 
             start = clock()
             g1 = self.msm.to_points("g1", [sums[k] for k in ("h", "l", "a", "b_g1")])
