@@ -247,3 +247,17 @@ def test_record_is_json_with_hardware_and_commit(tmp_path: Path) -> None:
     assert info["cores"] >= 1 and info["memory_bytes"] > 0 and info["python"]
     assert re.fullmatch(r"([0-9a-f]{40}(\+dirty)?)?", info["commit"])
     json.dumps(copy.deepcopy(info))
+
+
+def test_overlapping_device_phases_get_no_false_other() -> None:
+    """Sub-phases that overlap in time (a GPU backend's copy-stream times beside its kernels) sum to
+    more than the device phase: no remainder exists, so `other` is left out instead of shown as 0."""
+    from cuzk.bench.phases import partition_phases
+
+    result = {"job_id": "j", "queue_wait_ms": 1, "partitions": [{
+        "index": 0, "planned_ms": 2, "synth_start_ms": 3, "synth_end_ms": 10, "device_queue_ms": 11,
+        "device_start_ms": 12, "device_end_ms": 62, "done_ms": 70,
+        "device_phases_us": {"device": 48000, "h2d_abc": 30000, "h": 20000}}]}
+    (row,) = partition_phases(result)
+    assert row["phases"]["device"] == 50.0
+    assert row["device_phases"] == {"device": 48.0, "h": 20.0, "h2d_abc": 30.0}

@@ -13,7 +13,10 @@ one partition tile its wall time (submit -> proof back) without gaps or overlaps
     finalise     -> the proof was encoded and verified and back in the daemon
 
 The device sub-phases (h, select, msm_*, assemble for the CPU backend) come from the backend's own
-timer in microseconds; `other` is the rest of device time (memory mapping, conversions).
+timer in microseconds; `other` is the rest of device time (memory mapping, conversions). A backend
+whose sub-phases overlap in time (the CUDA backend's copy-stream times and its `device` span run
+beside its kernels) sums to more than the device phase: then no remainder exists and `other` is
+left out rather than shown as a false 0.
 """
 
 from __future__ import annotations
@@ -32,7 +35,8 @@ def partition_phases(result: dict[str, Any]) -> list[dict[str, Any]]:
                   p["device_start_ms"], p["device_end_ms"], p["done_ms"]]
         phases = {name: float(stamps[k + 1] - stamps[k]) for k, name in enumerate(PHASES)}
         sub = {name: us / 1000 for name, us in sorted(p.get("device_phases_us", {}).items())}
-        if sub:
+        # 1 ms of slack: the stamps are whole milliseconds, the backend's timers microseconds.
+        if sub and sum(sub.values()) <= phases["device"] + 1.0:
             sub["other"] = max(0.0, phases["device"] - sum(sub.values()))
         out.append({"job_id": result["job_id"], "partition": p["index"], "wall_ms": float(p["done_ms"]),
                     "phases": phases, "device_phases": sub, "verify_ms": p.get("verify_us", 0) / 1000,
