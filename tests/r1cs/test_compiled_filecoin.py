@@ -2,9 +2,10 @@
 circuit, written, memory-mapped back, and evaluated on a real partition's witness, they give a, b,
 c, inputs, aux and densities bit-identical to the constraint-system path.
 
-Sampled partitions of sparse synthetic 32GiB inputs are not covered here: recording a 130M-row
-circuit takes ~28 GB (216 bytes per row at porep-2k's density) and about an hour of Python on this
-machine, far more than a test run has."""
+32GiB partitions are not compiled here (block compilation of porep-32g takes ~3 minutes and 9 GB):
+benchmarks/bench_compile_blocks.py checks every row of one with a generated witness, and
+tests/circuits/test_porep_witness.py compares a 1-challenge 32GiB-shaped partition's witness with
+WitnessCS."""
 
 from __future__ import annotations
 

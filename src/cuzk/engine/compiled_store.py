@@ -17,7 +17,9 @@ absent     none of the above
 =========  ===================================================================================
 
 Building records the circuit id's blank circuit (`cuzk.circuits.registry`: key generation's
-circuit, no witness needed) with `RecordingCS`, compiles it and writes it atomically. `start_build`
+circuit, no witness needed) with `RecordingCS`, compiles it and writes it atomically; PoRep and
+PoSt circuits of 3 or more identical blocks are recorded with one and two blocks only and assembled
+(`cuzk.r1cs.blocks`), which is what makes the 130M-row porep-32g buildable. `start_build`
 does that in a spawned process, so the daemon's own threads never wait on it; with a memory budget
 it first reserves `build_memory_estimate(shape)` (without evicting anything) and holds it until the
 builder exits. `ensure` (what a provider calls on every plan) starts a build only when the store was
@@ -67,6 +69,14 @@ _FAILED_SUFFIX = ".failed"
 _BUILD_BYTES_PER_CONSTRAINT = 300
 _BUILD_BYTES_PER_VARIABLE = 40
 _BUILD_BASE_BYTES = 256 << 20
+#: A block-compiled build (`cuzk.r1cs.blocks`) keeps the recordings of the one- and two-block
+#: circuits (about three blocks of rows, as numpy CSR arrays) while it writes the compiled arrays of
+#: all rows (uint32 columns and row pointers, uint16 coefficient indices: 47 bytes per row for PoRep,
+#: 67 for WinningPoSt) and unpacked density masks per variable. Measured: porep-32g peaked 9.1 GB
+#: above the process before the build (6.1 GB of it the compiled arrays); this estimate says 13.7 GB.
+_BLOCK_RECORDED_BYTES_PER_CONSTRAINT = 140
+_ASSEMBLED_BYTES_PER_CONSTRAINT = 72
+_ASSEMBLED_BYTES_PER_VARIABLE = 8
 
 
 class CompiledState(StrEnum):
@@ -102,11 +112,22 @@ class _Budget(Protocol):
     def try_reserve(self, nbytes: int, label: str, *, evict: bool = True) -> Any: ...
 
 
-def build_memory_estimate(num_constraints: int, num_variables: int) -> int:
-    """Bytes a build needs at its peak (the recorded terms, then their columns while compacting),
-    from the circuit's size; an upper bound for the Filecoin circuits: measured peaks above the
-    process before recording were +52 MB for winning-2k (9.1 entries per row) and +553 MB for
-    porep-2k (5.8 entries per row, 216 bytes per row), against the estimate's 0.29 GB and 1.17 GB."""
+def build_memory_estimate(num_constraints: int, num_variables: int, *, blocks: int | None = None) -> int:
+    """Bytes a build needs at its peak, from the circuit's size; an upper bound for the Filecoin circuits.
+
+    Recorded whole (the recorded terms, then their columns while compacting): measured peaks above
+    the process before recording were +52 MB for winning-2k (9.1 entries per row) and +553 MB for
+    porep-2k (5.8 entries per row, 216 bytes per row), against the estimate's 0.29 GB and 1.17 GB.
+    A circuit of `blocks` identical blocks (`circuits.filecoin.blocks.block_count`), 3 or more, is
+    compiled block by block: three blocks recorded, then all rows assembled (measured: porep-32g
+    +9.1 GB against this estimate's 13.7 GB; benchmarks/bench_compile_blocks.py).
+    """
+    from cuzk.groth16.synthesis import MIN_BLOCKS_TO_ASSEMBLE
+
+    if blocks is not None and blocks >= MIN_BLOCKS_TO_ASSEMBLE:
+        recorded = 3 * -(-num_constraints // blocks)
+        return _BUILD_BASE_BYTES + _BLOCK_RECORDED_BYTES_PER_CONSTRAINT * recorded + \
+            _ASSEMBLED_BYTES_PER_CONSTRAINT * num_constraints + _ASSEMBLED_BYTES_PER_VARIABLE * num_variables
     return _BUILD_BASE_BYTES + _BUILD_BYTES_PER_CONSTRAINT * num_constraints + \
         _BUILD_BYTES_PER_VARIABLE * num_variables
 
@@ -240,7 +261,9 @@ class CompiledStore:
                 return status
             reservation = None
             if self.budget is not None and num_constraints is not None:
-                need = build_memory_estimate(num_constraints, num_variables or 0)
+                from cuzk.circuits.filecoin.blocks import block_count
+
+                need = build_memory_estimate(num_constraints, num_variables or 0, blocks=block_count(circuit_id))
                 try:
                     reservation = self.budget.try_reserve(need, f"compile:{circuit_id}", evict=False)
                 except CuzkError as err:  # can never fit: a failure, not a wait

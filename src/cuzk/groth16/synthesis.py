@@ -107,12 +107,40 @@ def synthesis_code_digest() -> str:
     return h.hexdigest()
 
 
-def compile_circuit(circuit: Circuit, circuit_id: str) -> CompiledCircuit:
+#: Block compilation records 1 + 2 blocks, so it pays from 3 blocks on (less memory at 3, less time beyond).
+MIN_BLOCKS_TO_ASSEMBLE = 3
+
+
+def compile_circuit(circuit: Circuit, circuit_id: str, *, blocks: bool = True) -> CompiledCircuit:
     """Record `circuit` (values are not needed: a blank circuit will do) into its compiled form,
-    stamped with this code's `synthesis_code_digest`."""
+    stamped with this code's `synthesis_code_digest`.
+
+    A Filecoin circuit made of identical blocks (PoRep challenges, PoSt sectors) of 3 or more is
+    compiled block by block (`compile_circuit_blocks`, the same result); `blocks=False` records it whole.
+    """
+    from cuzk.circuits.filecoin.blocks import block_versions
     from cuzk.r1cs.compiled import compile_matrices
 
+    versions = block_versions(circuit) if blocks else None
+    if versions is not None and versions.blocks >= MIN_BLOCKS_TO_ASSEMBLE:
+        return compile_circuit_blocks(circuit, circuit_id)
     return compile_matrices(record_circuit(circuit), circuit_id, code_digest=synthesis_code_digest())
+
+
+def compile_circuit_blocks(circuit: Circuit, circuit_id: str) -> CompiledCircuit:
+    """The compiled form of a circuit made of identical blocks, from recordings of its one- and
+    two-block versions (`cuzk.r1cs.blocks`): bit-identical to recording it whole, at the cost of
+    three blocks. CuzkError when the circuit is not one of those (`circuits.filecoin.blocks`)."""
+    from cuzk.circuits.filecoin.blocks import block_versions
+    from cuzk.errors import CuzkError
+    from cuzk.r1cs.blocks import compile_blocks
+
+    versions = block_versions(circuit)
+    if versions is None:
+        raise CuzkError(f"{circuit_id}: {type(circuit).__name__} is not a circuit of identical blocks")
+    one = record_circuit(versions.one)
+    two = record_circuit(versions.two)
+    return compile_blocks(one, two, versions.blocks, circuit_id, code_digest=synthesis_code_digest())
 
 
 def generated_witness(circuit: Circuit) -> tuple[np.ndarray, np.ndarray] | None:
