@@ -1,10 +1,11 @@
 """CPU proof time for 2^k constraints, broken into synthesis, NTTs and each MSM.
 
 For each size: insecure parameters are generated (timed), the MiMC circuit is synthesised (timed),
-then the proof is timed `--reps` times (median). Next to it, the bare kernels the proof is made of
-are timed alone: the seven NTT-type passes of the H polynomial and the py-arkworks multiexp calls
-on exactly the scalars the prover feeds them. `overhead` = proof time / sum of bare kernels, i.e.
-what the Python around the kernels costs.
+then `--reps` rounds each time one proof and, right after it, the bare kernels the proof is made
+of, alone: the seven NTT-type passes of the H polynomial and the py-arkworks multiexp calls on
+exactly the scalars the prover feeds them. `overhead` = the median over rounds of proof time / sum
+of that round's bare kernels, i.e. what the Python around the kernels costs; interleaving keeps a
+change in machine load from landing on one side of the ratio only.
 
     python benchmarks/bench_prove.py --sizes 10,12,14,16 --reps 3
 """
@@ -16,6 +17,7 @@ import random
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from concurrent.futures import wait
 from itertools import pairwise
 from pathlib import Path
@@ -23,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import envelope, median_time, write
+from _common import envelope, write
 
 from cuzk.circuits.registry import lookup
 from cuzk.curve.msm import _split_by_value, cpu_count, msm_pool, scalars_to_native
@@ -37,7 +39,7 @@ from cuzk.groth16.synthesis import synthesize_for_proving
 from cuzk.groth16.verifier import verify_proof
 
 
-def bare_msm_seconds(points: list, scalars: np.ndarray, reps: int) -> float:
+def bare_msm(points: list, scalars: np.ndarray) -> Callable[[], None]:
     """The multiexp calls alone, split over the cores exactly like the prover does."""
     _, big = _split_by_value(scalars)
     pts = [points[i] for i in big.tolist()]
@@ -50,10 +52,10 @@ def bare_msm_seconds(points: list, scalars: np.ndarray, reps: int) -> float:
                 for lo, hi in pairwise(bounds.tolist()) if hi > lo]
         wait(futs)
 
-    return median_time(run, reps)[0]
+    return run
 
 
-def bare_ntt_seconds(domain: Domain, reps: int) -> float:
+def bare_ntt(domain: Domain) -> Callable[[], None]:
     """Three inverse NTTs, three coset NTTs and one inverse coset NTT (the H polynomial's passes)."""
     rng = np.random.default_rng(1)
     data = fr_vec.to_montgomery(rng.integers(0, 2**63, size=(domain.size, 4), dtype=np.uint64) >> np.uint64(2))
@@ -64,7 +66,13 @@ def bare_ntt_seconds(domain: Domain, reps: int) -> float:
             domain.coset_ntt(data)
         domain.icoset_ntt(data)
 
-    return median_time(run, reps)[0]
+    return run
+
+
+def timed(fn: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
 
 
 def bench_size(k: int, reps: int) -> dict:
@@ -84,27 +92,28 @@ def bench_size(k: int, reps: int) -> dict:
         asg = Assignment.from_proving_assignment(synthesize_for_proving(circuit))
         synth_samples.append(time.perf_counter() - t0)
 
-    runs = []
+    q = select_query_scalars(pk, asg)
+    h = compute_h(pk, asg)
+    kernels = {
+        "ntt": bare_ntt(Domain(k)),
+        "msm_h": bare_msm(pk.h.points(), h),
+        "msm_l": bare_msm(pk.l.points(), q.l),
+        "msm_a": bare_msm(pk.a.points(), q.a),
+        "msm_b_g1": bare_msm(pk.b_g1.points(), q.b),
+        "msm_b_g2": bare_msm(pk.b_g2.points(), q.b),
+    }
+    runs, bare_runs = [], []
     for _ in range(reps):
         timings: dict[str, float] = {}
         t0 = time.perf_counter()
         proof = prove(pk, asg, timings=timings)
         timings["total"] = time.perf_counter() - t0
         runs.append(timings)
+        bare_runs.append({name: timed(fn) for name, fn in kernels.items()})
     assert verify_proof(pk.vk, proof, asg.public_inputs()), "benchmark proof does not verify"
     prove_median = {key: statistics.median(r[key] for r in runs) for key in runs[0]}
-
-    q = select_query_scalars(pk, asg)
-    h = compute_h(pk, asg)
-    bare = {
-        "ntt": bare_ntt_seconds(Domain(k), reps),
-        "msm_h": bare_msm_seconds(pk.h.points(), h, reps),
-        "msm_l": bare_msm_seconds(pk.l.points(), q.l, reps),
-        "msm_a": bare_msm_seconds(pk.a.points(), q.a, reps),
-        "msm_b_g1": bare_msm_seconds(pk.b_g1.points(), q.b, reps),
-        "msm_b_g2": bare_msm_seconds(pk.b_g2.points(), q.b, reps),
-    }
-    bare_total = sum(bare.values())
+    bare = {key: statistics.median(r[key] for r in bare_runs) for key in kernels}
+    ratios = [r["total"] / sum(b.values()) for r, b in zip(runs, bare_runs, strict=True)]
     return {
         "circuit": spec.circuit_id,
         "constraints": asg.num_constraints,
@@ -115,7 +124,8 @@ def bench_size(k: int, reps: int) -> dict:
         "prove_s": prove_median,
         "prove_samples_s": [r["total"] for r in runs],
         "bare_kernels_s": bare,
-        "overhead": prove_median["total"] / bare_total,
+        "overhead": statistics.median(ratios),
+        "overhead_samples": ratios,
     }
 
 
