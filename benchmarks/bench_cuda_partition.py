@@ -196,7 +196,7 @@ def host_preparation(pk: Any, asg: Any, pinned: np.ndarray, pool: ThreadPoolExec
     """What `CudaBackend.prove` does on the host for one partition besides waiting: the size checks
     and the staging copies of a, b, c, the witness and the density masks into pinned memory, chunk by
     chunk, each chunk split over the pool's threads as the backend's uploader does."""
-    from cuzk.backends.cuda.backend import check_query_sizes
+    from cuzk.groth16.prover import check_query_sizes
 
     start = time.perf_counter()
     check_query_sizes(pk, asg)

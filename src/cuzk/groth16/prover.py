@@ -79,21 +79,32 @@ class QueryScalars:
     l: np.ndarray
 
 
-def select_query_scalars(pk: ProvingKey, asg: Assignment) -> QueryScalars:
-    """Pick the witness entries matching the density-filtered A/B queries, checking sizes."""
-    n_in = asg.inputs.shape[0]
+def check_query_sizes(pk: ProvingKey, asg: Assignment) -> None:
+    """Refuse an assignment that does not fit the key (KeyMismatchError naming the count): inputs,
+    aux, the density vectors' lengths, and the A/B query lengths the densities select. Backends
+    that gather the query scalars elsewhere (the CUDA backend, on the device) call it alone."""
+    n_in, n_aux = asg.inputs.shape[0], asg.aux.shape[0]
     if n_in != pk.num_inputs:
         raise KeyMismatchError(f"the circuit has {n_in} inputs (ONE included) but the key has {pk.num_inputs}")
-    if asg.aux.shape[0] != pk.num_aux:
-        raise KeyMismatchError(f"the circuit has {asg.aux.shape[0]} aux variables but the key's L query "
-                               f"has {pk.num_aux}")
-    a = np.concatenate([asg.inputs, asg.aux[asg.a_aux_density]])
-    b = np.concatenate([asg.inputs[asg.b_input_density], asg.aux[asg.b_aux_density]])
-    for name, got, want in (("A", len(a), len(pk.a)), ("B_G1", len(b), len(pk.b_g1)),
-                            ("B_G2", len(b), len(pk.b_g2))):
+    if n_aux != pk.num_aux:
+        raise KeyMismatchError(f"the circuit has {n_aux} aux variables but the key's L query has {pk.num_aux}")
+    for what, density, want in (("A aux", asg.a_aux_density, n_aux), ("B aux", asg.b_aux_density, n_aux),
+                                ("B input", asg.b_input_density, n_in)):
+        if density.shape != (want,):
+            raise KeyMismatchError(f"the assignment's {what} density has shape {density.shape}, expected ({want},)")
+    n_a = n_in + int(np.count_nonzero(asg.a_aux_density))
+    n_b = int(np.count_nonzero(asg.b_input_density)) + int(np.count_nonzero(asg.b_aux_density))
+    for name, got, want in (("A", n_a, len(pk.a)), ("B_G1", n_b, len(pk.b_g1)), ("B_G2", n_b, len(pk.b_g2))):
         if got != want:
             raise KeyMismatchError(f"the key's {name} query has {want} points but the circuit has {got} "
                                    f"variables of non-zero {name[0]} density")
+
+
+def select_query_scalars(pk: ProvingKey, asg: Assignment) -> QueryScalars:
+    """Pick the witness entries matching the density-filtered A/B queries, checking sizes first."""
+    check_query_sizes(pk, asg)
+    a = np.concatenate([asg.inputs, asg.aux[asg.a_aux_density]])
+    b = np.concatenate([asg.inputs[asg.b_input_density], asg.aux[asg.b_aux_density]])
     return QueryScalars(a=a, b=b, l=asg.aux)
 
 

@@ -115,29 +115,6 @@ class _PinnedUploader:
             self._done[slot] = self.stream.record()
 
 
-def check_query_sizes(pk: ProvingKey, asg: Assignment) -> None:
-    """The checks of `prover.select_query_scalars`, without its host-side gather: this backend
-    uploads the witness once and selects the A and B scalars on the device."""
-    n_in, n_aux = asg.inputs.shape[0], asg.aux.shape[0]
-    if n_in != pk.num_inputs:
-        raise prover.KeyMismatchError(f"the circuit has {n_in} inputs (ONE included) but the key has "
-                                      f"{pk.num_inputs}")
-    if n_aux != pk.num_aux:
-        raise prover.KeyMismatchError(f"the circuit has {n_aux} aux variables but the key's L query has "
-                                      f"{pk.num_aux}")
-    for what, density, want in (("A aux", asg.a_aux_density, n_aux), ("B aux", asg.b_aux_density, n_aux),
-                                ("B input", asg.b_input_density, n_in)):
-        if density.shape != (want,):
-            raise prover.KeyMismatchError(f"the assignment's {what} density has shape {density.shape}, "
-                                          f"expected ({want},)")
-    n_a = n_in + int(np.count_nonzero(asg.a_aux_density))
-    n_b = int(np.count_nonzero(asg.b_input_density)) + int(np.count_nonzero(asg.b_aux_density))
-    for name, got, want in (("A", n_a, len(pk.a)), ("B_G1", n_b, len(pk.b_g1)), ("B_G2", n_b, len(pk.b_g2))):
-        if got != want:
-            raise prover.KeyMismatchError(f"the key's {name} query has {want} points but the circuit has {got} "
-                                          f"variables of non-zero {name[0]} density")
-
-
 class CudaBackend(ProverBackend):
     """Proofs on one CUDA device. One proof at a time per instance (a device runs one job)."""
 
@@ -286,7 +263,7 @@ class CudaBackend(ProverBackend):
         nc = asg.num_constraints
 
         start = clock()
-        check_query_sizes(pk, asg)
+        prover.check_query_sizes(pk, asg)
         t["select"] = clock() - start
 
         def words(v: np.ndarray) -> np.ndarray:
