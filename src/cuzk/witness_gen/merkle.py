@@ -56,6 +56,7 @@ from cuzk.hashes.poseidon_constants import merkle_tree_tag, poseidon_constants
 from cuzk.r1cs.lc import LinearCombination, Term
 from cuzk.r1cs.system import Annotation, ConstraintSystem, Value
 from cuzk.r1cs.variable import ONE, Variable
+from cuzk.witness_gen.bits import spread_bits
 from cuzk.witness_gen.poseidon import HashPlan, hash_plan
 from cuzk.witness_gen.sha256 import Sha256WitnessPlan
 
@@ -413,13 +414,11 @@ def _sha256_paths(arities: tuple[int, ...], layout: PathLayout, leaves: np.ndarr
         children = np.ascontiguousarray(slots[:, program.outputs]).astype("<u8", copy=False)
         child_bytes = children.view(np.uint8).reshape(count, arity, 32)
         le_bits = np.unpackbits(child_bytes, axis=2, bitorder="little")[:, :, :FR_BITS]
-        aux[:, row:row + arity * FR_BITS] = 0
-        aux[:, row:row + arity * FR_BITS, 0] = le_bits.reshape(count, arity * FR_BITS)
+        spread_bits(le_bits.reshape(count, arity * FR_BITS), aux, row)
         row += arity * FR_BITS
         plan = sha256_node_plan(arity)
         witness = plan.generate_hash_circuit(np.unpackbits(child_bytes, axis=2).reshape(count, arity * 256))
-        aux[:, row:row + plan.num_aux] = 0
-        aux[:, row:row + plan.num_aux, 0] = witness.aux
+        spread_bits(witness.aux, aux, row)
         row += plan.num_aux
         aux[:, row] = witness.packed
         row += 1

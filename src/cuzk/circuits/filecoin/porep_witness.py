@@ -33,7 +33,6 @@ from dataclasses import dataclass
 from functools import cache
 
 import numpy as np
-from numba import njit, prange
 
 from cuzk.circuits.filecoin.porep import (
     BASE_DEGREE,
@@ -52,6 +51,7 @@ from cuzk.gadgets.boolean import IS_KIND, AllocatedBit, Boolean, reverse_bit_num
 from cuzk.gadgets.por import PathLevel, TreeShape
 from cuzk.hashes.poseidon_constants import merkle_tree_tag, poseidon_constants
 from cuzk.r1cs.variable import Variable
+from cuzk.witness_gen.bits import spread_bits
 from cuzk.witness_gen.merkle import PathLayout, merkle_path_witness, path_aux_count
 from cuzk.witness_gen.poseidon import poseidon_aux_count, poseidon_witness
 from cuzk.witness_gen.sha256 import Sha256WitnessPlan
@@ -191,23 +191,6 @@ def _challenge(proof: ChallengeProof, what: str) -> int:
 
 # -- numba helpers: bits into limb rows ------------------------------------------------------------
 
-@njit(parallel=True, cache=True)
-def _spread_bits(bits, out, offset):  # type: ignore[no-untyped-def]
-    """out[c, offset + j] = (bits[c, j], 0, 0, 0): 0/1 bytes as canonical limbs, rows in parallel."""
-    rows, count = bits.shape
-    chunk = 1 << 14
-    chunks = (count + chunk - 1) // chunk
-    for task in prange(rows * chunks):
-        c = task // chunks
-        start = (task % chunks) * chunk
-        stop = min(start + chunk, count)
-        for j in range(start, stop):
-            out[c, offset + j, 0] = bits[c, j]
-            out[c, offset + j, 1] = 0
-            out[c, offset + j, 2] = 0
-            out[c, offset + j, 3] = 0
-
-
 def _le_bits(limbs: np.ndarray) -> np.ndarray:
     """(..., 4) canonical limbs -> (..., 255) uint8: `to_bits_le`'s bits, LSB first."""
     as_bytes = np.ascontiguousarray(limbs).astype("<u8", copy=False).view(np.uint8)
@@ -331,7 +314,7 @@ def porep_witness(circuit: StackedCircuit, timings: dict[str, float] | None = No
     # -- c: the challenge's bits ------------------------------------------------------------------------
     challenge_array = np.array(challenges, dtype=np.uint64)
     challenge_le = ((challenge_array[:, None] >> np.arange(64, dtype=np.uint64)) & np.uint64(1)).astype(np.uint8)
-    _spread_bits(challenge_le, per, layout.challenge_bits)
+    spread_bits(challenge_le, per, layout.challenge_bits)
 
     # -- d: labels, layer by layer --------------------------------------------------------------------
     column_le = _le_bits(columns)  # (count, 14, L, 255)
@@ -346,7 +329,7 @@ def porep_witness(circuit: StackedCircuit, timings: dict[str, float] | None = No
         rows = [(j, layer - 1 if j < BASE_DEGREE else layer - 2) for j in range(decomposed)]
         le = np.stack([column_le[:, j, r] for j, r in rows], axis=1)  # (count, decomposed, 255)
         offset = layout.layers[layer - 1]
-        _spread_bits(np.ascontiguousarray(le.reshape(count, decomposed * FR_BITS)), per, offset)
+        spread_bits(np.ascontiguousarray(le.reshape(count, decomposed * FR_BITS)), per, offset)
         plan = label_plan(layer)
         message = np.zeros((count, plan.message_bits), dtype=np.uint8)
         message[:, plan.constant_positions] = plan.constant_values
@@ -358,7 +341,7 @@ def porep_witness(circuit: StackedCircuit, timings: dict[str, float] | None = No
         witness = plan.generate_hash_circuit(message)
         lap("sha256_label")
         offset += decomposed * FR_BITS
-        _spread_bits(witness.aux, per, offset)
+        spread_bits(witness.aux, per, offset)
         per[:, offset + plan.num_aux] = witness.packed
         labels[:, layer - 1] = witness.packed
         lap("assemble")
