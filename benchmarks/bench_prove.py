@@ -2,17 +2,19 @@
 
 For each size: insecure parameters are generated (timed), the MiMC circuit is synthesised (timed),
 then `--reps` rounds each time one proof and, right after it, the bare kernels the proof is made
-of, alone: the seven NTT-type passes of the H polynomial and the py-arkworks multiexp calls on
-exactly the scalars the prover feeds them. `overhead` = the median over rounds of proof time / sum
+of, alone: the seven NTT-type passes of the H polynomial and the MSM engine's calls (blst's tiles and
+bulk additions, or py-arkworks multiexp; `--engine`, default the prover's) on exactly the scalars the
+prover feeds them. `overhead` = the median over rounds of proof time / sum
 of that round's bare kernels, i.e. what the Python around the kernels costs; interleaving keeps a
 change in machine load from landing on one side of the ratio only.
 
-    python benchmarks/bench_prove.py --sizes 10,12,14,16 --reps 3
+    python benchmarks/bench_prove.py --sizes 10,12,14,16 --reps 3 [--engine arkworks]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import statistics
 import sys
@@ -28,7 +30,17 @@ sys.path.insert(0, str(Path(__file__).parent))
 from _common import envelope, write
 
 from cuzk.circuits.registry import lookup
-from cuzk.curve.msm import _split_by_value, cpu_count, msm_pool, scalars_to_native
+from cuzk.curve import blst
+from cuzk.curve.bases import G1Bases, G2Bases
+from cuzk.curve.msm import (
+    ENGINE_ENV,
+    _split_by_value,
+    cpu_count,
+    msm_engine,
+    msm_pool,
+    prepare_bases,
+    scalars_to_native,
+)
 from cuzk.curve.points import G1Point, G2Point
 from cuzk.field import fr_vec
 from cuzk.field.ntt import Domain
@@ -39,12 +51,25 @@ from cuzk.groth16.synthesis import synthesize_for_proving
 from cuzk.groth16.verifier import verify_proof
 
 
-def bare_msm(points: list, scalars: np.ndarray) -> Callable[[], None]:
-    """The multiexp calls alone, split over the cores exactly like the prover does."""
-    _, big = _split_by_value(scalars)
+def bare_msm(bases: G1Bases | G2Bases, scalars: np.ndarray) -> Callable[[], None]:
+    """The MSM engine's calls alone, split over the cores exactly like the prover does."""
+    ones, big = _split_by_value(scalars)
+    if msm_engine() == "blst":
+        layout = blst.G2 if bases.group is G2Point else blst.G1
+        affine = bases.affine()
+        rows = None if len(big) == len(bases) else big
+        big_scalars = np.ascontiguousarray(scalars[big])
+
+        def run_blst() -> None:
+            pool, threads = msm_pool(), cpu_count()
+            wait(blst.msm_tasks(pool, layout, affine, rows, big_scalars, threads)
+                 + blst.sum_tasks(pool, layout, affine, ones, threads))
+
+        return run_blst
+    points = bases.points()
     pts = [points[i] for i in big.tolist()]
     native = scalars_to_native(scalars[big])
-    multiexp = G1Point.multiexp_unchecked if isinstance(points[0], G1Point) else G2Point.multiexp_unchecked
+    multiexp = G1Point.multiexp_unchecked if bases.group is G1Point else G2Point.multiexp_unchecked
     bounds = np.linspace(0, len(pts), cpu_count() + 1).astype(int)
 
     def run() -> None:
@@ -82,7 +107,7 @@ def bench_size(k: int, reps: int) -> dict:
     keygen = time.perf_counter() - t0
     t0 = time.perf_counter()
     for bases in (pk.h, pk.l, pk.a, pk.b_g1, pk.b_g2):
-        bases.points()
+        prepare_bases(bases)
     decode = time.perf_counter() - t0
 
     circuit = spec.example(random.Random(k))
@@ -96,11 +121,11 @@ def bench_size(k: int, reps: int) -> dict:
     h = compute_h(pk, asg)
     kernels = {
         "ntt": bare_ntt(Domain(k)),
-        "msm_h": bare_msm(pk.h.points(), h),
-        "msm_l": bare_msm(pk.l.points(), q.l),
-        "msm_a": bare_msm(pk.a.points(), q.a),
-        "msm_b_g1": bare_msm(pk.b_g1.points(), q.b),
-        "msm_b_g2": bare_msm(pk.b_g2.points(), q.b),
+        "msm_h": bare_msm(pk.h, h),
+        "msm_l": bare_msm(pk.l, q.l),
+        "msm_a": bare_msm(pk.a, q.a),
+        "msm_b_g1": bare_msm(pk.b_g1, q.b),
+        "msm_b_g2": bare_msm(pk.b_g2, q.b),
     }
     runs, bare_runs = [], []
     for _ in range(reps):
@@ -133,8 +158,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default="10,12,14,16,18", help="log2 constraint counts")
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--engine", choices=("blst", "arkworks"), help="CPU MSM engine (default: the prover's default)")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
+    if args.engine:
+        os.environ[ENGINE_ENV] = args.engine
     results = []
     for k in (int(x) for x in args.sizes.split(",")):
         row = bench_size(k, args.reps)
@@ -143,7 +171,7 @@ def main() -> None:
         print(f"2^{k}: synth {row['synthesis_s']:.2f}s  prove {p['total']:.2f}s  (h {p['h']:.2f}, "
               f"msm h/l/a/b1/b2 {p['msm_h']:.2f}/{p['msm_l']:.2f}/{p['msm_a']:.2f}/{p['msm_b_g1']:.2f}/"
               f"{p['msm_b_g2']:.2f})  overhead x{row['overhead']:.3f}  keygen {row['keygen_s']:.1f}s", flush=True)
-    path = write("prove-cpu", envelope("prove-cpu", results, reps=args.reps), args.out)
+    path = write("prove-cpu", envelope("prove-cpu", results, reps=args.reps, msm_engine=msm_engine()), args.out)
     print(f"wrote {path}")
 
 

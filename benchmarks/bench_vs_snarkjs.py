@@ -5,9 +5,13 @@ so the zkey's domain is 2^17 (a power-17 ptau serves it). circom2 compiles it, s
 and the zkey, circom's wasm makes the witness; then, alternating, each prover proves it `--reps` times:
   - snarkjs: `snarkjs groth16 prove` (whole command: node start-up, zkey read, proof);
   - cuzk CLI: `cuzk groth16 prove --zkey --wtns` (whole command: Python start-up, zkey read, proof);
+  - snarkjs in-process: `snarkjs.groth16.prove` in one node process, zkey and witness in memory, curve
+    built by an untimed first proof (snarkjs_prove_in_process.cjs);
   - cuzk in-process: the prover alone with the key already decoded (what the daemon does).
-Every proof is checked with `snarkjs groth16 verify`. Building the power-17 ptau takes hours on 2 cores
-the first time; it is kept under benchmarks/_work/.
+Whole commands are compared with whole commands, in-process provers with in-process provers.
+Both cuzk rows run once per CPU MSM engine (blst, the default, and py-arkworks), so the engines are
+compared in the same run too. Every proof is checked with `snarkjs groth16 verify`. Building the
+power-17 ptau takes hours on 2 cores the first time; it is kept under benchmarks/_work/.
 
     python benchmarks/bench_vs_snarkjs.py --reps 3
 """
@@ -15,6 +19,8 @@ the first time; it is kept under benchmarks/_work/.
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import statistics
 import subprocess
 import sys
@@ -27,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 import snarkjs_tools  # noqa: E402
 from _common import envelope, write  # noqa: E402
 
+from cuzk.curve.msm import ENGINE_ENV, msm_engine, prepare_bases  # noqa: E402
 from cuzk.groth16.circom import circom_key  # noqa: E402
 from cuzk.groth16.prover import prove  # noqa: E402
 from cuzk.groth16.wtns import read_wtns  # noqa: E402
@@ -35,10 +42,23 @@ from cuzk.groth16.zkey import read_zkey  # noqa: E402
 WORK = Path(__file__).parent / "_work"
 
 
-def timed(cmd: list[str]) -> float:
+ENGINES = ("blst", "arkworks")
+
+
+def timed(cmd: list[str], env: dict[str, str] | None = None) -> float:
     start = time.perf_counter()
-    subprocess.run(cmd, check=True, capture_output=True, cwd=REPO)
+    subprocess.run(cmd, check=True, capture_output=True, cwd=REPO, env=env)
     return time.perf_counter() - start
+
+
+def prove_with(engine: str, key, asg) -> float:
+    os.environ[ENGINE_ENV] = engine
+    try:
+        start = time.perf_counter()
+        prove(key.pk, asg)
+        return time.perf_counter() - start
+    finally:
+        del os.environ[ENGINE_ENV]
 
 
 def main() -> None:
@@ -62,20 +82,32 @@ def main() -> None:
     cuzk_cli = [str(Path(sys.executable).with_name("cuzk")), "groth16", "prove", "--zkey", str(paths.zkey),
                 "--wtns", str(paths.wtns)]
     key = circom_key(read_zkey(paths.zkey))
-    for bases in (key.pk.h, key.pk.l, key.pk.a, key.pk.b_g1, key.pk.b_g2):
-        bases.points()
+    for engine in ENGINES:
+        os.environ[ENGINE_ENV] = engine
+        for bases in (key.pk.h, key.pk.l, key.pk.a, key.pk.b_g1, key.pk.b_g2):
+            prepare_bases(bases)
+        del os.environ[ENGINE_ENV]
     asg = key.assignment(read_wtns(paths.wtns))
 
-    samples: dict[str, list[float]] = {"snarkjs_cli": [], "cuzk_cli": [], "cuzk_prove": []}
+    in_process = ["node", str(Path(__file__).with_name("snarkjs_prove_in_process.cjs")), str(REPO), str(paths.zkey),
+                  str(paths.wtns), "1"]
+    samples: dict[str, list[float]] = {"snarkjs_cli": [], "snarkjs_in_process": []}
+    for engine in ENGINES:
+        samples[f"cuzk_cli_{engine}"] = []
+        samples[f"cuzk_prove_{engine}"] = []
     for i in range(args.reps):
         sj = (out / f"snarkjs-{i}.json", out / f"snarkjs-public-{i}.json")
         samples["snarkjs_cli"].append(timed([*snarkjs_cli, str(sj[0]), str(sj[1])]))
-        cz = (out / f"cuzk-{i}.json", out / f"cuzk-public-{i}.json")
-        samples["cuzk_cli"].append(timed([*cuzk_cli, "--proof", str(cz[0]), "--public", str(cz[1])]))
-        start = time.perf_counter()
-        prove(key.pk, asg)
-        samples["cuzk_prove"].append(time.perf_counter() - start)
-        for proof, public in (sj, cz):
+        run = subprocess.run(in_process, check=True, capture_output=True, text=True, cwd=REPO)
+        samples["snarkjs_in_process"].extend(json.loads(run.stdout)["samples_s"])
+        produced = [sj]
+        for engine in ENGINES:
+            cz = (out / f"cuzk-{engine}-{i}.json", out / f"cuzk-{engine}-public-{i}.json")
+            samples[f"cuzk_cli_{engine}"].append(timed([*cuzk_cli, "--proof", str(cz[0]), "--public", str(cz[1])],
+                                                       env={**os.environ, ENGINE_ENV: engine}))
+            samples[f"cuzk_prove_{engine}"].append(prove_with(engine, key, asg))
+            produced.append(cz)
+        for proof, public in produced:
             if not snarkjs_tools.snarkjs_verify(paths.vk_json, public, proof):
                 raise SystemExit(f"{proof} does not verify")
     med = {k: statistics.median(v) for k, v in samples.items()}
@@ -86,13 +118,18 @@ def main() -> None:
         "setup_s": setup_s,
         "median_s": med,
         "samples_s": samples,
-        "speedup_cli": med["snarkjs_cli"] / med["cuzk_cli"],
-        "speedup_prove_only": med["snarkjs_cli"] / med["cuzk_prove"],
+        "default_msm_engine": msm_engine(),
+        "speedup_cli": {e: med["snarkjs_cli"] / med[f"cuzk_cli_{e}"] for e in ENGINES},
+        "speedup_in_process": {e: med["snarkjs_in_process"] / med[f"cuzk_prove_{e}"] for e in ENGINES},
+        "blst_over_arkworks": {kind: med[f"cuzk_{kind}_arkworks"] / med[f"cuzk_{kind}_blst"]
+                               for kind in ("cli", "prove")},
         "all_proofs_verified_by_snarkjs": True,
     }
     for k, v in med.items():
         print(f"{k:12s} {v:7.2f} s")
-    print(f"speed-up: {result['speedup_cli']:.2f}x (whole commands), {result['speedup_prove_only']:.2f}x (prover only)")
+    for e in ENGINES:
+        print(f"speed-up with {e}: {result['speedup_cli'][e]:.2f}x (whole commands), "
+              f"{result['speedup_in_process'][e]:.2f}x (in-process provers)")
     path = write("vs-snarkjs-cpu", envelope("vs-snarkjs-cpu", result, reps=args.reps), args.out)
     print(f"wrote {path}")
 

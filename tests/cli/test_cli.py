@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from cuzk.cli.main import main
+from cuzk.cli.main import COMMAND_MODULES, build_parser, main
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
@@ -24,6 +24,26 @@ def test_entry_point_is_installed() -> None:
     assert exe.exists(), f"no cuzk entry point next to {sys.executable}"
     proc = subprocess.run([exe, "--version"], capture_output=True, text=True, check=False)
     assert proc.returncode == 0 and proc.stdout.startswith("cuzk ")
+
+
+def _commands(parser) -> set[str]:
+    return set(parser._subparsers._group_actions[0].choices)
+
+
+def test_command_table_names_every_command_and_its_module() -> None:
+    # A command line naming one command imports only the module COMMAND_MODULES gives for it.
+    assert _commands(build_parser()) == set(COMMAND_MODULES)
+    for name, module in COMMAND_MODULES.items():
+        registered = _commands(build_parser([name]))
+        assert name in registered
+        assert {COMMAND_MODULES[c] for c in registered} == {module}
+
+
+def test_one_command_does_not_import_the_others() -> None:
+    code = ("import sys; from cuzk.cli.main import build_parser; build_parser(['groth16']); "
+            "print('grpc' in sys.modules, 'cuzk.cli.client_cmd' in sys.modules)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert proc.stdout.split() == ["False", "False"]
 
 
 def test_params_info_reports_the_layout(capsys, mimc_params) -> None:

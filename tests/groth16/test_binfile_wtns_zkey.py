@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 from py_arkworks_bls12381 import GT, G1Point, G2Point, Scalar
 
+from cuzk.curve.encoding import find_invalid_affine_limbs, uncompressed_from_affine_limbs
 from cuzk.errors import FormatError, PointDecodeError
 from cuzk.field.constants import FR_MONT_R, P_MODULUS, R_MODULUS, fr_root_of_unity
 from cuzk.groth16 import _fq_mont
@@ -349,7 +350,7 @@ def test_python_proof_with_snarkjs_coset(zkey: Zkey, witness_ints: list[int]) ->
     assert not _groth16_check(zkey, publics, *_python_prove(zkey, witness_ints, bellperson_shift))
 
 
-# --- the numba decoders on synthetic data ----------------------------------------------------------
+# --- point sections on synthetic data (checked as limbs, encoded on demand) ------------------------
 
 
 def _mont_le(v: int) -> bytes:
@@ -357,7 +358,7 @@ def _mont_le(v: int) -> bytes:
 
 
 def test_point_decoders_synthetic() -> None:
-    """Many points (several per thread chunk), an odd byte offset, infinity and broken points."""
+    """Many points (several per thread chunk), infinity and broken points."""
     g1_rows, g1_expect, g2_rows, g2_expect = [], [], [], []
     for k in range(1, 70):
         xy = (G1Point() * _scalar(k * 7919)).to_xy_bytes_be()
@@ -372,24 +373,28 @@ def test_point_decoders_synthetic() -> None:
             g1_expect.append(b"\x40" + bytes(95))
             g2_rows.append(bytes(192))
             g2_expect.append(b"\x40" + bytes(191))
-    g1 = np.frombuffer(b"\x00" + b"".join(g1_rows), np.uint8, offset=1).reshape(-1, 96)
-    out, bad = _fq_mont.decode_g1_points(g1)
-    assert bad == -1 and [r.tobytes() for r in out] == g1_expect
-    g2 = np.frombuffer(b"\x00" * 5 + b"".join(g2_rows), np.uint8, offset=5).reshape(-1, 192)
-    out, bad = _fq_mont.decode_g2_points(g2)
-    assert bad == -1 and [r.tobytes() for r in out] == g2_expect
+    g1 = np.frombuffer(b"".join(g1_rows), np.uint64).reshape(-1, 12)
+    assert find_invalid_affine_limbs(g1, is_g2=False) == (-1, "")
+    assert [r.tobytes() for r in uncompressed_from_affine_limbs(g1, is_g2=False)] == g1_expect
+    g2 = np.frombuffer(b"".join(g2_rows), np.uint64).reshape(-1, 24)
+    assert find_invalid_affine_limbs(g2, is_g2=True) == (-1, "")
+    assert [r.tobytes() for r in uncompressed_from_affine_limbs(g2, is_g2=True)] == g2_expect
+
+    def flip(limbs: np.ndarray, row: int, byte: int) -> None:
+        limbs.view(np.uint8).reshape(limbs.shape[0], -1)[row, byte] ^= 1
 
     broken = g1.copy()
-    broken[40, 60] ^= 1
-    broken[50, 10] ^= 1
-    assert _fq_mont.decode_g1_points(broken)[1] == 40
-    assert _fq_mont.decode_g1_points(broken, check_curve=False)[1] == -1
+    flip(broken, 40, 60)
+    flip(broken, 50, 10)
+    assert find_invalid_affine_limbs(broken, is_g2=False) == (40, "is not on the curve")
+    assert find_invalid_affine_limbs(broken, is_g2=False, check_curve=False) == (-1, "")
     broken = g2.copy()
-    broken[33, 100] ^= 1
-    assert _fq_mont.decode_g2_points(broken)[1] == 33
+    flip(broken, 33, 100)
+    assert find_invalid_affine_limbs(broken, is_g2=True) == (33, "is not on the curve")
     broken = g1.copy()
-    broken[3, :48] = np.frombuffer(P_MODULUS.to_bytes(48, "little"), np.uint8)
-    assert _fq_mont.decode_g1_points(broken, check_curve=False)[1] == 3
+    broken[3, :6] = np.frombuffer(P_MODULUS.to_bytes(48, "little"), np.uint64)
+    assert find_invalid_affine_limbs(broken, is_g2=False, check_curve=False) == (
+        3, "has a coordinate that is not below q")
 
 
 def test_mont_reduce_fr_twice() -> None:

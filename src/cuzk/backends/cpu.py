@@ -1,4 +1,4 @@
-"""The CPU backend: numba NTTs and py-arkworks MSMs on all cores (the embedded default)."""
+"""The CPU backend: numba NTTs and blst (or py-arkworks) MSMs on all cores (the embedded default)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import platform
 from collections.abc import MutableMapping
 
 from cuzk.backends.base import DeviceInfo, ProverBackend
-from cuzk.curve.msm import cpu_count
+from cuzk.curve.msm import cpu_count, msm_engine, prepare_bases
 from cuzk.groth16 import prover
 from cuzk.groth16.assignment import Assignment
 from cuzk.groth16.keys import ProvingKey
@@ -40,11 +40,11 @@ class CpuBackend(ProverBackend):
 
     def devices(self) -> list[DeviceInfo]:
         return [DeviceInfo(name=cpu_model(), kind="cpu", memory_total=_mem_total(),
-                           extra={"threads": str(cpu_count())})]
+                           extra={"threads": str(cpu_count()), "msm_engine": msm_engine()})]
 
     def load_key(self, pk: ProvingKey) -> None:
         for bases in (pk.h, pk.l, pk.a, pk.b_g1, pk.b_g2):
-            bases.points()
+            prepare_bases(bases)
 
     def unload_key(self, pk: ProvingKey) -> None:
         for bases in (pk.h, pk.l, pk.a, pk.b_g1, pk.b_g2):

@@ -30,10 +30,17 @@ from cuzk.curve.fp_kernels import (
     fe_is_canonical,
     fe_mul,
     fe_square,
+    fe_zero_like,
+    fp_from_mont,
     fp_to_mont,
     int_to_limbs,
+    load_fp,
+    load_fp2,
     parallel_for,
     read_be48,
+    store_fp,
+    store_fp2,
+    write_be48,
 )
 from cuzk.curve.points import (
     G1_COMPRESSED_BYTES,
@@ -44,7 +51,7 @@ from cuzk.curve.points import (
     G2Point,
 )
 from cuzk.errors import PointDecodeError
-from cuzk.field.constants import FP_BYTES, FP_MONT_R, P_MODULUS
+from cuzk.field.constants import FP_BYTES, FP_LIMBS, FP_MONT_R, P_MODULUS
 from cuzk.field.fp import G1_B, G2_B
 
 COMPRESSION_FLAG = 0x80
@@ -358,42 +365,208 @@ def _row_flags_ok(row):
     return 2
 
 
+@njit(inline="always", cache=True)
+def _g1_row(row):
+    """(valid, x, y) of one encoding: x, y in Montgomery form (zeros for the identity)."""
+    x = read_be48(row, 0)
+    y = read_be48(row, 48)
+    kind = _row_flags_ok(row)
+    if kind != 2:
+        zero = fe_zero_like(x)
+        return kind == 1, zero, zero
+    if not (fe_is_canonical(x) and fe_is_canonical(y)):
+        return False, x, y
+    xm = fp_to_mont(x)
+    ym = fp_to_mont(y)
+    return fe_eq(fe_square(ym), fe_add(fe_mul(fe_square(xm), xm), _G1_B_MONT)), xm, ym
+
+
+@njit(inline="always", cache=True)
+def _g2_row(row):
+    """(valid, x, y) of one encoding (x.c1, x.c0, y.c1, y.c0): Fp2 pairs (c0, c1), Montgomery form."""
+    x = (read_be48(row, 48), read_be48(row, 0))
+    y = (read_be48(row, 144), read_be48(row, 96))
+    kind = _row_flags_ok(row)
+    if kind != 2:
+        zero = fe_zero_like(x)
+        return kind == 1, zero, zero
+    if not (fe_is_canonical(x) and fe_is_canonical(y)):
+        return False, x, y
+    xm = (fp_to_mont(x[0]), fp_to_mont(x[1]))
+    ym = (fp_to_mont(y[0]), fp_to_mont(y[1]))
+    return fe_eq(fe_square(ym), fe_add(fe_mul(fe_square(xm), xm), _G2_B_MONT)), xm, ym
+
+
 @njit(nogil=True, cache=True)
 def _g1_valid_rows(raw, ok, lo, hi):
     """ok[i] = row i encodes the identity or a point on y^2 = x^3 + 4 with canonical coordinates."""
     for i in range(lo, hi):
-        row = raw[i]
-        kind = _row_flags_ok(row)
-        if kind != 2:
-            ok[i] = kind == 1
-            continue
-        x = read_be48(row, 0)
-        y = read_be48(row, 48)
-        if not (fe_is_canonical(x) and fe_is_canonical(y)):
-            ok[i] = False
-            continue
-        xm = fp_to_mont(x)
-        ym = fp_to_mont(y)
-        ok[i] = fe_eq(fe_square(ym), fe_add(fe_mul(fe_square(xm), xm), _G1_B_MONT))
+        ok[i] = _g1_row(raw[i])[0]
 
 
 @njit(nogil=True, cache=True)
 def _g2_valid_rows(raw, ok, lo, hi):
     """ok[i] = row i (x.c1, x.c0, y.c1, y.c0) is the identity or on y^2 = x^3 + 4(u + 1)."""
     for i in range(lo, hi):
-        row = raw[i]
-        kind = _row_flags_ok(row)
-        if kind != 2:
-            ok[i] = kind == 1
-            continue
-        x = (read_be48(row, 48), read_be48(row, 0))
-        y = (read_be48(row, 144), read_be48(row, 96))
+        ok[i] = _g2_row(raw[i])[0]
+
+
+@njit(nogil=True, cache=True)
+def _g1_affine_rows(raw, out, ok, lo, hi):
+    """Valid rows to blst's affine layout: out (2n, 6) gets x at 2i and y at 2i + 1."""
+    for i in range(lo, hi):
+        good, x, y = _g1_row(raw[i])
+        ok[i] = good
+        store_fp(out, 2 * i, x)
+        store_fp(out, 2 * i + 1, y)
+
+
+@njit(nogil=True, cache=True)
+def _g2_affine_rows(raw, out, ok, lo, hi):
+    """Valid rows to blst's affine layout: out (2n, 2, 6) gets x at 2i and y at 2i + 1 (c0 first)."""
+    for i in range(lo, hi):
+        good, x, y = _g2_row(raw[i])
+        ok[i] = good
+        store_fp2(out, 2 * i, x)
+        store_fp2(out, 2 * i + 1, y)
+
+
+def _affine_limbs(raw: np.ndarray, width: int, kernel, words: int, decode_one, field: str | None,
+                  offset: int | None) -> np.ndarray:
+    _check_raw(raw, width, "affine conversion")
+    n = raw.shape[0]
+    out = np.empty((n, words), dtype=np.uint64)
+    ok = np.empty(n, dtype=np.bool_)
+    if n:
+        parallel_for(kernel, n, raw, out.reshape(2 * n, *((6,) if words == 12 else (2, 6))), ok, grain=4096)
+    if n and not ok.all():
+        bad = int(np.argmin(ok))
+        _raise_row(np.asarray(raw[bad:bad + 1]), bad, 0, decode_one, field, offset, width)
+    return out
+
+
+def g1_affine_limbs_from_uncompressed(raw: np.ndarray, *, field: str | None = None,
+                                      offset: int | None = None) -> np.ndarray:
+    """(n, 96) uint8 encodings -> (n, 12) uint64: x, y as Montgomery limbs (blst's affine layout).
+
+    The checks and errors are those of `g1_points_from_uncompressed` (flags, canonical coordinates,
+    the curve equation; no subgroup check). The identity becomes all zeros, as blst expects.
+    """
+    return _affine_limbs(raw, G1_UNCOMPRESSED_BYTES, _g1_affine_rows, 12, g1_from_uncompressed, field, offset)
+
+
+def g2_affine_limbs_from_uncompressed(raw: np.ndarray, *, field: str | None = None,
+                                      offset: int | None = None) -> np.ndarray:
+    """(n, 192) uint8 encodings -> (n, 24) uint64: x.c0, x.c1, y.c0, y.c1 as Montgomery limbs."""
+    return _affine_limbs(raw, G2_UNCOMPRESSED_BYTES, _g2_affine_rows, 24, g2_from_uncompressed, field, offset)
+
+
+# --- blst's affine layout ((n, 12) / (n, 24) uint64 Montgomery limbs; the identity all zeros) ---------
+
+#: Why a row of affine limbs is invalid (index = the kernels' status code).
+AFFINE_LIMB_PROBLEMS = ("", "has a coordinate that is not below q", "is not on the curve")
+
+
+@njit(inline="always", cache=True)
+def _all_zero(a, b):
+    z = np.uint64(0)
+    for k in range(FP_LIMBS):
+        z |= a[k] | b[k]
+    return z == 0
+
+
+@njit(nogil=True, cache=True)
+def _g1_limb_status(limbs, status, check_curve, lo, hi):
+    """status[i]: 0 valid (or the identity), 1 a coordinate >= q, 2 off y^2 = x^3 + 4."""
+    for i in range(lo, hi):
+        x = load_fp(limbs, 2 * i)
+        y = load_fp(limbs, 2 * i + 1)
         if not (fe_is_canonical(x) and fe_is_canonical(y)):
-            ok[i] = False
+            status[i] = 1
+        elif check_curve and not _all_zero(x, y) and \
+                not fe_eq(fe_square(y), fe_add(fe_mul(fe_square(x), x), _G1_B_MONT)):
+            status[i] = 2
+        else:
+            status[i] = 0
+
+
+@njit(nogil=True, cache=True)
+def _g2_limb_status(limbs, status, check_curve, lo, hi):
+    """As for G1, on y^2 = x^3 + 4(u + 1); Fp2 rows are (c0, c1)."""
+    for i in range(lo, hi):
+        x = load_fp2(limbs, 2 * i)
+        y = load_fp2(limbs, 2 * i + 1)
+        if not (fe_is_canonical(x) and fe_is_canonical(y)):
+            status[i] = 1
+        elif check_curve and not (_all_zero(x[0], x[1]) and _all_zero(y[0], y[1])) and \
+                not fe_eq(fe_square(y), fe_add(fe_mul(fe_square(x), x), _G2_B_MONT)):
+            status[i] = 2
+        else:
+            status[i] = 0
+
+
+def _limb_rows(limbs: np.ndarray, is_g2: bool) -> np.ndarray:
+    words = 24 if is_g2 else 12
+    if limbs.dtype != np.uint64 or limbs.ndim != 2 or limbs.shape[1] != words:
+        raise ValueError(f"affine limbs must be an (n, {words}) uint64 array, got {limbs.dtype} {limbs.shape}")
+    limbs = np.ascontiguousarray(limbs)
+    n = limbs.shape[0]
+    return limbs.reshape(2 * n, 2, FP_LIMBS) if is_g2 else limbs.reshape(2 * n, FP_LIMBS)
+
+
+def find_invalid_affine_limbs(limbs: np.ndarray, *, is_g2: bool, check_curve: bool = True) -> tuple[int, str]:
+    """(first invalid row, what is wrong with it) of affine limbs, or (-1, "").
+
+    Checks canonical coordinates and, with check_curve, the curve equation, in the Montgomery domain
+    (no conversion: snarkjs stores points this way). All-zero rows are the identity.
+    """
+    rows = _limb_rows(limbs, is_g2)
+    n = limbs.shape[0]
+    status = np.zeros(n, dtype=np.uint8)
+    if n:
+        parallel_for(_g2_limb_status if is_g2 else _g1_limb_status, n, rows, status, check_curve, grain=4096)
+    bad = np.flatnonzero(status)
+    if not bad.size:
+        return -1, ""
+    return int(bad[0]), AFFINE_LIMB_PROBLEMS[int(status[bad[0]])]
+
+
+@njit(nogil=True, cache=True)
+def _g1_encode_limb_rows(limbs, out, lo, hi):
+    for i in range(lo, hi):
+        x = load_fp(limbs, 2 * i)
+        y = load_fp(limbs, 2 * i + 1)
+        if _all_zero(x, y):
+            out[i, :] = 0
+            out[i, 0] = INFINITY_FLAG
             continue
-        xm = (fp_to_mont(x[0]), fp_to_mont(x[1]))
-        ym = (fp_to_mont(y[0]), fp_to_mont(y[1]))
-        ok[i] = fe_eq(fe_square(ym), fe_add(fe_mul(fe_square(xm), xm), _G2_B_MONT))
+        write_be48(out[i], 0, fp_from_mont(x))
+        write_be48(out[i], 48, fp_from_mont(y))
+
+
+@njit(nogil=True, cache=True)
+def _g2_encode_limb_rows(limbs, out, lo, hi):
+    for i in range(lo, hi):
+        x = load_fp2(limbs, 2 * i)
+        y = load_fp2(limbs, 2 * i + 1)
+        if _all_zero(x[0], x[1]) and _all_zero(y[0], y[1]):
+            out[i, :] = 0
+            out[i, 0] = INFINITY_FLAG
+            continue
+        write_be48(out[i], 0, fp_from_mont(x[1]))     # blstrs: imaginary part first
+        write_be48(out[i], 48, fp_from_mont(x[0]))
+        write_be48(out[i], 96, fp_from_mont(y[1]))
+        write_be48(out[i], 144, fp_from_mont(y[0]))
+
+
+def uncompressed_from_affine_limbs(limbs: np.ndarray, *, is_g2: bool) -> np.ndarray:
+    """Affine limbs (valid ones) -> (n, 96) / (n, 192) uint8 blstrs uncompressed encodings."""
+    rows = _limb_rows(limbs, is_g2)
+    n = limbs.shape[0]
+    out = np.empty((n, G2_UNCOMPRESSED_BYTES if is_g2 else G1_UNCOMPRESSED_BYTES), dtype=np.uint8)
+    if n:
+        parallel_for(_g2_encode_limb_rows if is_g2 else _g1_encode_limb_rows, n, rows, out, grain=4096)
+    return out
 
 
 def _find_invalid(raw: np.ndarray, width: int, kernel, point_cls, swap: bool, check_subgroup: bool) -> int:

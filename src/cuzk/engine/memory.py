@@ -29,9 +29,6 @@ SYNTH_BYTES_PER_VARIABLE = 120
 #: Prover working set (NTT buffers, native scalar objects): measured ~620 B per domain element.
 PROVE_BYTES_PER_DOMAIN_ELEMENT = 800
 PROVE_BYTES_PER_VARIABLE = 256
-#: Decoded parameter points on the CPU backend (py-arkworks objects): measured ~2.6x the file bytes.
-HOT_BYTES_PER_G1 = 256
-HOT_BYTES_PER_G2 = 576
 PAGE = 4096
 
 

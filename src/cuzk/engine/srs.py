@@ -29,7 +29,8 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any, Protocol
 
-from cuzk.engine.memory import HOT_BYTES_PER_G1, HOT_BYTES_PER_G2, MemoryBudget, Reservation
+from cuzk.curve.msm import converted_bytes_per_point
+from cuzk.engine.memory import MemoryBudget, Reservation
 from cuzk.engine.providers import SrsSource
 from cuzk.errors import CuzkError
 
@@ -90,7 +91,7 @@ def resident_estimate(path: str | os.PathLike, devices: int) -> int:
     layout = scan_layout(path)
     g1 = sum(v.count for v in layout.vectors if v.name != "b_g2") + layout.num_ic
     g2 = sum(v.count for v in layout.vectors if v.name == "b_g2")
-    return (g1 * HOT_BYTES_PER_G1 + g2 * HOT_BYTES_PER_G2) * max(1, devices)
+    return (g1 * converted_bytes_per_point(False) + g2 * converted_bytes_per_point(True)) * max(1, devices)
 
 
 class SrsManager:

@@ -21,8 +21,9 @@ from cuzk.groth16.keys import HBasis, ProvingKey, VerifyingKey
 from cuzk.groth16.zkey import Zkey
 
 
-def _is_infinity(raw: np.ndarray) -> np.ndarray:
-    return (raw[:, 0] & 0x40) != 0
+def _is_infinity(limbs: np.ndarray) -> np.ndarray:
+    """Rows of affine limbs that are the point at infinity (all zeros)."""
+    return ~limbs.any(axis=1)
 
 
 @dataclass(eq=False)
@@ -77,22 +78,22 @@ class CircomKey:
 
 def circom_key(zk: Zkey, *, source: str = "zkey") -> CircomKey:
     n_in = zk.n_public + 1
-    a_dense = ~_is_infinity(zk.a)
+    a_dense = ~_is_infinity(zk.affine["a"])
     if not a_dense[:n_in].all():
         raise CuzkError(f"{source}: A points of the public inputs must not be at infinity "
                         "(snarkjs adds one A row per input)")
-    b_dense = ~_is_infinity(zk.b1)
-    if not np.array_equal(b_dense, ~_is_infinity(zk.b2)):
+    b_dense = ~_is_infinity(zk.affine["b1"])
+    if not np.array_equal(b_dense, ~_is_infinity(zk.affine["b2"])):
         raise CuzkError(f"{source}: B1 and B2 disagree on which variables are absent")
     vk = VerifyingKey(alpha_g1=zk.alpha_g1, beta_g1=zk.beta_g1, beta_g2=zk.beta_g2, gamma_g2=zk.gamma_g2,
                       delta_g1=zk.delta_g1, delta_g2=zk.delta_g2, ic=list(zk.ic))
     pk = ProvingKey(
         vk=vk,
-        h=G1Bases(zk.h),
-        l=G1Bases(zk.c),
-        a=G1Bases(zk.a[a_dense]),
-        b_g1=G1Bases(zk.b1[b_dense]),
-        b_g2=G2Bases(zk.b2[b_dense]),
+        h=G1Bases(affine=zk.affine["h"]),
+        l=G1Bases(affine=zk.affine["c"]),
+        a=G1Bases(affine=zk.affine["a"][a_dense]),
+        b_g1=G1Bases(affine=zk.affine["b1"][b_dense]),
+        b_g2=G2Bases(affine=zk.affine["b2"][b_dense]),
         h_basis=HBasis.ODD_COSET,
         domain_root=zk.coset_shift * zk.coset_shift % R_MODULUS,
         odd_coset_shift=zk.coset_shift,

@@ -29,13 +29,15 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 from py_arkworks_bls12381 import G1Point, G2Point
 
+from cuzk.curve.encoding import find_invalid_affine_limbs, uncompressed_from_affine_limbs
 from cuzk.errors import FormatError, PointDecodeError
 from cuzk.field.constants import FR_BYTES, FR_TWO_ADICITY, P_MODULUS, R_MODULUS
-from cuzk.groth16._fq_mont import decode_g1_points, decode_g2_points, mont_reduce
+from cuzk.groth16._fq_mont import mont_reduce
 from cuzk.groth16.binfile import BinFile, read_binfile
 
 __all__ = ["ZKEY_MAGIC", "ZKEY_VERSION", "Zkey", "read_zkey", "snarkjs_coset_shift"]
@@ -84,9 +86,12 @@ class Zkey:
     Coefficients are parallel arrays, one entry per non-zero of the A and B matrices (C is implied by
     A*B = C and not stored): `coef_matrix` (uint8, 0 = A, 1 = B), `coef_constraint`, `coef_signal`
     (uint32) and `coef_value` ((m, 4) uint64 canonical little-endian limbs, the R^2 factor removed).
-    Point sections are uint8 arrays in the blstrs uncompressed encoding (infinity: first byte 0x40):
-    `a`, `b1` (n_vars, 96), `b2` (n_vars, 192), `c` (n_vars - n_public - 1, 96; row j belongs to
-    variable n_public + 1 + j) and `h` (domain_size, 96).
+    Point sections are kept in `affine` as blst's affine layout ((n, 12) / (n, 24) uint64 Montgomery
+    limbs, infinity all zeros: snarkjs's own byte layout, so the blst MSM engine uses them as they
+    are): "a", "b1" (n_vars), "b2" (n_vars, G2), "c" (n_vars - n_public - 1; row j belongs to variable
+    n_public + 1 + j) and "h" (domain_size). The properties `a`, `b1`, `b2`, `c`, `h` give the same
+    points in the blstrs uncompressed encoding ((n, 96) / (n, 192) uint8, infinity: first byte 0x40),
+    made on first use.
     """
 
     path: str
@@ -104,11 +109,16 @@ class Zkey:
     coef_constraint: np.ndarray
     coef_signal: np.ndarray
     coef_value: np.ndarray
-    a: np.ndarray
-    b1: np.ndarray
-    b2: np.ndarray
-    c: np.ndarray
-    h: np.ndarray
+    affine: dict[str, np.ndarray]
+
+    def _encoded(self, name: str) -> np.ndarray:
+        return uncompressed_from_affine_limbs(self.affine[name], is_g2=name == "b2")
+
+    a = cached_property(lambda self: self._encoded("a"))
+    b1 = cached_property(lambda self: self._encoded("b1"))
+    b2 = cached_property(lambda self: self._encoded("b2"))
+    c = cached_property(lambda self: self._encoded("c"))
+    h = cached_property(lambda self: self._encoded("h"))
 
     @property
     def log_domain_size(self) -> int:
@@ -218,18 +228,17 @@ def _read_groth16(bf: BinFile, check_points: bool) -> Zkey:
     ic = _read_ic(bf, n_public)
     matrix, constraint, signal, value = _read_coefficients(bf, n_vars, domain_size)
     points = {
-        5: _read_points(bf, 5, n_vars, False, check_points),
-        6: _read_points(bf, 6, n_vars, False, check_points),
-        7: _read_points(bf, 7, n_vars, True, check_points),
-        8: _read_points(bf, 8, n_vars - n_public - 1, False, check_points),
-        9: _read_points(bf, 9, domain_size, False, check_points),
+        name: _read_points(bf, section, count, is_g2, check_points)
+        for name, section, count, is_g2 in (("a", 5, n_vars, False), ("b1", 6, n_vars, False),
+                                            ("b2", 7, n_vars, True), ("c", 8, n_vars - n_public - 1, False),
+                                            ("h", 9, domain_size, False))
     }
     return Zkey(
         path=source, n_vars=n_vars, n_public=n_public, domain_size=domain_size,
         alpha_g1=header["alpha1"], beta_g1=header["beta1"], beta_g2=header["beta2"],
         gamma_g2=header["gamma2"], delta_g1=header["delta1"], delta_g2=header["delta2"], ic=ic,
         coef_matrix=matrix, coef_constraint=constraint, coef_signal=signal, coef_value=value,
-        a=points[5], b1=points[6], b2=points[7], c=points[8], h=points[9],
+        affine=points,
     )
 
 
@@ -320,6 +329,11 @@ def _read_coefficients(bf: BinFile, n_vars: int,
 
 
 def _read_points(bf: BinFile, section_type: int, count: int, is_g2: bool, check_points: bool) -> np.ndarray:
+    """One point section as blst affine limbs ((count, 12) / (count, 24) uint64), validated.
+
+    snarkjs's own layout (x then y, Montgomery little-endian limbs, Fp2 as c0 then c1, infinity all
+    zeros) is blst's affine layout, so the bytes are copied out of the file and checked in place.
+    """
     source, field = bf.path, _section_field(section_type)
     off, size = bf.sections[section_type]
     width = G2_RAW if is_g2 else G1_RAW
@@ -327,18 +341,12 @@ def _read_points(bf: BinFile, section_type: int, count: int, is_g2: bool, check_
         raise FormatError(f"section is {size} bytes, expected {count * width} ({count} "
                           f"{'G2' if is_g2 else 'G1'} points of {width} bytes)", source=source, offset=off,
                           field=field)
-    raw = bf.array(off, np.uint8, count * width).reshape(count, width)
-    decode = decode_g2_points if is_g2 else decode_g1_points
-    out, bad = decode(raw, check_curve=check_points)
+    # A copy (the file's map closes when reading ends), aligned for the kernels.
+    limbs = np.array(bf.array(off, np.uint8, count * width)).view("<u8").reshape(count, width // 8)
+    bad, problem = find_invalid_affine_limbs(limbs, is_g2=is_g2, check_curve=check_points)
     if bad >= 0:
-        point = bytes(raw[bad])
-        del raw
-        coords = [int.from_bytes(point[k:k + FQ_BYTES], "little") for k in range(0, width, FQ_BYTES)]
-        if any(c >= P_MODULUS for c in coords):
-            what = "has a coordinate that is not below q (not a canonical Montgomery value)"
-        else:
-            what = "is not on the curve"
-        raise PointDecodeError(f"point #{bad} of {count} {what}", source=source, offset=off + bad * width,
+        if "below q" in problem:
+            problem += " (not a canonical Montgomery value)"
+        raise PointDecodeError(f"point #{bad} of {count} {problem}", source=source, offset=off + bad * width,
                                field=field)
-    del raw
-    return out
+    return limbs
