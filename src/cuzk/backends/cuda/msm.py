@@ -69,14 +69,11 @@ class AccVariant(NamedTuple):
 #: Variants of the accumulation kernel by suffix. _oB keep the XYZZ accumulator in registers (B blocks
 #: of 128 per multiprocessor asked of the compiler; the first kernels, kept as a baseline). _sB keep
 #: the accumulator and the point being added in shared memory and gather the next point with cp.async
-#: (accumulate_smem), so that B blocks fit: G1 _s3/_s4/_s5 at 168/128/96 registers, i.e. 3-5 warps
-#: per scheduler; G2 in 64-thread blocks (its Fp2 state is twice as large). G2 _vB are _sB with the
-#: Fp2 products called by value (fp2v_t): operands in registers instead of a 2 KiB stack per thread.
+#: (accumulate_smem), so that B blocks fit: G1 in 128-thread blocks (_s4 128 registers, _s5 96), G2 in
+#: 64-thread blocks (its Fp2 state is twice as large).
 ACCUMULATE_VARIANTS: dict[str, dict[str, AccVariant]] = {
-    "g1": {"_o3": AccVariant(128, 0, 1024), "_s3": AccVariant(128, 76, 384), "_s4": AccVariant(128, 76, 512),
-           "_s5": AccVariant(128, 76, 640)},
-    "g2": {"_o1": AccVariant(128, 0, 256), "_s4": AccVariant(64, 148, 256), "_s5": AccVariant(64, 148, 320),
-           "_v4": AccVariant(64, 148, 256), "_v5": AccVariant(64, 148, 320)},
+    "g1": {"_o3": AccVariant(128, 0, 1024), "_s4": AccVariant(128, 76, 512), "_s5": AccVariant(128, 76, 640)},
+    "g2": {"_o1": AccVariant(128, 0, 256), "_s4": AccVariant(64, 148, 256), "_s5": AccVariant(64, 148, 320)},
 }
 DEFAULT_ACCUMULATE = {"g1": "_s4", "g2": "_s4"}
 #: Bucket reduction: running sums over 2^REDUCE_LOG_L buckets per thread, tree sums of SUM_CHUNK

@@ -24,10 +24,10 @@ KERNEL g1_from_blstrs(const u32* raw, u32 n, g1_affine* out) {
     const u32* w = raw + (u64)i * 24;
     g1_affine p;
     if (w[0] & 0x40u) {
-        p.x = fp_t::zero(); p.y = fp_t::zero();
+        p.x = fpc_t::zero(); p.y = fpc_t::zero();
     } else {
-        p.x = fp_from_be_words(w);
-        p.y = fp_from_be_words(w + 12);
+        p.x = {fp_from_be_words(w)};
+        p.y = {fp_from_be_words(w + 12)};
     }
     out[i] = p;
 }

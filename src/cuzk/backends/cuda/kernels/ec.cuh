@@ -1,4 +1,4 @@
-// Points of y^2 = x^3 + b over F (fp_t for G1, fp2_t for G2): affine inputs and XYZZ accumulators.
+// Points of y^2 = x^3 + b over F (fpc_t for G1, fp2_t for G2): affine inputs and XYZZ accumulators.
 //
 // Affine points (the SRS bases) are (x, y) in Montgomery form; the point at infinity is stored as
 // (0, 0), which is not on either curve. XYZZ coordinates (X, Y, ZZ, ZZZ) stand for
@@ -6,9 +6,9 @@
 // addition (XYZZ + affine) costs 8M + 2S (EFD madd-2008-s), a full one 12M + 2S (add-2008-s), a
 // doubling 6M + 3S (dbl-2008-s-1). Every formula handles infinity, P + P and P + (-P), because a
 // bucket can receive the same base twice (repeated bases, or one base under two signs).
-// The formulas are inlined into each kernel (G1: every Fp product inline; G2: the Fp2 products are
-// calls, which bounds code size and compile time). Results leave the device in XYZZ form; the host
-// divides by ZZ and ZZZ.
+// The formulas are inlined into each kernel; the field products they use are calls taking values
+// (fpc_t, fp2_t), which bounds code size (instruction-cache misses) and compile time. Results leave
+// the device in XYZZ form; the host divides by ZZ and ZZZ.
 #pragma once
 #include "fp2.cuh"
 
@@ -83,8 +83,8 @@ struct xyzz_t {
     }
 };
 
-typedef affine_t<fp_t> g1_affine;
-typedef xyzz_t<fp_t> g1_xyzz;
+typedef affine_t<fpc_t> g1_affine;
+typedef xyzz_t<fpc_t> g1_xyzz;
 typedef affine_t<fp2_t> g2_affine;
 typedef xyzz_t<fp2_t> g2_xyzz;
 

@@ -4,8 +4,6 @@
 #pragma once
 #include "mont.cuh"
 
-CONSTANT u32 FR_MOD[8] = {0x00000001, 0xffffffff, 0xfffe5bfe, 0x53bda402,
-                          0x09a1d805, 0x3339d808, 0x299d7d48, 0x73eda753};
 CONSTANT u32 FR_RR[8] = {0xf3f29c6d, 0xc999e990, 0x87925c23, 0x2b6cedcb,
                          0x7254398f, 0x05d31496, 0x9f59ff11, 0x0748d9d9};
 CONSTANT u32 FR_ONE[8] = {0xfffffffe, 0x00000001, 0x00034802, 0x5884b7fa,
@@ -14,7 +12,12 @@ CONSTANT u32 FR_ONE[8] = {0xfffffffe, 0x00000001, 0x00034802, 0x5884b7fa,
 struct fr_params {
     static constexpr int N = 8;
     static constexpr u32 M0 = 0xffffffffu;
-    DEV static u32 mod(int i) { return FR_MOD[i]; }
+    // The modulus as immediates rather than constant-bank words: its limbs 0 (1) and 1 (2^32 - 1)
+    // turn the reduction's products m * mod(0), m * mod(1) into adds once the compiler sees them.
+    DEV static constexpr u32 mod(int i) {
+        return i == 0 ? 0x00000001u : i == 1 ? 0xffffffffu : i == 2 ? 0xfffe5bfeu : i == 3 ? 0x53bda402u
+             : i == 4 ? 0x09a1d805u : i == 5 ? 0x3339d808u : i == 6 ? 0x299d7d48u : 0x73eda753u;
+    }
     DEV static u32 rr(int i) { return FR_RR[i]; }
     DEV static u32 one(int i) { return FR_ONE[i]; }
 };

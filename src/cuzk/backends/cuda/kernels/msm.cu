@@ -212,6 +212,8 @@ struct smem_layout {
 DEV void sfield_get(fp_t& r, const u32* p, u32 stride) {
     UNROLL for (int i = 0; i < 12; ++i) r.v[i] = p[i * stride];
 }
+DEV void sfield_get(fpc_t& r, const u32* p, u32 stride) { sfield_get(r.x, p, stride); }
+// Fp2 (members c0, c1).
 template <class F2>
 DEV void sfield_get(F2& r, const u32* p, u32 stride) {
     sfield_get(r.c0, p, stride);
@@ -220,6 +222,7 @@ DEV void sfield_get(F2& r, const u32* p, u32 stride) {
 DEV void sfield_put(u32* p, u32 stride, const fp_t& x) {
     UNROLL for (int i = 0; i < 12; ++i) p[i * stride] = x.v[i];
 }
+DEV void sfield_put(u32* p, u32 stride, const fpc_t& x) { sfield_put(p, stride, x.x); }
 template <class F2>
 DEV void sfield_put(u32* p, u32 stride, const F2& x) {
     sfield_put(p, stride, x.c0);
@@ -236,6 +239,7 @@ DEV void sfield_get_vec(fp_t& r, const u32* p) {
     }
 #endif
 }
+DEV void sfield_get_vec(fpc_t& r, const u32* p) { sfield_get_vec(r.x, p); }
 template <class F2>
 DEV void sfield_get_vec(F2& r, const u32* p) {
     sfield_get_vec(r.c0, p);
@@ -487,13 +491,10 @@ CUZK_ACC_KERNEL(g2, _o1, 1)
         accumulate_smem<G##_affine, F, THREADS>(sorted, offsets, nkeys, total, K, bases, buckets, first, last);   \
     }
 
-CUZK_ACC_SMEM_KERNEL(g1, fp_t, _s3, 128, 3)
-CUZK_ACC_SMEM_KERNEL(g1, fp_t, _s4, 128, 4)
-CUZK_ACC_SMEM_KERNEL(g1, fp_t, _s5, 128, 5)
+CUZK_ACC_SMEM_KERNEL(g1, fpc_t, _s4, 128, 4)
+CUZK_ACC_SMEM_KERNEL(g1, fpc_t, _s5, 128, 5)
 CUZK_ACC_SMEM_KERNEL(g2, fp2_t, _s4, 64, 4)
 CUZK_ACC_SMEM_KERNEL(g2, fp2_t, _s5, 64, 5)
-CUZK_ACC_SMEM_KERNEL(g2, fp2v_t, _v4, 64, 4)
-CUZK_ACC_SMEM_KERNEL(g2, fp2v_t, _v5, 64, 5)
 
 #define CUZK_MSM_KERNELS(G)                                                                              \
     KERNEL msm_combine_##G(const u32* offsets, u32 nkeys, u32 K, G##_xyzz* buckets,                      \
