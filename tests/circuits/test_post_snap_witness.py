@@ -96,7 +96,7 @@ def test_blank_or_incomplete_circuits_name_the_missing_value() -> None:
     circuit = sample_compound("wpost-2k", 1).partition_circuit(0)
     level = circuit.sectors[0].paths[3][1]
     circuit.sectors[0].paths[3][1] = PathLevel([*level.siblings[:-1], None], level.index)  # type: ignore[index]
-    with pytest.raises(SynthesisError, match="challenge path 3 level 1"):
+    with pytest.raises(SynthesisError, match="challenge path 3: level 1 sibling 6 has no value"):
         circuit.witness_arrays()
     circuit.sectors = circuit.sectors[:1]
     with pytest.raises(ValueError, match="the circuit has 2 sectors, got 1"):

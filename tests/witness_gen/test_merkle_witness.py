@@ -138,7 +138,7 @@ def test_bad_inputs_are_named() -> None:
         merkle_path_witness(shape, layout, leaves, indices, bad)
     with pytest.raises(SynthesisError, match="indices must be"):
         merkle_path_witness(shape, layout, leaves, indices[:1], siblings)
-    with pytest.raises(SynthesisError, match="path 0 is blank"):
+    with pytest.raises(SynthesisError, match="path 0: level 0's position has no value"):
         path_arrays(shape, [shape.blank_path()])
     with pytest.raises(SynthesisError, match="power of two"):
         insertion_program(6)

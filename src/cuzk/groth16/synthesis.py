@@ -80,8 +80,7 @@ _SYNTHESIS_SOURCES = ("r1cs", "gadgets", "circuits", "hashes", "filecoin", "fiel
 #: Files under those that cannot change a recorded R1CS (the compiled form itself, and the circuits'
 #: batched witness generators, which only compute values).
 _NOT_SYNTHESIS = ("r1cs/compiled.py", "r1cs/compiled_file.py", "r1cs/spmv.py", "circuits/filecoin/post_witness.py",
-                  "circuits/filecoin/snap_witness.py", "circuits/filecoin/porep_witness.py",
-                  "circuits/filecoin/witness_values.py")
+                  "circuits/filecoin/snap_witness.py", "circuits/filecoin/porep_witness.py")
 
 
 @cache

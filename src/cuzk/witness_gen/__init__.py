@@ -11,6 +11,7 @@ assembled from rows at known offsets and fed to a compiled circuit (`Assignment.
   (`Sha256WitnessPlan`); aux bits as uint8 0/1, the packed digest as canonical limbs.
 - `cuzk.witness_gen.sha256_trace`: the symbolic walk of one compression that the plan is built from.
 - `cuzk.witness_gen.poseidon` / `merkle`: Poseidon hashes and Merkle paths (imported by full path).
+- `cuzk.witness_gen.values`: a circuit's input values checked and reduced mod r, naming a missing one.
 """
 
 from cuzk.witness_gen.sha256 import HashCircuitWitness, Sha256Witness, Sha256WitnessPlan, fr32_packed_limbs

@@ -37,7 +37,7 @@ gadget's `_witness_kernel`: delete this package's `__pycache__/*.nbi` / `*.nbc` 
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import cache
 from typing import NamedTuple
 
@@ -59,6 +59,7 @@ from cuzk.r1cs.variable import ONE, Variable
 from cuzk.witness_gen.bits import spread_bits
 from cuzk.witness_gen.poseidon import HashPlan, hash_plan
 from cuzk.witness_gen.sha256 import Sha256WitnessPlan
+from cuzk.witness_gen.values import required_value, required_values
 
 __all__ = [
     "InsertionProgram",
@@ -427,24 +428,27 @@ def _sha256_paths(arities: tuple[int, ...], layout: PathLayout, leaves: np.ndarr
     return np.ascontiguousarray(current)
 
 
-def path_arrays(shape: TreeShape, paths: Sequence[Sequence[PathLevel]]) -> tuple[np.ndarray, np.ndarray]:
-    """(indices, siblings) arrays for `merkle_path_witness` from `PathLevel` lists (e.g.
-    `NativeTree.path`): the leaf index from the per-level positions, the siblings flattened."""
+def path_arrays(shape: TreeShape, paths: Sequence[Sequence[PathLevel]],
+                name: Callable[[int], str] = "path {}".format) -> tuple[np.ndarray, np.ndarray]:
+    """(indices, (N, Σ (arity - 1), 4) siblings) for `merkle_path_witness` from `PathLevel` lists
+    (e.g. `NativeTree.path`, or a circuit's openings): the leaf index from the per-level positions
+    (the circuit's index bits), the siblings level by level, reduced mod r as `AllocatedNum.alloc`
+    reduces them. `name(n)` names path n in errors: a layout `shape` does not allow, or a missing
+    or non-integer position or sibling (SynthesisError, e.g. "path 3: level 1 sibling 6 has no
+    value ...")."""
     indices = np.empty(len(paths), dtype=np.int64)
     flat: list[int] = []
     for n, path in enumerate(paths):
-        shape.check_path(path, f"path {n}")
+        what = name(n)
+        try:
+            shape.check_path(path, what)
+        except ValueError as exc:
+            raise SynthesisError(str(exc)) from exc
         index, scale = 0, 1
-        for arity, level in zip(shape.arities, path, strict=True):
-            if level.index is None or any(v is None for v in level.siblings):
-                raise SynthesisError(f"path {n} is blank: witness generation needs its values")
-            index += level.index * scale
+        for depth, (arity, level) in enumerate(zip(shape.arities, path, strict=True)):
+            at = f"{what}: level {depth}"
+            index += required_value(level.index, f"{at}'s position") * scale
             scale *= arity
-            flat.extend(level.siblings)  # type: ignore[arg-type]
+            flat.extend(required_values(level.siblings, lambda j, at=at: f"{at} sibling {j}"))
         indices[n] = index
-    per_path = sum(a - 1 for a in shape.arities)
-    try:
-        siblings = ints_to_limbs(flat).reshape(len(paths), per_path, 4)
-    except ValueError as exc:
-        raise SynthesisError(f"path siblings: {exc}") from exc
-    return indices, siblings
+    return indices, ints_to_limbs(flat).reshape(len(paths), sum(a - 1 for a in shape.arities), 4)

@@ -52,9 +52,10 @@ from cuzk.gadgets.por import PathLevel, TreeShape
 from cuzk.hashes.poseidon_constants import merkle_tree_tag, poseidon_constants
 from cuzk.r1cs.variable import Variable
 from cuzk.witness_gen.bits import spread_bits
-from cuzk.witness_gen.merkle import PathLayout, merkle_path_witness, path_aux_count
+from cuzk.witness_gen.merkle import PathLayout, merkle_path_witness, path_arrays, path_aux_count
 from cuzk.witness_gen.poseidon import poseidon_aux_count, poseidon_witness
 from cuzk.witness_gen.sha256 import Sha256WitnessPlan
+from cuzk.witness_gen.values import required_value, required_values
 
 __all__ = ["GADGET_KINDS", "PorepLayout", "porep_witness", "random_stacked_circuit"]
 
@@ -148,37 +149,10 @@ class PorepLayout:
 
 # -- reading the circuit's values -----------------------------------------------------------------
 
-def _value(value: int | None, what: str) -> int:
-    if value is None:
-        raise SynthesisError(f"{what} has no value (a blank circuit has no witness)")
-    if not isinstance(value, int):
-        raise SynthesisError(f"{what} must be an integer, got {type(value).__name__}")
-    return value % R_MODULUS  # AllocatedNum.alloc reduces the same way
-
-
-def _paths(shape: TreeShape, paths: Sequence[tuple[Sequence[PathLevel], str]]) -> tuple[np.ndarray, np.ndarray]:
-    """(indices, siblings) of `merkle_path_witness` from PathLevel lists, naming a blank or bad one."""
-    indices = np.empty(len(paths), dtype=np.int64)
-    flat: list[int] = []
-    for n, (path, what) in enumerate(paths):
-        try:
-            shape.check_path(path, what)
-        except ValueError as exc:
-            raise SynthesisError(str(exc)) from exc
-        index, scale = 0, 1
-        for depth, (arity, level) in enumerate(zip(shape.arities, path, strict=True)):
-            if level.index is None:
-                raise SynthesisError(f"{what}: level {depth}'s position has no value (a blank circuit has no witness)")
-            flat.extend(_value(v, f"{what}: level {depth} sibling {j}") for j, v in enumerate(level.siblings))
-            index += level.index * scale
-            scale *= arity
-        indices[n] = index
-    return indices, ints_to_limbs(flat).reshape(len(paths), -1, 4)
-
-
 def _columns(openings: Sequence[tuple[ColumnOpening, str]]) -> np.ndarray:
-    return ints_to_limbs([_value(v, f"{what} row {r}") for opening, what in openings
-                          for r, v in enumerate(opening.values)]).reshape(len(openings), -1, 4)
+    return ints_to_limbs([v for opening, what in openings
+                          for v in required_values(opening.values, lambda r, what=what: f"{what} row {r}")]
+                         ).reshape(len(openings), -1, 4)
 
 
 def _challenge(proof: ChallengeProof, what: str) -> int:
@@ -247,24 +221,27 @@ def porep_witness(circuit: StackedCircuit, timings: dict[str, float] | None = No
     count, layers, tree_c = config.challenges, config.layers, config.tree_c
 
     # -- the circuit's values as arrays ----------------------------------------------------------
-    replica_id = _value(circuit.replica_id, "replica_id")
-    comm_d = _value(circuit.comm_d, "comm_d")
-    comm_r = _value(circuit.comm_r, "comm_r")
-    comm_r_last = _value(circuit.comm_r_last, "comm_r_last")
-    comm_c = _value(circuit.comm_c, "comm_c")
+    replica_id = required_value(circuit.replica_id, "replica_id")
+    comm_d = required_value(circuit.comm_d, "comm_d")
+    comm_r = required_value(circuit.comm_r, "comm_r")
+    comm_r_last = required_value(circuit.comm_r_last, "comm_r_last")
+    comm_c = required_value(circuit.comm_c, "comm_c")
     names = [f"challenge {i}" for i in range(count)]
     challenges = [_challenge(proof, what) for proof, what in zip(circuit.proofs, names, strict=True)]
     named = list(zip(circuit.proofs, names, strict=True))
-    data_leaves = ints_to_limbs([_value(p.data_leaf, f"{w}: data_leaf") for p, w in named])
+    data_leaves = ints_to_limbs([required_value(p.data_leaf, f"{w}: data_leaf") for p, w in named])
     openings = [(opening, f"{w}: {kind} parent {j}") for p, w in named
                 for kind, group in (("DRG", p.drg_parents), ("expander", p.exp_parents))
                 for j, opening in enumerate(group)]
     columns = _columns(openings).reshape(count, _PARENTS, layers, 4)
-    d_indices, d_siblings = _paths(config.tree_d, [(p.comm_d_path, f"{w}: comm_d path") for p, w in named])
-    parent_indices, parent_siblings = _paths(tree_c, [(o.path, f"{w} path") for o, w in openings])
-    tail_paths = ([(p.comm_r_last_path, f"{w}: comm_r_last path") for p, w in named]
-                  + [(p.comm_c_path, f"{w}: comm_c path") for p, w in named])
-    tail_indices, tail_siblings = _paths(tree_c, tail_paths)
+    d_indices, d_siblings = path_arrays(config.tree_d, [p.comm_d_path for p in circuit.proofs],
+                                        lambda n: f"{names[n]}: comm_d path")
+    parent_indices, parent_siblings = path_arrays(tree_c, [o.path for o, _ in openings],
+                                                  lambda n: f"{openings[n][1]} path")
+    # tree_r_last is tree_c's shape: the challenges' comm_r_last paths, then their comm_c paths.
+    tail_indices, tail_siblings = path_arrays(
+        tree_c, [p.comm_r_last_path for p in circuit.proofs] + [p.comm_c_path for p in circuit.proofs],
+        lambda n: f"{names[n % count]}: {'comm_r_last' if n < count else 'comm_c'} path")
 
     inputs = ints_to_limbs([1, replica_id, comm_d, comm_r]
                            + [v for i in range(count)

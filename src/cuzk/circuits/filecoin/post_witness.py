@@ -21,11 +21,11 @@ from __future__ import annotations
 import numpy as np
 
 from cuzk.circuits.filecoin.post import FallbackPoStCircuit
-from cuzk.circuits.filecoin.witness_values import field_limbs, path_positions_and_siblings, required
 from cuzk.field.limbs import ints_to_limbs
 from cuzk.hashes.poseidon_constants import merkle_tree_tag, poseidon_constants
-from cuzk.witness_gen.merkle import PathLayout, merkle_path_witness, path_aux_count
+from cuzk.witness_gen.merkle import PathLayout, merkle_path_witness, path_arrays, path_aux_count
 from cuzk.witness_gen.poseidon import poseidon_aux_count, poseidon_witness
+from cuzk.witness_gen.values import field_limbs, required_value
 
 __all__ = ["post_aux_per_sector", "post_witness"]
 
@@ -49,12 +49,12 @@ def post_witness(circuit: FallbackPoStCircuit) -> tuple[np.ndarray, np.ndarray]:
     sectors, challenges, tree_r = config.sector_count, config.challenge_count, config.tree_r
 
     commitments = ints_to_limbs([value for i, s in enumerate(circuit.sectors)
-                                 for value in (required(s.comm_r_last, f"sector {i} comm_r_last"),
-                                               required(s.comm_c, f"sector {i} comm_c"),
-                                               required(s.comm_r, f"sector {i} comm_r"))]).reshape(sectors, 3, 4)
+                                 for value in (required_value(s.comm_r_last, f"sector {i} comm_r_last"),
+                                               required_value(s.comm_c, f"sector {i} comm_c"),
+                                               required_value(s.comm_r, f"sector {i} comm_r"))]
+                                ).reshape(sectors, 3, 4)
     leaves = field_limbs([leaf for s in circuit.sectors for leaf in s.leaves], "challenged leaves")
-    indices, siblings = path_positions_and_siblings(tree_r, [p for s in circuit.sectors for p in s.paths],
-                                                    "challenge path")
+    indices, siblings = path_arrays(tree_r, [p for s in circuit.sectors for p in s.paths], "challenge path {}".format)
 
     hash_rows = poseidon_aux_count(poseidon_constants(2))
     aux = np.empty((sectors, post_aux_per_sector(circuit), 4), dtype=np.uint64)

@@ -30,7 +30,6 @@ from __future__ import annotations
 import numpy as np
 
 from cuzk.circuits.filecoin.snap import GEN_RANDOMNESS_TAG, EmptySectorUpdateCircuit, EmptySectorUpdateConfig
-from cuzk.circuits.filecoin.witness_values import field_limbs, required
 from cuzk.errors import SynthesisError
 from cuzk.field.constants import FR_BITS, R_MODULUS
 from cuzk.field.limbs import ints_to_limbs, limbs_to_ints
@@ -38,6 +37,7 @@ from cuzk.gadgets.por import TreeShape
 from cuzk.hashes.poseidon_constants import merkle_tree_tag, poseidon_constants
 from cuzk.witness_gen.merkle import PathLayout, merkle_path_witness, path_aux_count, sha256_node_plan
 from cuzk.witness_gen.poseidon import poseidon_aux_count, poseidon_witness
+from cuzk.witness_gen.values import field_limbs, required_value
 
 __all__ = ["snap_aux_per_challenge", "snap_witness"]
 
@@ -123,18 +123,18 @@ def snap_witness(circuit: EmptySectorUpdateCircuit) -> tuple[np.ndarray, np.ndar
     naming it)."""
     config = circuit.config
     partition_path_values = circuit._validated_partition_path()
-    kh = required(circuit._k_and_h_select(), "k_and_h_select (k and h)")
+    kh = required_value(circuit._k_and_h_select(), "k_and_h_select (k and h)")
     pb, hs, apex_count = config.partition_bit_len, config.hs, config.apex_leaf_count
     challenges, rb, bit_len = config.challenge_count, config.random_bits_per_challenge, config.challenge_bit_len
     per_digest, digests, low = config.challenges_per_digest, config.digests_per_partition, config.tree_d_low_levels
     k = kh & ((1 << pb) - 1)
     h_select = [kh >> (pb + i) & 1 for i in range(len(hs))]
-    comm_r_old = required(circuit.comm_r_old, "comm_r_old")
-    comm_d_new = required(circuit.comm_d_new, "comm_d_new")
-    comm_r_new = required(circuit.comm_r_new, "comm_r_new")
-    comm_c = required(circuit.comm_c, "comm_c")
-    root_r_old = required(circuit.root_r_old, "root_r_old")
-    root_r_new = required(circuit.root_r_new, "root_r_new")
+    comm_r_old = required_value(circuit.comm_r_old, "comm_r_old")
+    comm_d_new = required_value(circuit.comm_d_new, "comm_d_new")
+    comm_r_new = required_value(circuit.comm_r_new, "comm_r_new")
+    comm_c = required_value(circuit.comm_c, "comm_c")
+    root_r_old = required_value(circuit.root_r_old, "root_r_old")
+    root_r_new = required_value(circuit.root_r_new, "root_r_new")
     apex_leaves = field_limbs(circuit.apex_leaves, "apex_leaves")
     partition_path = field_limbs([level[0] for level in partition_path_values], "partition path siblings")
     proofs = circuit.challenge_proofs
