@@ -95,18 +95,29 @@ def test_every_core_split_gives_the_same_sum(monkeypatch: pytest.MonkeyPatch) ->
     assert msm_module.gather(futures) == msm([bases.points()[i] for i in rows], scalars[rows])
 
 
-@pytest.mark.parametrize("n", [100, 1000])
-def test_top_window_carry(monkeypatch: pytest.MonkeyPatch, n: int) -> None:
+@pytest.mark.parametrize(("group", "n"), [(G1Point, 100), (G1Point, 1000), (G2Point, 100)])
+def test_top_window_carry(monkeypatch: pytest.MonkeyPatch, group: type, n: int) -> None:
     # Scalars with bit 254 set, with windows that divide 255 (5 is blst's window for 64..127 points)
     # and that do not: the carry out of the top window must not be lost.
-    bases = _bases(G1Point, n, seed=n)
+    bases = _bases(group, n, seed=n)
     rng = random.Random(n)
     scalars = ints_to_limbs([rng.randrange(2**254, R_MODULUS) for _ in range(n)])
     reference = msm(bases.points(), scalars)
     for window in (3, 5, 15, 17, 13):
         monkeypatch.setattr(blst, "window_bits", lambda _n, w=window: w)
-        futures = blst.msm_tasks(msm_module.msm_pool(), blst.G1, bases.affine(), None, scalars, 2)
+        layout = blst.G1 if group is G1Point else blst.G2
+        futures = blst.msm_tasks(msm_module.msm_pool(), layout, bases.affine(), None, scalars, 2)
         assert msm_module.gather(futures) == reference, window
+
+
+def test_large_msms_cap_the_window(monkeypatch: pytest.MonkeyPatch) -> None:
+    # blst would take 23 bits at 2^26 points; tiles stop at MAX_WINDOW (bounded bucket memory).
+    seen: list[int] = []
+    monkeypatch.setattr(blst, "window_bits", lambda n: 23 if n >= 1000 else 5)
+    monkeypatch.setattr(blst, "_shifted_tile", lambda *args: seen.append(args[6]) or G1Point.identity())
+    bases = _bases(G1Point, 1000, seed=4)
+    msm_module.gather(blst.msm_tasks(msm_module.msm_pool(), blst.G1, bases.affine(), None, _scalars(1000, 5), 2))
+    assert set(seen) == {blst.MAX_WINDOW} and len(seen) == 255 // blst.MAX_WINDOW + 1
 
 
 def test_length_mismatch_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -30,6 +30,10 @@ from cuzk.curve.points import G1_UNCOMPRESSED_BYTES, G2_UNCOMPRESSED_BYTES, G1Po
 
 #: Scalars are below r < 2^255.
 SCALAR_BITS = 255
+#: Largest window a tile uses. blst's choice grows with the MSM (24 bits at 2^27 points), and every
+#: running tile holds 2^(window-1) buckets: 1.6 GB per G1 tile at 24 bits, times the threads. At 20
+#: bits a tile's buckets take 100 MB (G1) / 200 MB (G2).
+MAX_WINDOW = 20
 #: blst's own single call handles tiny MSMs (it switches to fixed windows below 32 points), and a
 #: tile needs at least 2 points; below this many points one untiled call is used.
 MIN_TILED_POINTS = 64
@@ -201,10 +205,9 @@ def msm_tasks(pool: ThreadPoolExecutor, group: GroupLayout, affine: np.ndarray, 
     if count < MIN_TILED_POINTS:
         refs, keep = _point_refs(affine, rows)
         return [pool.submit(_whole, group, refs, keep, count, scalars)]
-    window = window_bits(count)
-    # A tile's buckets: 2^(window-1) XYZZ points (4 coordinates each). Sized from our window, not
-    # from blst's own choice, so that the two can never disagree about the buffer.
-    scratch = max(_fn(group, "s_mult_pippenger_scratch_sizeof")(count), group.xyzz_bytes << (window - 1))
+    window = min(window_bits(count), MAX_WINDOW)
+    # A tile's buckets: 2^(window-1) XYZZ points (4 coordinates each), one buffer per running tile.
+    scratch = group.xyzz_bytes << (window - 1)
     # Signed (Booth) digits carry out of each window into the next. A tile that ends exactly at
     # SCALAR_BITS would drop its carry, so the tiles always reach past it: when the window divides
     # SCALAR_BITS, the last tile starts at SCALAR_BITS and holds only that carry.
