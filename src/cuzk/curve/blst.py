@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ctypes
 import importlib.util
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cache
@@ -26,7 +27,8 @@ from itertools import pairwise
 
 import numpy as np
 
-from cuzk.curve.points import G1_UNCOMPRESSED_BYTES, G2_UNCOMPRESSED_BYTES, G1Point, G2Point
+from cuzk.curve import encoding
+from cuzk.curve.points import G1_UNCOMPRESSED_BYTES, G2_UNCOMPRESSED_BYTES
 
 #: Scalars are below r < 2^255.
 SCALAR_BITS = 255
@@ -50,7 +52,7 @@ class GroupLayout:
     affine_words: int      # blst_pX_affine
     jacobian_words: int    # blst_pX
     serialized_bytes: int  # blst_pX_affine_serialize: blstrs' uncompressed encoding
-    point_cls: type
+    decode: Callable[[np.ndarray], list]  # those encodings -> py-arkworks points
 
     @property
     def xyzz_bytes(self) -> int:
@@ -58,8 +60,8 @@ class GroupLayout:
         return 4 * self.affine_words * 8 // 2
 
 
-G1 = GroupLayout("p1", 12, 18, G1_UNCOMPRESSED_BYTES, G1Point)
-G2 = GroupLayout("p2", 24, 36, G2_UNCOMPRESSED_BYTES, G2Point)
+G1 = GroupLayout("p1", 12, 18, G1_UNCOMPRESSED_BYTES, encoding.g1_points_from_uncompressed)
+G2 = GroupLayout("p2", 24, 36, G2_UNCOMPRESSED_BYTES, encoding.g2_points_from_uncompressed)
 
 _SIGNATURES: dict[str, tuple[list, object]] = {
     "s_mult_pippenger_scratch_sizeof": ([_size], _size),
@@ -141,20 +143,9 @@ def _point_refs(affine: np.ndarray, rows: np.ndarray | None) -> tuple[ctypes.Arr
 def _to_point(group: GroupLayout, jacobian: np.ndarray):
     affine = np.empty(group.affine_words, np.uint64)
     _fn(group, "_to_affine")(affine.ctypes.data, jacobian.ctypes.data)
-    raw = np.empty(group.serialized_bytes, np.uint8)
+    raw = np.empty((1, group.serialized_bytes), np.uint8)
     _fn(group, "_affine_serialize")(raw.ctypes.data, affine.ctypes.data)
-    if raw[0] & 0x40:
-        return group.point_cls.identity()
-    return _decode(group, raw)
-
-
-def _decode(group: GroupLayout, raw: np.ndarray):
-    # blst wrote a point it computed: skip the on-curve check, only reorder to arkworks' xy form.
-    width = group.serialized_bytes
-    if group is G2:
-        q = width // 4
-        raw = np.concatenate([raw[q:2 * q], raw[:q], raw[3 * q:], raw[2 * q:3 * q]])
-    return group.point_cls.from_xy_bytes_unchecked_be(raw.tobytes())
+    return group.decode(raw)[0]
 
 
 def _shifted_tile(group: GroupLayout, refs, keep, count: int, scalars: np.ndarray, bit0: int,

@@ -438,7 +438,7 @@ def _affine_limbs(raw: np.ndarray, width: int, kernel, words: int, decode_one, f
     out = np.empty((n, words), dtype=np.uint64)
     ok = np.empty(n, dtype=np.bool_)
     if n:
-        parallel_for(kernel, n, raw, out.reshape(2 * n, *((6,) if words == 12 else (2, 6))), ok, grain=4096)
+        parallel_for(kernel, n, raw, _limb_rows(out, words == 24), ok, grain=4096)
     if n and not ok.all():
         bad = int(np.argmin(ok))
         _raise_row(np.asarray(raw[bad:bad + 1]), bad, 0, decode_one, field, offset, width)
