@@ -35,13 +35,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--proof", type=Path, required=True, help="output: proof as snarkjs proof.json")
     p.add_argument("--public", type=Path, required=True, help="output: public inputs as snarkjs public.json")
     p.add_argument("--proof-bin", type=Path, help="also write the 192-byte bellperson proof")
-    p.set_defaults(handler=cmd_prove)
+    p.set_defaults(handler=cmd_prove, exit_without_teardown=True)
 
     v = gsub.add_parser("verify", help="verify: VK (vk.json | .vk | .params) PUBLIC (json) PROOF (json | 192 B)")
     v.add_argument("vk", type=Path)
     v.add_argument("public", type=Path)
     v.add_argument("proof", type=Path)
-    v.set_defaults(handler=cmd_verify)
+    v.set_defaults(handler=cmd_verify, exit_without_teardown=True)
 
     e = gsub.add_parser("export-vk", help="write a .vk/.params verifying key as snarkjs vk.json")
     e.add_argument("source", type=Path)
@@ -102,30 +102,26 @@ def _load_proof(path: Path) -> Proof:
 def cmd_prove(args: argparse.Namespace) -> int:
     # Each branch imports only what it uses: the circuit registry alone costs ~0.1 s of start-up.
     from cuzk.groth16 import snarkjs_json
-    from cuzk.groth16.prover import prove
 
     if args.zkey or args.wtns:
-        from cuzk.groth16.circom import circom_key
-        from cuzk.groth16.wtns import read_wtns
-        from cuzk.groth16.zkey import read_zkey
+        from cuzk.groth16.circom import prove_circom
 
         if not (args.zkey and args.wtns) or args.params or args.circuit:
             raise CuzkError("prove takes either --zkey and --wtns, or --params and --circuit")
-        key = circom_key(read_zkey(args.zkey), source=str(args.zkey))
-        asg = key.assignment(read_wtns(args.wtns), source=str(args.wtns))
-        pk = key.pk
+        proof, asg = prove_circom(args.zkey, args.wtns)
     elif args.params and args.circuit:
         from cuzk.circuits.registry import lookup
         from cuzk.groth16.assignment import Assignment
         from cuzk.groth16.params_file import read_params
+        from cuzk.groth16.prover import prove
         from cuzk.groth16.synthesis import synthesize_for_proving
 
         pk = read_params(args.params)
         circuit = lookup(args.circuit).example(random.Random())
         asg = Assignment.from_proving_assignment(synthesize_for_proving(circuit))
+        proof = prove(pk, asg)
     else:
         raise CuzkError("prove needs --zkey and --wtns, or --params and --circuit")
-    proof = prove(pk, asg)
     _write_json(args.proof, snarkjs_json.proof_to_json(proof))
     _write_json(args.public, snarkjs_json.public_to_json(asg.public_inputs()))
     if args.proof_bin:

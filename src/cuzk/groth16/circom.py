@@ -8,17 +8,24 @@ onto our `ProvingKey` (densities = the non-infinity points) so the same prover s
 
 from __future__ import annotations
 
+import os
+from collections.abc import MutableMapping
+from concurrent.futures import Future
 from dataclasses import dataclass
 
 import numpy as np
 
 from cuzk.curve.bases import G1Bases, G2Bases
+from cuzk.curve.msm import msm_bases_async
 from cuzk.errors import CuzkError
 from cuzk.field import fr_vec
 from cuzk.field.constants import R_MODULUS
 from cuzk.groth16.assignment import Assignment
 from cuzk.groth16.keys import HBasis, ProvingKey, VerifyingKey
-from cuzk.groth16.zkey import Zkey
+from cuzk.groth16.proof import Proof
+from cuzk.groth16.prover import prove
+from cuzk.groth16.wtns import read_wtns
+from cuzk.groth16.zkey import Zkey, read_zkey, unchecked_b2_limbs
 
 
 def _is_infinity(limbs: np.ndarray) -> np.ndarray:
@@ -100,3 +107,28 @@ def circom_key(zk: Zkey, *, source: str = "zkey") -> CircomKey:
     )
     return CircomKey(pk=pk, zkey=zk, a_aux_density=a_dense[n_in:], b_input_density=b_dense[:n_in],
                      b_aux_density=b_dense[n_in:])
+
+
+def prove_circom(zkey_path: str | os.PathLike[str], wtns_path: str | os.PathLike[str], *, r: int | None = None,
+                 s: int | None = None, timings: MutableMapping[str, float] | None = None) -> tuple[Proof, Assignment]:
+    """Read a snarkjs zkey and a circom witness and prove, as `snarkjs groth16 prove` does.
+
+    The B_G2 MSM, the longest, starts on the MSM pool as soon as the witness and the key's B2
+    section are in memory, so that it runs while the rest of the key is read, checked and turned
+    into an assignment: mostly single-threaded work that would otherwise leave cores idle. Its sum
+    over every variable equals the prover's sum over the B-dense ones, since the others are the
+    identity in B2 (`circom_key` checks B1 and B2 agree on them). When reading the key fails, the
+    MSM is abandoned and the key's own error is raised."""
+    witness = read_wtns(wtns_path)
+    b2 = unchecked_b2_limbs(zkey_path)
+    started: dict[str, list[Future]] = {}
+    if b2 is not None and b2.shape[0] == witness.shape[0]:
+        started["b_g2"] = msm_bases_async(G2Bases(affine=b2), witness)
+    try:
+        key = circom_key(read_zkey(zkey_path), source=str(zkey_path))
+        asg = key.assignment(witness, source=str(wtns_path))
+        return prove(key.pk, asg, r=r, s=s, timings=timings, started=started), asg
+    except BaseException:
+        for future in started.get("b_g2", ()):
+            future.cancel()   # tiles not yet running; the running ones end on their own
+        raise

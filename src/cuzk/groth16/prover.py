@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import MutableMapping
+from collections.abc import Mapping, MutableMapping, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
 
 import numpy as np
 
-from cuzk.curve.msm import msm_bases
+from cuzk.curve.msm import gather, msm_bases
 from cuzk.curve.points import G1Point, G2Point, Scalar
 from cuzk.errors import CuzkError
 from cuzk.field import fr_vec
@@ -134,11 +135,19 @@ def random_nonzero_scalar() -> int:
 
 
 def prove(pk: ProvingKey, asg: Assignment, *, r: int | None = None, s: int | None = None,
-          timings: MutableMapping[str, float] | None = None) -> Proof:
+          timings: MutableMapping[str, float] | None = None,
+          started: Mapping[str, Sequence[Future]] | None = None) -> Proof:
     """One Groth16 proof on the CPU. `timings` (seconds) receives: h, msm_h, msm_l, msm_a,
-    msm_b_g1, msm_b_g2, select, assemble."""
+    msm_b_g1, msm_b_g2, select, assemble.
+
+    `started` maps MSM names (`MsmResults` fields) to `msm_bases_async` futures the caller started
+    earlier, e.g. while it was still reading the key; they must compute the same sum as the query
+    (the caller's responsibility), and that MSM's timing is then the time spent waiting for it."""
     clock = time.perf_counter
     t = timings if timings is not None else {}
+    early = dict(started or {})
+    if not early.keys() <= set(MsmResults.__dataclass_fields__):
+        raise ValueError(f"unknown MSM names in started: {sorted(early.keys() - set(MsmResults.__dataclass_fields__))}")
 
     start = clock()
     h_scalars = compute_h(pk, asg)
@@ -150,16 +159,16 @@ def prove(pk: ProvingKey, asg: Assignment, *, r: int | None = None, s: int | Non
 
     def timed(name: str, bases, scalars):
         begin = clock()
-        out = msm_bases(bases, scalars)
-        t[name] = clock() - begin
+        out = gather(early[name]) if name in early else msm_bases(bases, scalars)
+        t[f"msm_{name}"] = clock() - begin
         return out
 
     sums = MsmResults(
-        b_g2=timed("msm_b_g2", pk.b_g2, q.b),
-        h=timed("msm_h", pk.h, h_scalars),
-        l=timed("msm_l", pk.l, q.l),
-        a=timed("msm_a", pk.a, q.a),
-        b_g1=timed("msm_b_g1", pk.b_g1, q.b),
+        b_g2=timed("b_g2", pk.b_g2, q.b),
+        h=timed("h", pk.h, h_scalars),
+        l=timed("l", pk.l, q.l),
+        a=timed("a", pk.a, q.a),
+        b_g1=timed("b_g1", pk.b_g1, q.b),
     )
     start = clock()
     proof = assemble_proof(pk.vk, sums, random_nonzero_scalar() if r is None else r % R_MODULUS,

@@ -40,7 +40,7 @@ from cuzk.field.constants import FR_BYTES, FR_TWO_ADICITY, P_MODULUS, R_MODULUS
 from cuzk.groth16._fq_mont import mont_reduce
 from cuzk.groth16.binfile import BinFile, read_binfile
 
-__all__ = ["ZKEY_MAGIC", "ZKEY_VERSION", "Zkey", "read_zkey", "snarkjs_coset_shift"]
+__all__ = ["ZKEY_MAGIC", "ZKEY_VERSION", "Zkey", "read_zkey", "snarkjs_coset_shift", "unchecked_b2_limbs"]
 
 ZKEY_MAGIC = b"zkey"
 ZKEY_VERSION = 1
@@ -153,6 +153,30 @@ def read_zkey(path: str | os.PathLike[str], *, check_points: bool = True) -> Zke
         for section_type, name in _SECTIONS.items():
             bf.section(section_type, name)
         return _read_groth16(bf, check_points)
+
+
+def unchecked_b2_limbs(path: str | os.PathLike[str]) -> np.ndarray | None:
+    """The B2 section of a zkey as blst affine limbs ((nVars, 24) uint64), NOT validated, or None
+    when the header does not describe a BLS12-381 Groth16 key whose B2 section has nVars points.
+
+    For starting the B_G2 MSM (the longest) before the whole key is read and checked: the caller
+    must still `read_zkey` the file and discard the MSM's result if that raises. blst's arithmetic
+    on an unchecked point gives a wrong sum, never a fault (the bucket indices come from the
+    scalars alone). Any problem is left for `read_zkey` to report with its proper message."""
+    try:
+        with read_binfile(path, ZKEY_MAGIC, ZKEY_VERSION) as bf:
+            header, b2 = bf.sections.get(2), bf.sections.get(7)
+            if header is None or b2 is None or header[1] != _HEADER_SIZE:
+                return None
+            off = header[0]
+            if bf.u32(off) != FQ_BYTES or bf.u32(off + 4 + FQ_BYTES) != FR_BYTES:
+                return None
+            n_vars = bf.u32(off + 4 + FQ_BYTES + 4 + FR_BYTES)
+            if b2[1] != n_vars * G2_RAW:
+                return None
+            return np.array(bf.array(b2[0], np.uint8, b2[1])).view("<u8").reshape(n_vars, G2_RAW // 8)
+    except FormatError:
+        return None
 
 
 _SECTIONS = {
