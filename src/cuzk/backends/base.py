@@ -3,17 +3,28 @@
 A backend turns (proving key, assignment) into a proof. Keys are made resident explicitly so the
 engine can account for the memory and time of loading them; everything device-specific stays
 behind this interface (the engine never imports a GPU library).
+
+A backend also proves from a compiled circuit and its witness alone (`prove_compiled`): by default
+a, b, c are evaluated on the CPU (`Assignment.from_compiled`), and a backend with a device of its own
+(CUDA) evaluates them there instead, so the large per-constraint vectors never exist in host memory.
 """
 
 from __future__ import annotations
 
+import time
 from abc import ABC, abstractmethod
 from collections.abc import MutableMapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
 
 from cuzk.groth16.assignment import Assignment
 from cuzk.groth16.keys import ProvingKey
 from cuzk.groth16.proof import Proof
+
+if TYPE_CHECKING:
+    from cuzk.r1cs.compiled import CompiledCircuit
 
 
 @dataclass(frozen=True)
@@ -44,3 +55,16 @@ class ProverBackend(ABC):
     def prove(self, pk: ProvingKey, asg: Assignment, *, r: int | None = None, s: int | None = None,
               timings: MutableMapping[str, float] | None = None) -> Proof:
         """One proof; r and s default to fresh randomness."""
+
+    def prove_compiled(self, pk: ProvingKey, compiled: CompiledCircuit, inputs: np.ndarray, aux: np.ndarray, *,
+                       r: int | None = None, s: int | None = None, check: bool = True,
+                       timings: MutableMapping[str, float] | None = None) -> Proof:
+        """One proof from a compiled circuit and its witness (canonical (n, 4) uint64 limb arrays):
+        the same proof as `prove` on `Assignment.from_compiled(compiled, (inputs, aux))`. `check`
+        refuses rows with a·b != c (SynthesisError). This default evaluates a, b, c on the CPU
+        (`timings["spmv"]`: products and check); device backends override it."""
+        t = timings if timings is not None else {}
+        start = time.perf_counter()
+        asg = Assignment.from_compiled(compiled, (inputs, aux), check=check)
+        t["spmv"] = time.perf_counter() - start
+        return self.prove(pk, asg, r=r, s=s, timings=t)

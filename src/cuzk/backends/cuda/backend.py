@@ -16,6 +16,11 @@ the CPU backend's. Per proof:
 
 Keys: `load_key` converts the five base vectors to device form once and keeps them resident when the
 memory plan allows; a vector that does not fit is streamed in chunks for each MSM instead.
+
+Compiled circuits (`prove_compiled`): only the witness goes up; a, b, c are computed on the device by
+the sparse products of kernels/spmv.cu (`cuzk.backends.cuda.spmv`) straight into the H buffers, then
+checked there (canonical witness, a·b = c per row). The circuit's matrices stay resident between
+proofs when the memory plan allows (`load_compiled`), otherwise each proof uploads one at a time.
 """
 
 from __future__ import annotations
@@ -37,12 +42,15 @@ from cuzk.backends.cuda.device import MemoryPlan, memory_info, properties
 from cuzk.backends.cuda.module import get_module
 from cuzk.backends.cuda.msm import AFFINE_WORDS, RAW_BYTES, DeviceMsm, working_bytes
 from cuzk.backends.cuda.ntt import DeviceNtt
+from cuzk.backends.cuda.spmv import DeviceCompiled, DeviceSpmv, matrix_bytes
 from cuzk.errors import CuzkError
 from cuzk.field.constants import FR_GENERATOR, R_MODULUS
+from cuzk.field.limbs import as_limb_array
 from cuzk.groth16 import prover
 from cuzk.groth16.assignment import Assignment
 from cuzk.groth16.keys import HBasis, ProvingKey
 from cuzk.groth16.proof import Proof
+from cuzk.r1cs.compiled import CompiledCircuit
 
 _STAGE_BYTES = 64 << 20
 _STAGE_THREADS = 8
@@ -65,6 +73,32 @@ class _DeviceKey:
 
     def nbytes(self) -> int:
         return sum(int(b.nbytes) for b in self.bases.values() if b is not None)
+
+
+@dataclass(frozen=True)
+class _CompiledWitness:
+    """What `prove_compiled` proves from: the witness, the compiled circuit's densities, no a, b, c."""
+
+    compiled: CompiledCircuit
+    inputs: np.ndarray
+    aux: np.ndarray
+    check: bool
+
+    @property
+    def num_constraints(self) -> int:
+        return self.compiled.num_constraints
+
+    @property
+    def a_aux_density(self) -> np.ndarray:
+        return self.compiled.a_aux_density
+
+    @property
+    def b_input_density(self) -> np.ndarray:
+        return self.compiled.b_input_density
+
+    @property
+    def b_aux_density(self) -> np.ndarray:
+        return self.compiled.b_aux_density
 
 
 class _PinnedUploader:
@@ -139,6 +173,9 @@ class CudaBackend(ProverBackend):
         self.plan = MemoryPlan(device_id, memory_margin)
         self.props = properties(device_id)
         self._keys: weakref.WeakKeyDictionary[ProvingKey, _DeviceKey] = weakref.WeakKeyDictionary()
+        self._spmv: DeviceSpmv | None = None
+        #: Compiled circuits by fingerprint (CompiledCircuit holds arrays: it cannot be a dict key itself).
+        self._compiled: dict[str, DeviceCompiled] = {}
         self._lock = threading.RLock()
         self.current_job: str | None = None
 
@@ -151,6 +188,7 @@ class CudaBackend(ProverBackend):
                            extra={"device_id": str(self.device_id), "multiprocessors": str(p.multiprocessors),
                                   "compute_capability": p.compute_capability,
                                   "resident_key_bytes": str(sum(k.nbytes() for k in self._keys.values())),
+                                  "resident_compiled_bytes": str(sum(c.nbytes for c in self._compiled.values())),
                                   "current_job": self.current_job or ""})]
 
     def load_key(self, pk: ProvingKey, device_bases: Mapping[str, Any] | None = None) -> None:
@@ -196,6 +234,78 @@ class CudaBackend(ProverBackend):
         """Which of the key's vectors are resident on the device (the rest are streamed)."""
         dk = self._keys.get(pk)
         return {name: dk is not None and dk.bases.get(name) is not None for name, _ in _QUERIES}
+
+    # -- compiled circuits ------------------------------------------------------------------------------
+
+    @property
+    def spmv(self) -> DeviceSpmv:
+        """The sparse-product kernels (the "synthesis" unit, compiled on first use: seconds)."""
+        if self._spmv is None:
+            with self._device:
+                self._spmv = DeviceSpmv(get_module(self.device_id, "synthesis"))
+        return self._spmv
+
+    @staticmethod
+    def _compiled_key(compiled: CompiledCircuit) -> str:
+        return compiled.fingerprint or compiled.compute_fingerprint()
+
+    def load_compiled(self, compiled: CompiledCircuit, pk: ProvingKey | None = None) -> tuple[bool, bool, bool]:
+        """Make a compiled circuit's A, B, C resident where the memory plan allows, keeping a proof's
+        working memory free (`pk`'s when given, else its a, b, c and witness); idempotent. Returns
+        which of A, B, C are resident (the others are uploaded by each proof)."""
+        key = self._compiled_key(compiled)
+        with self._lock, self._device:
+            prepared = self._compiled.get(key)
+            if prepared is None:
+                rows, nvars = compiled.num_constraints, compiled.num_variables
+                reserve = self.proof_working_bytes(pk) if pk is not None else 32 * (3 * rows + nvars)
+                self.plan.release_cached()
+                resident = self.plan.fits(matrix_bytes(compiled), reserve)
+                prepared = self._compiled[key] = self.spmv.prepare(compiled, resident, self._upload_now)
+                self._cp.cuda.Device().synchronize()  # the long-row lists were made on the default stream
+            return prepared.resident  # type: ignore[return-value]
+
+    def unload_compiled(self, compiled: CompiledCircuit) -> None:
+        """Release what `load_compiled` made resident."""
+        with self._lock, self._device:
+            if self._compiled.pop(self._compiled_key(compiled), None) is not None:
+                self.plan.release_cached()
+
+    def compiled_resident(self, compiled: CompiledCircuit) -> tuple[bool, bool, bool]:
+        """Which of a compiled circuit's A, B, C are resident on the device."""
+        prepared = self._compiled.get(self._compiled_key(compiled))
+        return prepared.resident if prepared is not None else (False, False, False)  # type: ignore[return-value]
+
+    def _upload_now(self, host: np.ndarray) -> Any:
+        """A device copy of a host array through the pinned uploader, complete on return. The copy
+        stream first waits for the current stream, which may still be using the reused memory."""
+        cp = self._cp
+        dst = cp.empty(host.shape, dtype=host.dtype)
+        self._copy.wait_event(cp.cuda.get_current_stream().record())
+        if host.nbytes:
+            self._uploader.upload(dst, host)
+        self._copy.synchronize()
+        return dst
+
+    def prove_compiled(self, pk: ProvingKey, compiled: CompiledCircuit, inputs: np.ndarray, aux: np.ndarray, *,
+                       r: int | None = None, s: int | None = None, check: bool = True,
+                       timings: MutableMapping[str, float] | None = None) -> Proof:
+        """One proof from a compiled circuit and its witness, a, b, c computed on the device (see the
+        module docstring); the same proof as `prove` on `Assignment.from_compiled`. `timings` gets
+        `prove`'s keys (h2d_abc = 0) plus spmv (device time of the three products) and check (host
+        time of the canonical-witness and, with `check`, a·b = c checks)."""
+        inputs, aux = as_limb_array(inputs, "inputs"), as_limb_array(aux, "aux")
+        compiled.check_witness(inputs.shape[0], aux.shape[0])
+        with self._lock, self._device:
+            self.current_job = f"prove: {compiled.num_constraints} constraints (compiled {compiled.circuit_id})"
+            try:
+                return self._prove(pk, _CompiledWitness(compiled, inputs, aux, check), r, s,
+                                   timings if timings is not None else {})
+            except (self._cp.cuda.runtime.CUDARuntimeError, self._cp.cuda.driver.CUDADriverError,
+                    self._cp.cuda.memory.OutOfMemoryError) as exc:
+                raise CudaDeviceError(f"CUDA error on device {self.device_id}: {exc}") from exc
+            finally:
+                self.current_job = None
 
     def prove(self, pk: ProvingKey, asg: Assignment, *, r: int | None = None, s: int | None = None,
               timings: MutableMapping[str, float] | None = None) -> Proof:
@@ -244,7 +354,7 @@ class CudaBackend(ProverBackend):
             del dev
         return self.msm.add(parts) if parts else self.msm.zero(group)
 
-    def _prove(self, pk: ProvingKey, asg: Assignment, r: int | None, s: int | None,
+    def _prove(self, pk: ProvingKey, asg: Assignment | _CompiledWitness, r: int | None, s: int | None,
                t: MutableMapping[str, float]) -> Proof:
         cp, clock = self._cp, time.perf_counter
         m = pk.domain_size
@@ -254,6 +364,11 @@ class CudaBackend(ProverBackend):
         if pk not in self._keys:
             self.load_key(pk)
         dk = self._keys[pk]
+        compiled = asg if isinstance(asg, _CompiledWitness) else None
+        prepared = None
+        if compiled is not None:
+            self.load_compiled(compiled.compiled, pk)
+            prepared = self._compiled[self._compiled_key(compiled.compiled)]
         log_n = m.bit_length() - 1
         coefficients = pk.h_basis is HBasis.COEFFICIENTS
         shift = FR_GENERATOR if coefficients else pk.odd_coset_shift
@@ -272,7 +387,7 @@ class CudaBackend(ProverBackend):
         # 1. Every buffer the copy stream writes is allocated before any compute work is queued, so
         #    none can reuse memory that a still-running kernel reads (CuPy's pool is stream-ordered).
         #    The witness goes up once (inputs, aux and the density masks); A and B are gathered on
-        #    the device.
+        #    the device. A compiled circuit's a, b, c are made from the witness, so it goes up first.
         with self._compute:
             abc = [cp.zeros((m, 8), dtype=cp.uint32) for _ in range(3)]
             host_wit = {"inputs": words(asg.inputs), "aux": words(asg.aux), "a_mask": asg.a_aux_density,
@@ -283,16 +398,23 @@ class CudaBackend(ProverBackend):
         self._copy.wait_event(allocated)
         start = clock()
         copy_begin = self._copy.record()
-        for dst, src in zip(abc, (asg.a, asg.b, asg.c), strict=True):
-            if nc:
-                self._uploader.upload(dst[:nc], words(src))
-        abc_done = self._copy.record()
+        if compiled is None:
+            for dst, src in zip(abc, (asg.a, asg.b, asg.c), strict=True):  # type: ignore[union-attr]
+                if nc:
+                    self._uploader.upload(dst[:nc], words(src))
+        else:
+            for name, v in host_wit.items():
+                self._uploader.upload(wit[name], v)
+        abc_done = self._copy.record()  # compiled: the witness is up
         t_queue = clock() - start
 
-        # 2. H on the compute stream, while another thread stages the witness upload.
+        # 2. H on the compute stream, while another thread stages the witness upload (compiled: a, b,
+        #    c by the sparse products first, and the checks, which wait for their results).
         with self._compute:
             self._compute.wait_event(abc_done)
             h_begin = self._compute.record()
+            if compiled is not None and prepared is not None:
+                self._evaluate_compiled(compiled, prepared, wit, [v[:nc] for v in abc], t)
             for v in abc:
                 self.ntt.to_montgomery(v, nc)
             h = self.ntt.h_quotient(*abc, log_n, root, shift, divide=coefficients)
@@ -315,8 +437,10 @@ class CudaBackend(ProverBackend):
             except BaseException as exc:  # re-raised by the proving thread after join
                 failures.append(exc)
 
-        uploader = threading.Thread(target=upload_witness, args=(wit,), name="cuzk-witness-upload")
-        uploader.start()
+        uploader = None
+        if compiled is None:
+            uploader = threading.Thread(target=upload_witness, args=(wit,), name="cuzk-witness-upload")
+            uploader.start()
 
         with self._compute:
             sums: dict[str, Any] = {}
@@ -330,15 +454,21 @@ class CudaBackend(ProverBackend):
                 t["msm_h"] = cp.cuda.get_elapsed_time(h_end, msm_h_end) / 1e3
                 t["h"] = cp.cuda.get_elapsed_time(h_begin, h_end) / 1e3
             finally:
-                uploader.join()
+                if uploader is not None:
+                    uploader.join()
             if failures:
                 raise failures[0]
-            t["upload_wait"] = t_queue + staging[0]
-            wit_done = wit_events[0]
-            self._compute.wait_event(wit_done)
-            self._compute.synchronize()
-            t["h2d_abc"] = cp.cuda.get_elapsed_time(copy_begin, abc_done) / 1e3
-            t["h2d_witness"] = cp.cuda.get_elapsed_time(abc_done, wit_done) / 1e3
+            if compiled is None:
+                t["upload_wait"] = t_queue + staging[0]
+                wit_done = wit_events[0]
+                self._compute.wait_event(wit_done)
+                self._compute.synchronize()
+                t["h2d_abc"] = cp.cuda.get_elapsed_time(copy_begin, abc_done) / 1e3
+                t["h2d_witness"] = cp.cuda.get_elapsed_time(abc_done, wit_done) / 1e3
+            else:
+                t["upload_wait"] = t_queue
+                t["h2d_abc"] = 0.0
+                t["h2d_witness"] = cp.cuda.get_elapsed_time(copy_begin, abc_done) / 1e3
 
             start = clock()
             sums["l"] = self._msm("g1", dk.bases["l"], pk.l.raw, wit["aux"])
@@ -384,3 +514,20 @@ class CudaBackend(ProverBackend):
             prover.random_nonzero_scalar() if s is None else s % R_MODULUS)
         t["assemble"] = clock() - start
         return proof
+
+    def _evaluate_compiled(self, witness: _CompiledWitness, prepared: DeviceCompiled, wit: dict[str, Any],
+                           abc: list[Any], t: MutableMapping[str, float]) -> None:
+        """a, b, c into `abc` on the compute stream (current), between the checks."""
+        cp, clock = self._cp, time.perf_counter
+        start = clock()
+        self.spmv.check_witness(wit["inputs"], wit["aux"])
+        t["check"] = clock() - start
+        begin = self._compute.record()
+        self.spmv.evaluate(prepared, wit["inputs"], wit["aux"], abc, copy=self._upload_now)
+        end = self._compute.record()
+        start = clock()
+        if witness.check:
+            self.spmv.check_rows(prepared, *abc)
+        end.synchronize()
+        t["check"] += clock() - start
+        t["spmv"] = cp.cuda.get_elapsed_time(begin, end) / 1e3

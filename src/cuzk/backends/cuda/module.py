@@ -1,17 +1,19 @@
 """Compiling cuzk's CUDA kernels at run time (CuPy RawModule through NVRTC) and launching them.
 
-The kernel files under ``kernels/`` are joined into one translation unit in dependency order (their
-local ``#include`` lines exist for standalone ``nvcc`` checks and are dropped here), so the
-compiled-module cache key, a hash of the full source and the options, changes whenever any file
-does. CuPy keeps the cubins on disk; we point its cache at ``$CUZK_KERNEL_CACHE`` (default
-``$XDG_CACHE_HOME/cuzk/kernels``) so that a restarted daemon loads them in milliseconds instead of
-recompiling for minutes (NVRTC spends 1-4 CPU-minutes on the G1/G2 curve kernels). An
-ahead-of-time nvcc build (`build_cubin`) placed in that directory is used in preference. CuPy adds
-``-arch=sm_XX`` for the current device itself (sm_90 on an H100/H200), producing native code rather
-than PTX for the driver to JIT.
+The kernels come in named units (`UNITS`), each compiled on its own: "curve" holds the field,
+curve, NTT and MSM kernels (NVRTC spends 1-4 CPU-minutes on its G1/G2 code), "synthesis" the
+sparse products of compiled circuits (common.cuh, mont.cuh, fr.cuh, spmv.cu: seconds), so a change
+to one unit never recompiles the other. A unit's files are joined into one translation unit in
+dependency order (their local ``#include`` lines exist for standalone ``nvcc`` checks and are
+dropped here), so the unit's compiled-module cache key, a hash of its full source and the options,
+changes whenever any of its files does. CuPy keeps the cubins on disk; we point its cache at
+``$CUZK_KERNEL_CACHE`` (default ``$XDG_CACHE_HOME/cuzk/kernels``) so that a restarted daemon loads
+them in milliseconds instead of recompiling. An ahead-of-time nvcc build (`build_cubin`) placed in
+that directory is used in preference. CuPy adds ``-arch=sm_XX`` for the current device itself
+(sm_90 on an H100/H200), producing native code rather than PTX for the driver to JIT.
 
-Everything that drives kernels (ntt.py, msm.py) talks to a `KernelModule`: ``launch`` plus ``xp``
-(the array module). Tests on machines without a GPU can substitute an object with the same
+Everything that drives kernels (ntt.py, msm.py, spmv.py) talks to a `KernelModule`: ``launch`` plus
+``xp`` (the array module). Tests on machines without a GPU can substitute an object with the same
 interface.
 """
 
@@ -30,46 +32,62 @@ from typing import Any
 import numpy as np
 
 KERNEL_DIR = Path(__file__).parent / "kernels"
-#: Dependency order: each file only uses what the files before it define.
-SOURCE_FILES = ("common.cuh", "mont.cuh", "fp.cuh", "fr.cuh", "fp2.cuh", "ec.cuh", "convert.cu", "ntt.cu",
-                "msm.cu")
+#: Each unit's files in dependency order: each file only uses what the files before it define.
+UNITS: dict[str, tuple[str, ...]] = {
+    "curve": ("common.cuh", "mont.cuh", "fp.cuh", "fr.cuh", "fp2.cuh", "ec.cuh", "convert.cu", "ntt.cu", "msm.cu"),
+    "synthesis": ("common.cuh", "mont.cuh", "fr.cuh", "spmv.cu"),
+}
+#: The unit a `KernelModule` compiles unless told otherwise (its cubin names predate the units).
+DEFAULT_UNIT = "curve"
+SOURCE_FILES = UNITS[DEFAULT_UNIT]
 NVRTC_OPTIONS = ("--std=c++17", "-DCUZK_NVRTC=1")
 
 _LOCAL_INCLUDE = re.compile(r'^\s*#\s*(include\s+"[^"]+"|pragma\s+once)\s*$', re.MULTILINE)
 
 
-def kernel_source() -> str:
-    """All kernel files as one translation unit, with their local includes removed."""
+def _unit_files(unit: str) -> tuple[str, ...]:
+    files = UNITS.get(unit)
+    if files is None:
+        raise ValueError(f"unknown kernel unit {unit!r} (known: {', '.join(sorted(UNITS))})")
+    return files
+
+
+def kernel_source(unit: str = DEFAULT_UNIT) -> str:
+    """A unit's kernel files as one translation unit, with their local includes removed."""
     parts = []
-    for name in SOURCE_FILES:
+    for name in _unit_files(unit):
         text = (KERNEL_DIR / name).read_text()
         parts.append(f"// ---- {name}\n" + _LOCAL_INCLUDE.sub("", text))
     return "\n".join(parts)
 
 
-def source_digest() -> str:
-    """Names a compiled module: any change of a kernel file or of the options gives a new name."""
-    return hashlib.sha256((kernel_source() + repr(NVRTC_OPTIONS)).encode()).hexdigest()[:20]
+def source_digest(unit: str = DEFAULT_UNIT) -> str:
+    """Names a unit's compiled module: any change of one of its files or of the options gives a new name."""
+    return hashlib.sha256((kernel_source(unit) + repr(NVRTC_OPTIONS)).encode()).hexdigest()[:20]
 
 
-def cubin_path(arch: str, directory: Path | None = None) -> Path:
-    """Where an ahead-of-time build of the current source for `arch` (e.g. "sm_90") is looked for."""
-    return (directory or kernel_cache_dir()) / f"cuzk-{source_digest()}-{arch}.cubin"
+def cubin_path(arch: str, directory: Path | None = None, unit: str = DEFAULT_UNIT) -> Path:
+    """Where an ahead-of-time build of a unit's current source for `arch` (e.g. "sm_90") is looked for.
+    The curve unit keeps the name it had before there were units, so existing builds stay valid."""
+    prefix = "cuzk" if unit == DEFAULT_UNIT else f"cuzk-{unit}"
+    return (directory or kernel_cache_dir()) / f"{prefix}-{source_digest(unit)}-{arch}.cubin"
 
 
-def build_cubin(arch: str = "sm_90", directory: Path | None = None, nvcc: str = "nvcc") -> Path:
-    """Compile the kernels ahead of time with nvcc (a minute of CPU) into `cubin_path(arch)`.
+def build_cubin(arch: str = "sm_90", directory: Path | None = None, nvcc: str = "nvcc",
+                unit: str = DEFAULT_UNIT) -> Path:
+    """Compile a unit's kernels ahead of time with nvcc (a minute of CPU for the curve unit) into
+    `cubin_path(arch, unit=unit)`.
 
     A process that finds this file loads it instead of running NVRTC, e.g. after building the
     cubin once on a machine with the CUDA toolkit and shipping it with a deployment.
     """
     if shutil.which(nvcc) is None:
         raise FileNotFoundError(f"{nvcc} not found")
-    out = cubin_path(arch, directory)
+    out = cubin_path(arch, directory, unit)
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
-        src = Path(tmp) / "cuzk_kernels.cu"
-        src.write_text(kernel_source())
+        src = Path(tmp) / f"cuzk_{unit}.cu"
+        src.write_text(kernel_source(unit))
         tmp_out = Path(tmp) / out.name
         subprocess.run([nvcc, "-cubin", f"-arch={arch}", *NVRTC_OPTIONS, "-o", str(tmp_out), str(src)],
                        check=True, capture_output=True, text=True)
@@ -87,13 +105,15 @@ def kernel_cache_dir() -> Path:
 
 
 class KernelModule:
-    """The compiled kernels of one device, with CuPy arrays as ``xp``."""
+    """The compiled kernels of one unit on one device, with CuPy arrays as ``xp``."""
 
-    def __init__(self, device_id: int = 0) -> None:
+    def __init__(self, device_id: int = 0, unit: str = DEFAULT_UNIT) -> None:
         import cupy
 
+        _unit_files(unit)
         self.xp = cupy
         self.device_id = device_id
+        self.unit = unit
         cache = kernel_cache_dir()
         cache.mkdir(parents=True, exist_ok=True)
         # CuPy reads the variable at compile time; only set it when the user has not chosen one.
@@ -101,12 +121,12 @@ class KernelModule:
         with cupy.cuda.Device(device_id):
             props = cupy.cuda.runtime.getDeviceProperties(device_id)
             self.num_sms = int(props["multiProcessorCount"])
-            aot = cubin_path(f"sm_{props['major']}{props['minor']}", cache)
+            aot = cubin_path(f"sm_{props['major']}{props['minor']}", cache, unit)
             self.source = "cubin" if aot.exists() else "nvrtc"
             if aot.exists():
                 self._module = cupy.RawModule(path=str(aot))
             else:
-                self._module = cupy.RawModule(code=kernel_source(), options=NVRTC_OPTIONS)
+                self._module = cupy.RawModule(code=kernel_source(unit), options=NVRTC_OPTIONS)
                 self._module.compile()
         self._functions: dict[str, Any] = {}
 
@@ -151,14 +171,14 @@ class KernelModule:
         self.xp.cuda.get_current_stream().synchronize()
 
 
-_MODULES: dict[int, KernelModule] = {}
+_MODULES: dict[tuple[int, str], KernelModule] = {}
 _MODULES_LOCK = threading.Lock()
 
 
-def get_module(device_id: int = 0) -> KernelModule:
-    """The process-wide compiled module of a device (compiled, or loaded from the cache, once)."""
+def get_module(device_id: int = 0, unit: str = DEFAULT_UNIT) -> KernelModule:
+    """The process-wide compiled module of a unit on a device (compiled, or loaded from the cache, once)."""
     with _MODULES_LOCK:
-        mod = _MODULES.get(device_id)
+        mod = _MODULES.get((device_id, unit))
         if mod is None:
-            mod = _MODULES[device_id] = KernelModule(device_id)
+            mod = _MODULES[(device_id, unit)] = KernelModule(device_id, unit)
         return mod
