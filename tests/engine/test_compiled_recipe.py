@@ -197,3 +197,103 @@ def test_live_daemon_proves_through_a_compiled_circuit(tmp_path: Path, tmp_path_
     finally:
         code = daemon.stop()
     assert code == 0, daemon.log()
+
+
+# -- sparse products in the prover (`synthesis.sparse_products = "prover"`) --------------------------
+
+
+def test_prover_products_hand_over_the_witness_alone(param_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The recipe returns inputs and aux only (no products computed in the synthesis process); the
+    shared-memory hand-off carries them with the compiled circuit's path; the prover's backend
+    (here the CPU one) computes the same a, b, c."""
+    from cuzk.backends.cpu import CpuBackend
+    from cuzk.engine.synthesis import CompiledWitness, export_assignment
+    from cuzk.groth16.assignment import Assignment
+
+    path = CompiledStore(param_cache / "compiled").build("winning-2k")
+    recipe = plan_recipe(WinningPostProvider(param_cache, sparse_products="prover"))
+    assert recipe.sparse_products == "prover"
+
+    def no_products(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the synthesis process computed the sparse products")
+
+    monkeypatch.setattr(Assignment, "from_compiled", no_products)
+    witness = recipe.assignment()
+    monkeypatch.undo()
+    assert isinstance(witness, CompiledWitness) and witness.compiled_path == str(path)
+    ref = reference_assignment()
+    assert np.array_equal(witness.inputs, ref.inputs) and np.array_equal(witness.aux, ref.aux)
+    assert witness.num_constraints == ref.num_constraints
+    shared = export_assignment(witness)
+    try:
+        assert shared.compiled_path == str(path) and shared.num_constraints == ref.num_constraints
+        assert {spec.name for spec in shared.arrays} == {"inputs", "aux"}
+        with shared.attach() as att:
+            got = att.assignment
+            assert isinstance(got, CompiledWitness) and np.array_equal(got.aux, ref.aux)
+            evaluated = Assignment.from_compiled(load_compiled(path), (got.inputs, got.aux))
+            assert_identical(ref, evaluated)
+    finally:
+        shared.unlink()
+    assert hasattr(CpuBackend, "prove_compiled")
+
+
+def test_sparse_products_setting() -> None:
+    from cuzk.engine.config import ConfigError, config_from_dict
+    from cuzk.engine.workers import DeviceSpec, sparse_products_where
+
+    cuda, cpu = DeviceSpec(0, "cuda"), DeviceSpec(0, "cpu")
+    assert sparse_products_where("auto", [cuda, DeviceSpec(1, "cuda")]) == "prover"
+    assert sparse_products_where("auto", [cpu]) == "synthesis"
+    assert sparse_products_where("auto", []) == "synthesis"
+    assert sparse_products_where("prover", [cpu]) == "prover"
+    assert sparse_products_where("synthesis", [cuda]) == "synthesis"
+    assert config_from_dict({"synthesis": {"sparse_products": "prover"}}).synthesis.sparse_products == "prover"
+    with pytest.raises(ConfigError, match="sparse_products"):
+        config_from_dict({"synthesis": {"sparse_products": "gpu"}})
+
+
+@pytest.mark.slow
+def test_live_daemon_computes_the_products_in_the_prover(tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+                                                        ) -> None:
+    """A daemon with `sparse_products = "prover"` (on the CPU backend) proves through the compiled
+    circuit and the proof verifies; a compiled file with a wrong R1CS now fails the job in the
+    prover's row check, naming the problem, instead of falling back."""
+    from fixture_params import official_params
+    from server.conftest import start_daemon
+
+    from cuzk.circuits.filecoin.compound_post import verify_winning_post
+    from cuzk.groth16.params_file import read_vk
+    from cuzk.server._gen import proving_pb2 as pb
+
+    params = tmp_path_factory.mktemp("compiled-winning-params-prover")
+    official_params(params, "winning-2k", 11)
+    daemon = start_daemon(tmp_path / "daemon", params, synthesis={"sparse_products": "prover"})
+    cache = tmp_path / "daemon" / "params"
+    path = CompiledStore(cache / "compiled").build("winning-2k")
+    vk = read_vk(cache / parameter_file_name(CircuitKind.WINNING, SIZE, "vk"))
+    req = winning_request()
+
+    def prove(request_id: str) -> pb.AwaitProofResponse:
+        submit = pb.SubmitProofRequest(request_id=request_id, proof_kind=int(req.proof_kind),
+                                       priority=int(req.priority), sector_size=req.sector_size,
+                                       registered_proof=req.registered_proof, vanilla_proofs=req.vanilla_proofs,
+                                       miner_id=req.miner_id, randomness=req.randomness)
+        with daemon.client(timeout=30) as client:
+            return client.prove(submit, timeout=600)
+
+    try:
+        result = prove("prover-1")
+        assert result.status == pb.AwaitProofResponse.COMPLETED, result.error_message
+        assert verify_winning_post(vk, result.proof, registered_proof=0, randomness=RANDOMNESS,
+                                   prover_id=prover_id_from_miner(MINER), replicas={11: sample_sector(SIZE, 5).comm_r})
+        good = load_compiled(path)
+        table = np.array(good.coeff_table)
+        table[5] = table[6]
+        write_compiled(dataclasses.replace(good, coeff_table=table, fingerprint=""), path)
+        result = prove("prover-2")
+        assert result.status == pb.AwaitProofResponse.FAILED
+        assert "constraints are not satisfied by the witness" in result.error_message
+    finally:
+        code = daemon.stop()
+    assert code == 0, daemon.log()

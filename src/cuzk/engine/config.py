@@ -47,6 +47,7 @@ DISCONNECT_POLICIES = ("finish", "cancel")
 RESTART_POLICIES = ("requeue", "fail")
 BACKENDS = ("auto", "cpu", "cuda")
 COMPILED_MODES = ("off", "use", "build")
+SPARSE_PRODUCTS = ("auto", "synthesis", "prover")
 
 
 class ConfigError(CuzkError):
@@ -241,6 +242,10 @@ class SynthesisConfig:
     #: cuzk-py: compiled circuits under <srs.param_cache>/compiled/ (README "Compiled circuits"): "use" them
     #: when present, also "build" one in the background on a circuit's first job, or "off".
     compiled: str = "use"
+    #: cuzk-py: where a compiled circuit's a = A·w, b = B·w, c = C·w are computed: in the "synthesis"
+    #: processes (numba), by the "prover" (its backend: on the GPU with CUDA, so a, b, c never exist in
+    #: host memory), or "auto" (the prover when every device is a GPU).
+    sparse_products: str = "auto"
 
 
 @dataclass
@@ -454,6 +459,8 @@ def _apply(config: Config, section: str, key: str, value: Any) -> None:
         value = _choice(value, what, BACKENDS)
     elif what == "synthesis.compiled":
         value = _choice(value, what, COMPILED_MODES)
+    elif what == "synthesis.sparse_products":
+        value = _choice(value, what, SPARSE_PRODUCTS)
     elif what == "gpus.devices":
         _expect(list, value, what, "a list of device ordinals")
         value = [_non_negative_int(v, what) for v in value]

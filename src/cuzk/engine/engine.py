@@ -61,7 +61,7 @@ from cuzk.engine.providers import CircuitProvider, InvalidRequestError, SrsSourc
 from cuzk.engine.scheduler import BatchCollector, Scheduler
 from cuzk.engine.srs import SrsManager
 from cuzk.engine.synthesis import synthesis_worker_main
-from cuzk.engine.workers import Device, DevicePool, detect_devices
+from cuzk.engine.workers import Device, DevicePool, detect_devices, sparse_products_where
 from cuzk.errors import CuzkError
 
 log = logging.getLogger("cuzk.engine")
@@ -204,8 +204,10 @@ class Engine:
         mode = config.synthesis.compiled
         self.compiled = CompiledStore(Path(config.srs.param_cache) / "compiled", enabled=mode != "off",
                                       auto_build=mode == "build")
+        self.device_specs = detect_devices(config)
+        self.sparse_products = sparse_products_where(config.synthesis.sparse_products, self.device_specs)
         self.providers = build_providers(config.srs.param_cache, test_circuits=config.debug.test_circuits,
-                                         compiled=self.compiled)
+                                         compiled=self.compiled, sparse_products=self.sparse_products)
         for circuit_id in config.srs.preload:  # fail before any process is spawned
             try:
                 self.providers.srs_source(circuit_id)
@@ -231,7 +233,6 @@ class Engine:
         self.metrics = EngineMetrics(lambda: status_views.gauges(self))
 
         cores = os.cpu_count() or 1
-        self.device_specs = detect_devices(config)
         self.devices = DevicePool(self.device_specs, workers_per_device=config.gpus.gpu_workers_per_device,
                                   threads=config.gpus.gpu_threads, on_restart=self._device_restarted)
         synth_count = max(1, min(config.pipeline.max_parallel_synthesis or 18, cores))

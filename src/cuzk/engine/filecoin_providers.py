@@ -302,6 +302,9 @@ class FilecoinPartitionRecipe(CircuitRecipe):
     label: str
     #: A ready compiled circuit of `circuit_id` (`cuzk.engine.compiled_store`) when planned, else None.
     compiled_path: str | None = None
+    #: Where a compiled circuit's a, b, c are computed: here ("synthesis") or by the prover's
+    #: backend ("prover": the recipe returns a `CompiledWitness`; the GPU for the CUDA backend).
+    sparse_products: str = "synthesis"
 
     def build(self) -> Any:
         return self.circuit
@@ -313,7 +316,9 @@ class FilecoinPartitionRecipe(CircuitRecipe):
         With a compiled circuit, the witness comes from the circuit's batched generator (PoSt,
         SnapDeals, ...; `generated_witness`) or else WitnessCS, and a, b, c from its sparse
         products; whenever that path cannot be used (file unusable, counts differ, a row a·b != c)
-        it is logged and the constraint-system path below runs instead, as without the file."""
+        it is logged and the constraint-system path below runs instead, as without the file. With
+        `sparse_products = "prover"` the witness alone comes back (`CompiledWitness`): the prover
+        computes the products and checks the rows, and a failed row check fails the partition."""
         from cuzk.groth16.assignment import Assignment
         from cuzk.groth16.synthesis import synthesize_for_proving
 
@@ -355,6 +360,13 @@ class FilecoinPartitionRecipe(CircuitRecipe):
             self._check_inputs(witness.input_assignment)
         try:
             compiled.check_witness(*counts)
+            if self.sparse_products == "prover":
+                from cuzk.engine.synthesis import CompiledWitness
+                from cuzk.field.limbs import ints_to_limbs
+
+                inputs, aux = (generated if generated is not None else
+                               (ints_to_limbs(witness.input_assignment), ints_to_limbs(witness.aux_assignment)))
+                return CompiledWitness(inputs, aux, self.compiled_path, compiled.num_constraints)
             return Assignment.from_compiled(compiled, witness, check=True)
         except (CompiledMismatchError, SynthesisError) as err:
             log.warning("%s %s: compiled circuit %s not used (%s); synthesizing with the constraint system",
@@ -415,10 +427,13 @@ class FilecoinProvider(CircuitProvider):
     family: CircuitKind
     kind: ProofKind
 
-    def __init__(self, param_cache: str | Path, *, compiled: CompiledStore | None = None) -> None:
+    def __init__(self, param_cache: str | Path, *, compiled: CompiledStore | None = None,
+                 sparse_products: str = "synthesis") -> None:
         self.param_cache = Path(param_cache)
         #: Compiled circuits: used when ready; built on first use only if the store says so.
         self.compiled = compiled if compiled is not None else CompiledStore(self.param_cache / "compiled")
+        #: Where compiled circuits' a, b, c are computed (`FilecoinPartitionRecipe.sparse_products`).
+        self.sparse_products = sparse_products
 
     @property
     def where(self) -> str:
@@ -474,7 +489,8 @@ class FilecoinProvider(CircuitProvider):
                 raise InvalidRequestError(f"{self.where}: partition {k}: {hint} ({len(positions)} of {len(inputs)} "
                                           f"public inputs differ, first at position {positions[0]})")
             recipe = FilecoinPartitionRecipe(cid, k, compound.partition_circuit(k), tuple(inputs),
-                                             f"{request.request_id} partition {k}", compiled_path)
+                                             f"{request.request_id} partition {k}", compiled_path,
+                                             self.sparse_products)
             partitions.append(PartitionPlan(k, recipe, inputs))
         return JobPlan(cid, partitions)
 
@@ -832,9 +848,11 @@ class SnapProvider(FilecoinProvider):
             raise _invalid(self.where, err) from None
 
 
-def filecoin_providers(param_cache: str | Path, *, compiled: CompiledStore | None = None) -> list[CircuitProvider]:
+def filecoin_providers(param_cache: str | Path, *, compiled: CompiledStore | None = None,
+                       sparse_products: str = "synthesis") -> list[CircuitProvider]:
     """The four Filecoin providers of a daemon whose parameters live in `param_cache`, sharing one
-    compiled-circuit store (default: `<param_cache>/compiled/`, used when present, never built)."""
+    compiled-circuit store (default: `<param_cache>/compiled/`, used when present, never built);
+    `sparse_products` says where compiled circuits' a, b, c are computed ("synthesis" or "prover")."""
     store = compiled if compiled is not None else CompiledStore(Path(param_cache) / "compiled")
-    return [PorepProvider(param_cache, compiled=store), SnapProvider(param_cache, compiled=store),
-            WindowPostProvider(param_cache, compiled=store), WinningPostProvider(param_cache, compiled=store)]
+    return [cls(param_cache, compiled=store, sparse_products=sparse_products)
+            for cls in (PorepProvider, SnapProvider, WindowPostProvider, WinningPostProvider)]

@@ -367,13 +367,16 @@ class ProviderRegistry:
         raise InvalidRequestError(f"no provider for circuit {circuit_id!r}")  # pragma: no cover
 
 
-def build_providers(param_cache: str, *, test_circuits: bool, compiled: Any = None) -> ProviderRegistry:
+def build_providers(param_cache: str, *, test_circuits: bool, compiled: Any = None,
+                    sparse_products: str = "synthesis") -> ProviderRegistry:
     """The providers of a daemon: the four Filecoin kinds always (a job whose parameters are missing
     from `param_cache` fails naming the file), test circuits when enabled. `compiled` is the
-    Filecoin providers' CompiledStore (None: the default store, used when files are present)."""
+    Filecoin providers' CompiledStore (None: the default store, used when files are present);
+    `sparse_products` where its circuits' a, b, c are computed ("synthesis" or "prover")."""
     from cuzk.engine.filecoin_providers import filecoin_providers  # it subclasses this module's classes
 
-    providers: list[CircuitProvider] = filecoin_providers(param_cache, compiled=compiled)
+    providers: list[CircuitProvider] = filecoin_providers(param_cache, compiled=compiled,
+                                                          sparse_products=sparse_products)
     if test_circuits:
         providers.append(DebugCircuitProvider(param_cache))
     return ProviderRegistry(providers, test_circuits_enabled=test_circuits)

@@ -2,9 +2,12 @@
 
 A synthesis process receives a pickled `PartitionRecipe`, runs it (pure Python constraint
 synthesis), and writes the resulting arrays (a, b, c, inputs, aux and the three densities) into
-one POSIX shared-memory segment. Only a small `SharedAssignment` descriptor travels back through
-the pipe; the prover process maps the same segment and reads the arrays in place, so gigabytes of
-a/b/c are never pickled or copied between processes.
+one POSIX shared-memory segment. A recipe whose sparse products are left to the prover
+(`synthesis.sparse_products`) returns a `CompiledWitness` instead: only inputs and aux go into the
+segment, with the compiled circuit's path, and the prover's backend evaluates a, b, c itself.
+Only a small `SharedAssignment` descriptor travels back through the pipe; the prover process maps
+the same segment and reads the arrays in place, so gigabytes of a/b/c are never pickled or copied
+between processes.
 
 Ownership: the synthesis process creates the segment and closes its mapping; from then on the
 daemon owns it and unlinks it when the partition is proven, fails or is cancelled. If the daemon
@@ -26,7 +29,19 @@ import numpy as np
 log = logging.getLogger("cuzk.engine.synthesis")
 
 _FIELDS = ("a", "b", "c", "inputs", "aux", "a_aux_density", "b_input_density", "b_aux_density")
+_WITNESS_FIELDS = ("inputs", "aux")
 _ALIGN = 64
+
+
+@dataclass(eq=False)
+class CompiledWitness:
+    """A partition's witness for a prover that evaluates a = A·w, b = B·w, c = C·w itself
+    (`ProverBackend.prove_compiled`) from the compiled circuit at `compiled_path`."""
+
+    inputs: np.ndarray  #: (num_inputs, 4) canonical
+    aux: np.ndarray  #: (num_aux, 4) canonical
+    compiled_path: str
+    num_constraints: int
 
 
 @dataclass(frozen=True)
@@ -44,9 +59,14 @@ class SharedAssignment:
     shm_name: str
     size: int
     arrays: tuple[ArraySpec, ...]
+    #: Set for a `CompiledWitness`: the segment holds inputs and aux only.
+    compiled_path: str | None = None
+    witness_constraints: int = 0
 
     @property
     def num_constraints(self) -> int:
+        if self.compiled_path is not None:
+            return self.witness_constraints
         return next(a.shape[0] for a in self.arrays if a.name == "a")
 
     def attach(self) -> AttachedAssignment:
@@ -75,7 +95,11 @@ class AttachedAssignment:
                                        offset=spec.offset) for spec in shared.arrays}
         for v in views.values():
             v.flags.writeable = False
-        self.assignment: Any = Assignment(**views)
+        if shared.compiled_path is not None:
+            self.assignment: Any = CompiledWitness(views["inputs"], views["aux"], shared.compiled_path,
+                                                   shared.witness_constraints)
+        else:
+            self.assignment = Assignment(**views)
 
     def close(self) -> None:
         self.assignment = None
@@ -92,8 +116,11 @@ class AttachedAssignment:
 
 
 def export_assignment(asg: Any) -> SharedAssignment:
-    """Copy an Assignment into a new shared-memory segment and return its descriptor."""
-    arrays = [(name, np.ascontiguousarray(getattr(asg, name))) for name in _FIELDS]
+    """Copy an Assignment (or a CompiledWitness) into a new shared-memory segment and return its
+    descriptor."""
+    witness_only = isinstance(asg, CompiledWitness)
+    arrays = [(name, np.ascontiguousarray(getattr(asg, name))) for name in
+              (_WITNESS_FIELDS if witness_only else _FIELDS)]
     specs, offset = [], 0
     for name, arr in arrays:
         offset = -(-offset // _ALIGN) * _ALIGN
@@ -112,6 +139,8 @@ def export_assignment(asg: Any) -> SharedAssignment:
         shm.unlink()
         raise
     shm.close()
+    if witness_only:
+        return SharedAssignment(shm.name, size, tuple(specs), asg.compiled_path, asg.num_constraints)
     return SharedAssignment(shm.name, size, tuple(specs))
 
 

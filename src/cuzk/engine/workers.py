@@ -28,9 +28,10 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any
 
+from cuzk.engine.compiled_store import load_for_synthesis
 from cuzk.engine.config import Config, ConfigError
 from cuzk.engine.procs import WorkerProcess, set_thread_env
-from cuzk.engine.synthesis import SharedAssignment
+from cuzk.engine.synthesis import CompiledWitness, SharedAssignment
 
 log = logging.getLogger("cuzk.engine.workers")
 CUDA_BACKEND_MODULE = "cuzk.backends.cuda"
@@ -112,6 +113,14 @@ def detect_devices(config: Config) -> list[DeviceSpec]:
     return [DeviceSpec(0, "cpu")]
 
 
+def sparse_products_where(setting: str, specs: list[DeviceSpec]) -> str:
+    """`synthesis.sparse_products` resolved: "auto" is "prover" when every device is a GPU (whose
+    backend computes a, b, c next to the proof) and "synthesis" otherwise."""
+    if setting != "auto":
+        return setting
+    return "prover" if specs and all(spec.kind == "cuda" for spec in specs) else "synthesis"
+
+
 def make_backend(kind: str, ordinal: int) -> Any:
     """The backend object for a device (device-process side)."""
     if kind == "cpu":
@@ -188,7 +197,18 @@ class _DeviceState:
                                                           "this device"))
                     attached.append(None)
                     continue
-                attached.append((pk, item.shared.attach()))
+                att = item.shared.attach()
+                compiled = None
+                if isinstance(att.assignment, CompiledWitness):
+                    # Loaded (and on first use verified) before the device lock: the prover evaluates a, b, c.
+                    compiled = load_for_synthesis(att.assignment.compiled_path, item.circuit_id)
+                    if compiled is None:
+                        att.close()
+                        results.append(ItemResult(False, error=f"the compiled circuit {att.assignment.compiled_path} "
+                                                               "cannot be used (see the log)"))
+                        attached.append(None)
+                        continue
+                attached.append((pk, att, compiled))
                 results.append(ItemResult(True))
             wait_start = time.monotonic()
             proofs: list[Any] = [None] * len(items)
@@ -196,11 +216,16 @@ class _DeviceState:
                 for k, entry in enumerate(attached):
                     if entry is None:
                         continue
-                    pk, att = entry
+                    pk, att, compiled = entry
                     results[k].lock_wait_start = wait_start
                     results[k].device_start = time.monotonic()
                     try:
-                        proofs[k] = self.backend.prove(pk, att.assignment, timings=results[k].phases)
+                        asg = att.assignment
+                        if compiled is not None:
+                            proofs[k] = self.backend.prove_compiled(pk, compiled, asg.inputs, asg.aux,
+                                                                    timings=results[k].phases)
+                        else:
+                            proofs[k] = self.backend.prove(pk, asg, timings=results[k].phases)
                     except Exception as err:
                         results[k] = ItemResult(False, error=f"proving failed: {type(err).__name__}: {err}")
                         log.debug("prove failed: %s", traceback.format_exc())
