@@ -157,13 +157,16 @@ def bench_ntt(cp: Any, sizes: list[int], reps: int) -> list[dict[str, Any]]:
 
 def bench_msm(cp: Any, group: str, sizes: list[int], reps: int, check_log: int | None,
               sweep_log: int | None = None, window_logs: tuple[int, ...] = (),
-              window_bits: tuple[int, ...] = (), reduce_log: int | None = None) -> list[dict[str, Any]]:
+              window_bits: tuple[int, ...] = (), reduce_log: int | None = None,
+              tree_logs: tuple[int, ...] = ()) -> list[dict[str, Any]]:
     """Bases: 2^12 distinct random points, spread over the n slots in random order (point values do
     not change Pippenger's work); scalars uniform below r. With `sweep_log`, every occupancy variant
     of the accumulation kernel (and grid size) is timed at that size first and the fastest is used for
     the rest; at each size of `window_logs`, every window size of `window_bits` is timed (with its
     phases), for choosing the per-size windows of msm.py; at `reduce_log`, every running-sum length of
-    the bucket reduction, the fastest (by the reduction's own time) being used for the rest."""
+    the bucket reduction, the fastest (by the reduction's own time) being used for the rest; at each
+    size of `tree_logs`, the batch-affine tree rounds off and at several thresholds (TREE_SETTINGS),
+    timed in alternation, each result checked equal to the one without tree rounds."""
     from cuzk.backends.cuda.module import get_module
     from cuzk.backends.cuda.msm import ACCUMULATE_VARIANTS, DeviceMsm
     from cuzk.curve.encoding import g1_points_to_uncompressed, g2_points_to_uncompressed
@@ -217,6 +220,8 @@ def bench_msm(cp: Any, group: str, sizes: list[int], reps: int, check_log: int |
         eng.window_bits = None
         del bases, scalars
         cp.get_default_memory_pool().free_all_blocks()
+    for tlog in tree_logs:
+        rows += _tree_sweep(cp, eng, group, dev_pool, rng, tlog)
     if reduce_log is not None:
         n = 1 << reduce_log
         bases = dev_pool[cp.asarray(rng.integers(0, distinct, size=n))]
@@ -264,6 +269,48 @@ def bench_msm(cp: Any, group: str, sizes: list[int], reps: int, check_log: int |
         print(json.dumps({k: v for k, v in row.items() if k != "samples_ms"}), flush=True)
         del bases, scalars, result
         cp.get_default_memory_pool().free_all_blocks()
+    return rows
+
+
+#: Thresholds of the batch-affine tree rounds the sweep compares (DeviceMsm.tree_min_pairs; None: off).
+TREE_SETTINGS: tuple[int | None, ...] = (None, 32, 64, 128, 256)
+
+
+def _tree_sweep(cp: Any, eng: Any, group: str, pool: Any, rng: np.random.Generator, log_n: int) -> list[dict[str, Any]]:
+    """The MSM at 2^log_n with each of TREE_SETTINGS, the settings alternating within each repetition."""
+    n = 1 << log_n
+    bases = pool[cp.asarray(rng.integers(0, pool.shape[0], size=n))]
+    scalars = cp.asarray(random_scalars(n, rng).view(np.uint32).reshape(n, 8))
+    keep = eng.tree_min_pairs[group]
+    samples: dict[int | None, list[float]] = {t: [] for t in TREE_SETTINGS}
+    results: dict[int | None, Any] = {}
+    phases: dict[int | None, dict[str, float]] = {}
+    for t in TREE_SETTINGS:
+        eng.tree_min_pairs[group] = t
+        results[t] = eng.to_points(group, [eng.msm(group, bases, scalars)])[0]
+    for _ in range(5 if log_n < 26 else 3):
+        for t in TREE_SETTINGS:
+            eng.tree_min_pairs[group] = t
+            cp.cuda.Device().synchronize()
+            start = time.perf_counter()
+            eng.msm(group, bases, scalars)
+            cp.cuda.Device().synchronize()
+            samples[t].append((time.perf_counter() - start) * 1e3)
+    for t in TREE_SETTINGS:
+        eng.tree_min_pairs[group] = t
+        eng.profile = {}
+        eng.msm(group, bases, scalars)
+        phases[t] = {k: round(v, 3) for k, v in eng.profile.items()}
+        eng.profile = None
+    rows = []
+    for t in TREE_SETTINGS:
+        row = {"op": f"msm_{group}_tree", "tree_min_pairs": t, "log_n": log_n, **stats_ms(samples[t]),
+               "phases_ms": phases[t], "equal_to_no_tree": bool(results[t] == results[None])}
+        rows.append(row)
+        print(json.dumps({k: v for k, v in row.items() if k != "samples_ms"}), flush=True)
+    eng.tree_min_pairs[group] = keep
+    del bases, scalars
+    cp.get_default_memory_pool().free_all_blocks()
     return rows
 
 
@@ -324,6 +371,10 @@ def main() -> None:
     ap.add_argument("--windows", default="16,18,20", help="window sizes (bits) the sweeps time")
     ap.add_argument("--reduce-sweep", type=int, default=None,
                     help="log2 size at which the reduction's running-sum lengths are compared first (G1 and G2)")
+    ap.add_argument("--tree-sweep", default="",
+                    help="G1 log2 sizes at which the batch-affine tree thresholds are compared first, e.g. 24,26")
+    ap.add_argument("--g2-tree-sweep", default="", help="the same for G2")
+    ap.add_argument("--note", default="", help="what code was measured (kept in the JSON)")
     ap.add_argument("--quick", action="store_true", help="small sizes only (a smoke test)")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
@@ -341,14 +392,18 @@ def main() -> None:
     sizes = {k: [int(x) for x in v.split(",") if x] for k, v in (("ntt", args.ntt), ("g1", args.g1),
                                                                  ("g2", args.g2))}
     results: dict[str, Any] = {"module_load_s": round(compile_s, 2), "module_source": mod.source}
+    if args.note:
+        results["note"] = args.note
     results["ntt"] = bench_ntt(cp, sizes["ntt"], args.reps)
     bits = tuple(int(x) for x in args.windows.split(",") if x)
     sweeps = {g: tuple(int(x) for x in v.split(",") if x) for g, v in (("g1", args.window_sweep),
                                                                       ("g2", args.g2_window_sweep))}
+    trees = {g: tuple(int(x) for x in v.split(",") if x) for g, v in (("g1", args.tree_sweep),
+                                                                     ("g2", args.g2_tree_sweep))}
     results["msm"] = (bench_msm(cp, "g1", sizes["g1"], args.reps, args.check, args.sweep, sweeps["g1"], bits,
-                                args.reduce_sweep)
+                                args.reduce_sweep, trees["g1"])
                       + bench_msm(cp, "g2", sizes["g2"], args.reps, None, args.sweep, sweeps["g2"], bits,
-                                  args.reduce_sweep))
+                                  args.reduce_sweep, trees["g2"]))
     results["tuning"] = TUNING
     if args.prove:
         results["prove"] = bench_prove(args.prove, args.reps, TUNING)

@@ -7,6 +7,7 @@ import random
 import numpy as np
 import pytest
 
+import cuzk.backends.cuda.msm as msm_module
 from cuzk.backends.cuda.msm import ACCUMULATE_VARIANTS, DeviceMsm, window_size
 from cuzk.curve.encoding import g1_points_to_uncompressed, g2_points_to_uncompressed
 from cuzk.curve.msm import msm as cpu_msm
@@ -111,6 +112,32 @@ def test_accumulate_variants(kernels, emulated: bool, group: str, variant: str) 
                     [rng.randrange(R_MODULUS) for _ in few]):
         want = cpu_msm(few, ints_to_limbs(scalars), group=cls)
         assert _device_msm(kernels, eng, group, few, scalars, False) == want, scalars[:3]
+
+
+@pytest.mark.parametrize("group", ["g1", "g2"])
+@pytest.mark.parametrize("group_bytes", [6 << 30, 3000])
+def test_tree_rounds(kernels, emulated: bool, monkeypatch: pytest.MonkeyPatch, group: str,
+                     group_bytes: int) -> None:
+    """The batch-affine tree rounds, forced at small sizes (every round runs while any bucket holds two
+    points; few threads, so a thread's additions span buckets), give the CPU's sum: random, edge,
+    all-equal and small scalars, repeated, opposite and infinite bases (the doubling and P + (-P)
+    cases of an affine addition), and window groups of one or all windows."""
+    cls, _ = GROUPS[group]
+    monkeypatch.setattr(msm_module, "TREE_GROUP_BYTES", group_bytes)
+    eng = DeviceMsm(kernels, threads_per_sm=4 if emulated else 64)
+    eng.tree_min_pairs[group] = 1
+    eng.tree_threads[group] = 5 if emulated else 37
+    rng = random.Random(f"tree{group}{group_bytes}")
+    n = 150 if emulated else (3000 if group == "g1" else 1000)
+    pts = _points(cls, n, 61, distinct=n // 2)
+    for i in rng.sample(range(n), n // 10):
+        pts[i] = cls.identity()
+    pts = pts + [-p for p in pts[:n // 5]]
+    sets = _scalar_sets(len(pts), rng)
+    for name in ("random", "edge", "same", "small", "mostly-binary"):
+        want = cpu_msm(pts, ints_to_limbs(sets[name]), group=cls)
+        for split in (False, True):
+            assert _device_msm(kernels, eng, group, pts, sets[name], split) == want, (name, split)
 
 
 @pytest.mark.parametrize("group,bits", [("g1", 13), ("g1", 17), ("g1", 20), ("g1", 22), ("g2", 18), ("g2", 20)])

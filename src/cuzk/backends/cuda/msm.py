@@ -10,7 +10,8 @@ Data on the device:
   ZZ/ZZZ with Python integers and finishes the sum with py-arkworks (Horner over the window
   shifts: a serial chain of doublings, which one GPU thread would run much slower than the host).
 
-`msm` is Pippenger with signed windows and a counting sort of (bucket, base) pairs; `msm_split`
+`msm` is Pippenger with signed windows and a counting sort of (bucket, base) pairs (large MSMs shorten
+the buckets' lists with batch-affine tree rounds before the XYZZ accumulation); `msm_split`
 first sums the bases whose scalar is 1 by plain additions, drops the 0s, and runs `msm` on the rest
 (a tail that is small for the mostly-binary witnesses of SHA-256 circuits).
 """
@@ -81,6 +82,18 @@ DEFAULT_ACCUMULATE = {"g1": "_s4", "g2": "_s4"}
 #: thread's chain of dependent additions is what they take.
 REDUCE_LOG_L = 4
 SUM_CHUNK = 8
+#: Batch-affine tree rounds before the accumulation (kernels/msm.cu tree_round): a round runs while it
+#: gives each of TREE_THREADS_PER_SM[group] * SMs threads at least TREE_MIN_PAIRS[group] additions (each
+#: thread pays one inversion per round, ~570 products), at most TREE_MAX_ROUNDS rounds; windows are
+#: taken in groups whose first round writes at most TREE_GROUP_BYTES of points (bounds the extra
+#: memory). Thresholds measured on an H200 (2026-11-30, 32/64/128/256 and off side by side, median ms):
+#: G1 64 gave 15.1 / 39.6 / 142.6 / 580.5 at 2^20 / 2^22 / 2^24 / 2^26 (off: 15.1 / 46.3 / 172.2 / 662.3,
+#: 128: 15.3 / 39.4 / 141.3 / 595.3); G2 32 gave 34.4 / 97.2 at 2^20 / 2^22 (off: 44.9 / 143.4).
+TREE_MIN_PAIRS = {"g1": 64, "g2": 32}
+TREE_MAX_ROUNDS = 8
+TREE_THREADS_PER_SM = {"g1": 512, "g2": 256}
+TREE_GROUP_BYTES = 6 << 30
+_TREE_BLOCK = 128
 
 
 def window_size(n: int, max_window: int = MAX_WINDOW) -> int:
@@ -106,7 +119,8 @@ def sort_chunk(n: int, w: int) -> int:
 def working_bytes(group: str, n: int) -> int:
     """Device memory one MSM batch of n scalars needs beyond bases and scalars: sorted entries,
     counts/offsets/cursors, the shared-memory sort's digits and per-block bases, buckets, segment
-    pieces (at most 2^18 threads), the 0/1 split's flags, indices and gathered tail, and 64 MiB of
+    pieces (at most 2^18 threads), the 0/1 split's flags, indices and gathered tail, the batch-affine
+    tree rounds' points (two rounds of one window group, plus the indices of the last), and 64 MiB of
     slack."""
     c = window_size(n, DEFAULT_MAX_WINDOW)
     w = num_windows(c)
@@ -114,7 +128,9 @@ def working_bytes(group: str, n: int) -> int:
     xyzz = XYZZ_WORDS[group] * 4
     smem_sort = c <= SMEM_SORT_MAX_WINDOW and n * w <= SMEM_SORT_MAX_PAIRS
     sort = 4 * n * w + 4 * keys * -(-n // sort_chunk(n, w)) if smem_sort else 0
-    return 4 * n * w + 12 * keys + keys * xyzz + 2 * (1 << 18) * xyzz + 37 * n + sort + (64 << 20)
+    pairs = min(n * w, 2 * TREE_GROUP_BYTES // (4 * AFFINE_WORDS[group]))
+    tree = (3 * pairs // 4 + 2 * keys) * 4 * AFFINE_WORDS[group] + 4 * pairs // 2
+    return 4 * n * w + 12 * keys + keys * xyzz + 2 * (1 << 18) * xyzz + 37 * n + sort + tree + (64 << 20)
 
 
 @dataclass(frozen=True)
@@ -153,6 +169,10 @@ class DeviceMsm:
         #: Buckets per thread of the reduction's running sums, log2, per group (benchmarks sweep it).
         self.reduce_log_l = dict.fromkeys(GROUPS, REDUCE_LOG_L)
         self.accumulate_variant = dict(DEFAULT_ACCUMULATE)
+        #: Per group, the additions per thread a batch-affine tree round must have to run (None: no
+        #: tree rounds).
+        self.tree_min_pairs: dict[str, int | None] = dict(TREE_MIN_PAIRS)
+        self.tree_threads = {g: max(1, kernels.num_sms * TREE_THREADS_PER_SM[g]) for g in GROUPS}
         #: When a dict (CUDA only), device time per MSM phase is added to it, in ms (for benchmarks).
         self.profile: dict[str, float] | None = None
         self._marks: list[tuple[str, Any]] = []
@@ -281,7 +301,7 @@ class DeviceMsm:
         return window_size(n, self.max_window)
 
     def _msm_batch(self, group: str, bases: Any, scalars: Any, index_map: Any) -> Partial:
-        xp, k = self.xp, self.k
+        xp = self.xp
         n = scalars.shape[0]
         c = self.window(n)
         w = num_windows(c)
@@ -293,13 +313,83 @@ class DeviceMsm:
         if sorted_pairs is None:
             return self.zero(group)
         offsets, entries = sorted_pairs
-        total = entries.shape[0]
         self._mark("sort")
 
-        # Accumulation in equal segments, then the buckets that straddle segments.
+        buckets = xp.zeros((nkeys, words), dtype=xp.uint32)
+        bucket_keys = 1 << (c - 1)
+        for k0, k1 in self._window_groups(group, offsets, entries.shape[0], bucket_keys, w):
+            lo, hi = int(offsets[k0]), int(offsets[k1])
+            if hi == lo:
+                continue
+            off = offsets[k0:k1 + 1] - offsets[k0] if k0 else offsets[:k1 + 1]
+            points, idx, off = self._tree_rounds(group, bases, entries[lo:hi], off)
+            self._mark("tree")
+            self._accumulate(group, points, idx, off, buckets[k0:k1])
+        del entries, offsets
+        out = self._reduce_windows(group, buckets, c, w)
+        self._mark("reduce")
+        return out
+
+    def _window_groups(self, group: str, offsets: Any, total: int, bucket_keys: int, w: int) -> list[tuple[int, int]]:
+        """Key ranges [k0, k1) of whole windows whose entries are batch-affine summed together: as many
+        windows as keep the first tree round's output within TREE_GROUP_BYTES (one range, all keys,
+        when the tree rounds are off)."""
+        nkeys = w * bucket_keys
+        if not self._tree_may_run(group, total):
+            return [(0, nkeys)]
+        limit = 2 * TREE_GROUP_BYTES // (4 * AFFINE_WORDS[group])
+        ends = [int(v) for v in self.k.to_host(offsets[::bucket_keys])]
+        groups, k0 = [], 0
+        for i in range(1, w + 1):
+            if i == w or ends[i + 1] - ends[k0 // bucket_keys] > limit:
+                groups.append((k0, i * bucket_keys))
+                k0 = i * bucket_keys
+        return groups
+
+    def _tree_rounds(self, group: str, bases: Any, entries: Any, offsets: Any) -> tuple[Any, Any, Any]:
+        """Batch-affine rounds (kernels/msm.cu tree_round), each halving every bucket's list, while a
+        round gives every thread at least `tree_min_pairs` additions (at most TREE_MAX_ROUNDS).
+        Returns what the accumulation then sums: points, entries (indices into those points) and
+        offsets; the inputs themselves when no round runs."""
+        xp = self.xp
+        nk = offsets.shape[0] - 1
+        total = entries.shape[0]
+        if not self._tree_may_run(group, total):
+            return bases, entries, offsets
+        min_pairs = self.tree_min_pairs[group]
+        points, idx, off = bases, entries, offsets
+        for _ in range(TREE_MAX_ROUNDS):
+            halves = (off[1:] - off[:-1] + 1) >> 1
+            off_out = xp.concatenate([xp.zeros(1, dtype=xp.uint32), xp.cumsum(halves, dtype=xp.uint32)])
+            total_out = int(off_out[-1])
+            pairs = total - total_out
+            if pairs == 0 or pairs < self.tree_threads[group] * min_pairs:
+                break
+            per = -(-total_out // self.tree_threads[group])
+            threads = 32 * -(-total_out // (32 * per))  # whole warps: a warp takes 32 * per outputs
+            out = xp.empty((total_out, AFFINE_WORDS[group]), dtype=xp.uint32)
+            self.k.launch(f"msm_tree_round_{group}", -(-threads // _TREE_BLOCK), _TREE_BLOCK,
+                          (idx, points, off, off_out, nk, total_out, per, out))
+            points, idx, off, total = out, None, off_out, total_out
+        if idx is None:
+            idx = xp.arange(total, dtype=xp.uint32)
+        return points, idx, off
+
+    def _tree_may_run(self, group: str, total: int) -> bool:
+        """Whether a first tree round over `total` entries can reach the threshold (it has at most
+        total // 2 additions): checked before anything is computed or synchronised."""
+        min_pairs = self.tree_min_pairs[group]
+        return min_pairs is not None and total // 2 >= max(1, self.tree_threads[group] * min_pairs)
+
+    def _accumulate(self, group: str, bases: Any, entries: Any, offsets: Any, buckets: Any) -> None:
+        """Sum each key's entries into buckets[key] (offsets from 0): equal segments per thread, then
+        the buckets that straddle segments (kernels/msm.cu step 3)."""
+        xp, k = self.xp, self.k
+        nkeys = offsets.shape[0] - 1
+        total = entries.shape[0]
+        words = XYZZ_WORDS[group]
         per = -(-total // min(total, self.acc_threads[group]))
         threads = -(-total // per)
-        buckets = xp.zeros((nkeys, words), dtype=xp.uint32)
         first = xp.empty((threads, words), dtype=xp.uint32)
         last = xp.empty((threads, words), dtype=xp.uint32)
         variant = self.accumulate_variant[group]
@@ -309,11 +399,7 @@ class DeviceMsm:
                  shared_mem=4 * v.smem_words * v.block)
         self._mark("accumulate")
         k.launch1d(f"msm_combine_{group}", nkeys, (offsets, nkeys, per, buckets, first, last), _ACC_BLOCK)
-        del entries, first, last, offsets
         self._mark("combine")
-        out = self._reduce_windows(group, buckets, c, w)
-        self._mark("reduce")
-        return out
 
     def _sort(self, scalars: Any, c: int, w: int, index_map: Any) -> tuple[Any, Any] | None:
         """Counting sort of the (bucket key, base) pairs: offsets (nkeys + 1) and the entries (base index

@@ -39,6 +39,7 @@ struct fpc_t {
     DEV fpc_t dbl() const { return {x.dbl()}; }
     DEV friend fpc_t operator*(const fpc_t& a, const fpc_t& b) { return fpc_mul(a, b); }
     DEV fpc_t sqr() const { return fpc_mul(*this, *this); }
+    DEV fpc_t inv() const { return {x.inv()}; }
 };
 
 DEV_NOINLINE fpc_t fpc_mul(fpc_t a, fpc_t b) { return {a.x * b.x}; }

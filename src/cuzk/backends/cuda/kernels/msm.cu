@@ -13,6 +13,8 @@
 //    where it starts, the head pieces of the following ones) that msm_combine adds up. Work per
 //    thread is K additions however skewed the buckets are. Two implementations: `accumulate` (state
 //    in registers) and `accumulate_smem` (state in shared memory, more warps resident; see there).
+//    Large MSMs first shorten every bucket's list with batch-affine tree rounds (tree_round: pairs
+//    summed in affine coordinates, one inversion per thread and round), then accumulate what is left.
 // 4. Reduction per window, sum_j (j+1) * bucket_j: each thread runs the running-sum trick over L
 //    consecutive buckets (S_p = chunk sum, T_p = weighted chunk sum), then
 //    sum = sum_p T_p + L * sum_p p * S_p, the last term from per-bit sums of S_p (xyzz_sum_bits).
@@ -371,6 +373,115 @@ DEV void accumulate_smem(const u32* sorted, const u32* offsets, u32 nkeys, u32 t
     }
 }
 
+// ---- Batch-affine tree rounds (before the accumulation) -----------------------------------------
+//
+// One round halves every bucket's list of affine points: output i of bucket k is
+// in[2i] + in[2i + 1] of that bucket's input run (or in[2i] alone for the odd last one), computed
+// as an affine addition, lambda = (y2 - y1) / (x2 - x1), whose inversion is shared: each thread
+// takes `per` outputs, multiplies their denominators together (Montgomery's trick:
+// the running product before each one is parked in the output slot), inverts the product once, and
+// walks back recovering each inverse with two products. About 6 products per addition plus the
+// thread's one inversion, against 10 for a mixed XYZZ addition; the reduced lists then go through
+// the usual accumulation (msm_accumulate_*), whose segments stay balanced however skewed the
+// buckets are. Rounds stop while each thread still has enough additions to pay for its inversion
+// (DeviceMsm decides). The first round reads the sorted entries (base index | sign << 31); later
+// rounds read the previous round's points (entries == nullptr).
+// Offsets: bucket k's input run is [off_in[k], off_in[k+1]), its output run [off_out[k], off_out[k+1])
+// with off_out[k+1] - off_out[k] = ceil(run / 2); off_out[0] = 0 and off_out[nkeys] = total.
+
+template <class A>
+DEV A tree_source(const u32* entries, const A* in, u32 q) {
+    if (!entries) return load_struct(in + q);
+    const u32 e = entries[q];
+    const A p = load_struct(in + (e & 0x7fffffffu));
+    return (e >> 31) ? p.neg() : p;
+}
+
+// How p1 + p2 is formed: p1 alone (no p2, or p2 at infinity), p2 alone (p1 at infinity), infinity
+// (p2 = -p1), an addition or a doubling; for the last two, d is lambda's denominator (never zero:
+// neither curve has points of order 2, and infinity is handled before).
+enum { TREE_TAKE1, TREE_TAKE2, TREE_ZERO, TREE_ADD, TREE_DBL };
+
+template <class A, class F>
+DEV u32 tree_kind(const A& p1, const A& p2, bool pair, F& d) {
+    if (!pair || p2.is_inf()) return TREE_TAKE1;
+    if (p1.is_inf()) return TREE_TAKE2;
+    if ((p2.x - p1.x).is_zero()) {
+        if (!(p2.y - p1.y).is_zero()) return TREE_ZERO;
+        d = p1.y.dbl();
+        return TREE_DBL;
+    }
+    d = p2.x - p1.x;
+    return TREE_ADD;
+}
+
+template <class A, class F>
+DEV void tree_round(const u32* entries, const A* in, const u32* off_in, const u32* off_out, u32 nkeys, u32 total,
+                    u32 per, A* out) {
+    // Warp w takes outputs [w * 32 per, (w + 1) * 32 per), lane l every 32nd of them from the l-th:
+    // the lanes of a warp read neighbouring pairs and write neighbouring outputs (coalesced).
+    const u32 t = global_tid();
+    const u64 first64 = (u64)(t >> 5) * 32 * per + (t & 31);
+    if (first64 >= total) return;
+    const u32 first = (u32)first64;
+    const u32 left = (total - first + 31) >> 5;
+    const u32 count = left < per ? left : per;
+    u32 a = 0, b = nkeys;  // off_out[a] <= first < off_out[b]
+    while (b - a > 1) {
+        const u32 mid = (a + b) >> 1;
+        if (off_out[mid] <= first) a = mid; else b = mid;
+    }
+    u32 k = a;
+    F acc = F::one();
+    for (u32 i = 0; i < count; ++i) {
+        const u32 j = first + 32 * i;
+        while (off_out[k + 1] <= j) ++k;
+        const u32 q = off_in[k] + 2 * (j - off_out[k]);
+        const bool pair = q + 1 < off_in[k + 1];
+        const A p1 = tree_source(entries, in, q);
+        const A p2 = pair ? tree_source(entries, in, q + 1) : p1;
+        F d;
+        const u32 kind = tree_kind(p1, p2, pair, d);
+        store_struct(&out[j].x, acc);
+        if (kind >= TREE_ADD) acc = acc * d;
+    }
+    F inv = acc.inv();
+    for (u32 i = count; i-- > 0;) {
+        const u32 j = first + 32 * i;
+        while (off_out[k] > j) --k;
+        const u32 q = off_in[k] + 2 * (j - off_out[k]);
+        const bool pair = q + 1 < off_in[k + 1];
+        const A p1 = tree_source(entries, in, q);
+        const A p2 = pair ? tree_source(entries, in, q + 1) : p1;
+        F d;
+        const u32 kind = tree_kind(p1, p2, pair, d);
+        A r;
+        if (kind == TREE_TAKE1) {
+            r = p1;
+        } else if (kind == TREE_TAKE2) {
+            r = p2;
+        } else if (kind == TREE_ZERO) {
+            r.x = F::zero();
+            r.y = F::zero();
+        } else {
+            const F before = out[j].x;  // written by this thread in the first pass (a plain load, not __ldg)
+            const F inv_d = inv * before;
+            inv = inv * d;
+            F num;
+            if (kind == TREE_ADD) {
+                num = p2.y - p1.y;
+            } else {
+                const F xx = p1.x.sqr();
+                num = xx.dbl() + xx;
+            }
+            const F lambda = num * inv_d;
+            r.x = lambda.sqr() - p1.x - p2.x;
+            r.y = lambda * (p1.x - r.x) - p1.y;
+        }
+        store_struct(out + j, r);
+    }
+}
+
 template <class X>
 DEV void combine(const u32* offsets, u32 nkeys, u32 K, X* buckets, const X* first, const X* last) {
     const u32 k = global_tid();
@@ -495,6 +606,18 @@ CUZK_ACC_SMEM_KERNEL(g1, fpc_t, _s4, 128, 4)
 CUZK_ACC_SMEM_KERNEL(g1, fpc_t, _s5, 128, 5)
 CUZK_ACC_SMEM_KERNEL(g2, fp2_t, _s4, 64, 4)
 CUZK_ACC_SMEM_KERNEL(g2, fp2_t, _s5, 64, 5)
+
+// Tree rounds (tree_round): 128-thread blocks, B per multiprocessor (G1 4: at most 128 registers; G2 2,
+// its two Fp2 points alone take 96 registers). msm.py's TREE_THREADS_PER_SM is 128 B.
+#define CUZK_TREE_KERNEL(G, F, BLOCKS)                                                                   \
+    KERNEL LAUNCH_BOUNDS2(128, BLOCKS) msm_tree_round_##G(const u32* entries, const G##_affine* in,           \
+                                                     const u32* off_in, const u32* off_out, u32 nkeys,   \
+                                                     u32 total, u32 per, G##_affine* out) {              \
+        tree_round<G##_affine, F>(entries, in, off_in, off_out, nkeys, total, per, out);                 \
+    }
+
+CUZK_TREE_KERNEL(g1, fpc_t, 4)
+CUZK_TREE_KERNEL(g2, fp2_t, 2)
 
 #define CUZK_MSM_KERNELS(G)                                                                              \
     KERNEL msm_combine_##G(const u32* offsets, u32 nkeys, u32 K, G##_xyzz* buckets,                      \
