@@ -17,9 +17,9 @@ absent     none of the above
 =========  ===================================================================================
 
 Building records the circuit id's blank circuit (`cuzk.circuits.registry`: key generation's
-circuit, no witness needed) with `RecordingCS`, compiles it and writes it atomically; PoRep and
-PoSt circuits of 3 or more identical blocks are recorded with one and two blocks only and assembled
-(`cuzk.r1cs.blocks`), which is what makes the 130M-row porep-32g buildable. `start_build`
+circuit, no witness needed) with `RecordingCS`, compiles it and writes it atomically; PoRep,
+PoSt and SnapDeals circuits of 3 or more identical blocks are recorded with one and two blocks only
+and assembled (`cuzk.r1cs.blocks`), which is what makes the 130M-row porep-32g buildable. `start_build`
 does that in a spawned process, so the daemon's own threads never wait on it; with a memory budget
 it first reserves `build_memory_estimate(shape)` (without evicting anything) and holds it until the
 builder exits. `ensure` (what a provider calls on every plan) starts a build only when the store was
@@ -112,7 +112,8 @@ class _Budget(Protocol):
     def try_reserve(self, nbytes: int, label: str, *, evict: bool = True) -> Any: ...
 
 
-def build_memory_estimate(num_constraints: int, num_variables: int, *, blocks: int | None = None) -> int:
+def build_memory_estimate(num_constraints: int, num_variables: int, *, blocks: int | None = None,
+                          header_rows: int = 0) -> int:
     """Bytes a build needs at its peak, from the circuit's size; an upper bound for the Filecoin circuits.
 
     Recorded whole (the recorded terms, then their columns while compacting): measured peaks above
@@ -120,13 +121,17 @@ def build_memory_estimate(num_constraints: int, num_variables: int, *, blocks: i
     porep-2k (5.8 entries per row, 216 bytes per row), against the estimate's 0.29 GB and 1.17 GB.
     A circuit of `blocks` identical blocks (`circuits.filecoin.blocks.block_count`), 3 or more, is
     compiled block by block: three blocks recorded, then all rows assembled (measured: porep-32g
-    +9.1 GB against this estimate's 13.7 GB; benchmarks/bench_compile_blocks.py).
+    +9.1 GB against this estimate's 13.7 GB; benchmarks/bench_compile_blocks.py). A large header
+    (`header_rows`, `circuits.filecoin.blocks.block_header_rows`: SnapDeals' apex tree) is recorded
+    once, at a whole recording's cost per row (measured: snap-8m +2.1 GB against 3.0 GB, snap-512m
+    +4.5 GB against 6.9 GB, snap-32g +5.7 GB against 8.9 GB).
     """
     from cuzk.groth16.synthesis import MIN_BLOCKS_TO_ASSEMBLE
 
     if blocks is not None and blocks >= MIN_BLOCKS_TO_ASSEMBLE:
-        recorded = 3 * -(-num_constraints // blocks)
-        return _BUILD_BASE_BYTES + _BLOCK_RECORDED_BYTES_PER_CONSTRAINT * recorded + \
+        recorded = 3 * -(-max(num_constraints - header_rows, 0) // blocks)
+        return _BUILD_BASE_BYTES + _BUILD_BYTES_PER_CONSTRAINT * header_rows + \
+            _BLOCK_RECORDED_BYTES_PER_CONSTRAINT * recorded + \
             _ASSEMBLED_BYTES_PER_CONSTRAINT * num_constraints + _ASSEMBLED_BYTES_PER_VARIABLE * num_variables
     return _BUILD_BASE_BYTES + _BUILD_BYTES_PER_CONSTRAINT * num_constraints + \
         _BUILD_BYTES_PER_VARIABLE * num_variables
@@ -261,9 +266,10 @@ class CompiledStore:
                 return status
             reservation = None
             if self.budget is not None and num_constraints is not None:
-                from cuzk.circuits.filecoin.blocks import block_count
+                from cuzk.circuits.filecoin.blocks import block_count, block_header_rows
 
-                need = build_memory_estimate(num_constraints, num_variables or 0, blocks=block_count(circuit_id))
+                need = build_memory_estimate(num_constraints, num_variables or 0, blocks=block_count(circuit_id),
+                                             header_rows=block_header_rows(circuit_id))
                 try:
                     reservation = self.budget.try_reserve(need, f"compile:{circuit_id}", evict=False)
                 except CuzkError as err:  # can never fit: a failure, not a wait

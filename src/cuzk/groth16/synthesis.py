@@ -34,6 +34,7 @@ from cuzk.r1cs import (
 if TYPE_CHECKING:
     import numpy as np
 
+    from cuzk.circuits.filecoin.blocks import BlockVersions
     from cuzk.groth16.assignment import Assignment
     from cuzk.r1cs.compiled import CompiledCircuit
 
@@ -114,8 +115,9 @@ def compile_circuit(circuit: Circuit, circuit_id: str, *, blocks: bool = True) -
     """Record `circuit` (values are not needed: a blank circuit will do) into its compiled form,
     stamped with this code's `synthesis_code_digest`.
 
-    A Filecoin circuit made of identical blocks (PoRep challenges, PoSt sectors) of 3 or more is
-    compiled block by block (`compile_circuit_blocks`, the same result); `blocks=False` records it whole.
+    A Filecoin circuit made of identical blocks (PoRep and SnapDeals challenges, PoSt sectors) of 3 or
+    more is compiled block by block (`compile_circuit_blocks`, the same result); `blocks=False`
+    records it whole.
     """
     from cuzk.circuits.filecoin.blocks import block_versions
     from cuzk.r1cs.compiled import compile_matrices
@@ -137,9 +139,25 @@ def compile_circuit_blocks(circuit: Circuit, circuit_id: str) -> CompiledCircuit
     versions = block_versions(circuit)
     if versions is None:
         raise CuzkError(f"{circuit_id}: {type(circuit).__name__} is not a circuit of identical blocks")
-    one = record_circuit(versions.one)
+    one, two, moving = record_block_versions(versions)
+    return compile_blocks(one, two, versions.blocks, circuit_id, code_digest=synthesis_code_digest(),
+                          per_block_header_aux=moving)
+
+
+def record_block_versions(versions: BlockVersions) -> tuple[R1csMatrices, R1csMatrices, np.ndarray | None]:
+    """The one- and two-block recordings of a block circuit's small versions (the one-block one
+    recorded, or cut from the two-block one) and the per-block header table where it has one."""
+    from cuzk.errors import CuzkError
+
     two = record_circuit(versions.two)
-    return compile_blocks(one, two, versions.blocks, circuit_id, code_digest=synthesis_code_digest())
+    if versions.one is not None:
+        one = record_circuit(versions.one)
+    elif versions.first_block is not None:
+        one = versions.first_block(two)
+    else:
+        raise CuzkError("block versions without a one-block circuit must say how to cut it from two blocks")
+    moving = None if versions.per_block_header_aux is None else versions.per_block_header_aux()
+    return one, two, moving
 
 
 def generated_witness(circuit: Circuit) -> tuple[np.ndarray, np.ndarray] | None:

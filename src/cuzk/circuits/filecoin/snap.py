@@ -55,6 +55,7 @@ __all__ = [
     "SNAP_CONFIGS",
     "EmptySectorUpdateCircuit",
     "EmptySectorUpdateConfig",
+    "SnapChallengeSubset",
     "UpdateChallengeProof",
     "apex_por",
     "gen_challenge_bits",
@@ -329,6 +330,14 @@ class EmptySectorUpdateCircuit:
         return snap_witness(self)
 
     def synthesize(self, cs: ConstraintSystem) -> None:
+        self._synthesize(cs, range(self.config.challenge_count))
+
+    def _synthesize(self, cs: ConstraintSystem, challenges: Sequence[int],
+                    ends: list[tuple[int, int, int]] | None = None) -> list[list[Boolean]]:
+        """The header (steps 1-8, with every digest of `config.challenge_count` challenges), then step 9
+        for the challenges at the indices `challenges` (all of them in the real circuit; block
+        compilation's small versions take two). Returns every challenge's random bits; `ends` gets
+        cs's (constraints, inputs, aux) after the header and after each challenge."""
         config = self.config
         partition_path_values = self._validated_partition_path()
         pb = config.partition_bit_len
@@ -374,10 +383,48 @@ class EmptySectorUpdateCircuit:
                                            config.random_bits_per_challenge)
 
         # 9. Per challenge.
-        for c_index, (random_bits, proof) in enumerate(zip(generated, self.challenge_proofs, strict=True)):
+        if ends is not None:
+            ends.append((cs.num_constraints, cs.num_inputs, cs.num_aux))
+        for c_index in challenges:
             with cs.namespace(f"c_index={c_index}"):
-                _synthesize_challenge(cs, config, proof, random_bits + partition_bits, h_select_bits, phi,
-                                      root_r_old, root_r_new, apex_leaves)
+                _synthesize_challenge(cs, config, self.challenge_proofs[c_index], generated[c_index] + partition_bits,
+                                      h_select_bits, phi, root_r_old, root_r_new, apex_leaves)
+            if ends is not None:
+                ends.append((cs.num_constraints, cs.num_inputs, cs.num_aux))
+        return generated
+
+
+@dataclass
+class SnapChallengeSubset:
+    """A blank SnapDeals partition with its real header but only the challenges at `challenges`:
+    the two-challenge version that block compilation records (`circuits.filecoin.blocks`).
+
+    The header derives every challenge's random bits from ceil(challenge_count / per digest)
+    digests, with that count as a coefficient, so a circuit of fewer challenges has another header;
+    this one keeps the header of `config` whole and leaves out the other challenges' rows. Each
+    challenge's rows use its own random bits, which live in the header, so `synthesize` also notes
+    where they are: `random_bit_aux` is, for every challenge of `config`, synthesised or not, the
+    aux indices of its random bits (LSB first) in the constraint system it ran on; and `ends` is
+    that system's (constraints, inputs, aux) after the header and after each synthesised challenge.
+    """
+
+    config: EmptySectorUpdateConfig
+    challenges: tuple[int, ...]
+    random_bit_aux: np.ndarray | None = field(default=None, compare=False, repr=False)
+    ends: list[tuple[int, int, int]] = field(default_factory=list, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        count = self.config.challenge_count
+        if not self.challenges or any(not 0 <= c < count for c in self.challenges):
+            raise ValueError(f"challenge indices must be in 0..{count - 1}, got {self.challenges}")
+
+    def synthesize(self, cs: ConstraintSystem) -> None:
+        self.ends = []
+        generated = EmptySectorUpdateCircuit.blank(self.config)._synthesize(cs, self.challenges, self.ends)
+        variables = [bit.bit.variable for bits in generated for bit in bits]  # type: ignore[union-attr]
+        if any(v.is_input for v in variables):
+            raise SynthesisError("a challenge's random bit is a public input")  # gen_challenge_bits allocates aux
+        self.random_bit_aux = np.array([v.index for v in variables], dtype=np.int64).reshape(len(generated), -1)
 
 
 def _synthesize_challenge(cs: ConstraintSystem, config: EmptySectorUpdateConfig, proof: UpdateChallengeProof,
