@@ -65,7 +65,7 @@ from cuzk.witness_gen.sha256_trace import (
     trace_compression,
 )
 
-__all__ = ["HashCircuitWitness", "Sha256Witness", "Sha256WitnessPlan", "fr32_packed_limbs"]
+__all__ = ["HashCircuitWitness", "Sha256DeviceTables", "Sha256Witness", "Sha256WitnessPlan", "fr32_packed_limbs"]
 
 _U1 = np.uint64(1)
 _U63 = np.uint64(63)
@@ -272,6 +272,7 @@ def _runs(codes: np.ndarray) -> np.ndarray:
 
 class _Block(NamedTuple):
     runs: np.ndarray  #: (n, 8) int64, see `_runs`
+    codes: np.ndarray  #: (num_aux,) uint32: each aux's trace code (slot << 7 | bit << 1 | flip)
     num_aux: int
     out_kinds: list[list[int]]
 
@@ -282,12 +283,25 @@ def _block(key: bytes) -> _Block:
     few compressions, and plans of one shape share them."""
     kinds = list(key)
     trace: BlockTrace = trace_compression([kinds[32 * k:32 * k + 32] for k in range(8)], kinds[256:])
-    return _Block(_runs(trace.codes), int(trace.codes.shape[0]), trace.out_kinds)
+    return _Block(_runs(trace.codes), trace.codes.astype(np.uint32), int(trace.codes.shape[0]), trace.out_kinds)
 
 
 class Sha256Witness(NamedTuple):
     aux: np.ndarray  #: (N, num_aux) uint8: the gadget's aux bits in allocation order
     digest_bits: np.ndarray  #: (N, 256) uint8: the digest in stream order (bytes in order, MSB first)
+
+
+class Sha256DeviceTables(NamedTuple):
+    """A plan's layout for a device kernel: which distinct compression each block uses
+    (block_table), where that compression's aux codes are (code_start, code_len into `codes`, uint32
+    trace codes: slot << 7 | bit << 1 | flip), and where each block's aux begin among an instance's
+    (aux_start); int64 apart from `codes`."""
+
+    block_table: np.ndarray
+    code_start: np.ndarray
+    code_len: np.ndarray
+    codes: np.ndarray
+    aux_start: np.ndarray
 
 
 class HashCircuitWitness(NamedTuple):
@@ -352,6 +366,7 @@ class Sha256WitnessPlan:
         state = [list(w) for w in IV_KINDS]
         unique: dict[bytes, int] = {}
         tables: list[np.ndarray] = []
+        code_tables: list[np.ndarray] = []
         block_table = np.empty(self.num_blocks, dtype=np.int64)
         aux_start = np.empty(self.num_blocks, dtype=np.int64)
         offset = 0
@@ -361,6 +376,7 @@ class Sha256WitnessPlan:
             if key not in unique:
                 unique[key] = len(tables)
                 tables.append(block.runs)
+                code_tables.append(block.codes)
             block_table[blk] = unique[key]
             aux_start[blk] = offset
             offset += block.num_aux
@@ -373,6 +389,10 @@ class Sha256WitnessPlan:
         self._table_len = lengths
         self._table_start = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
         self._runs = np.concatenate(tables) if tables else np.zeros((0, 8), dtype=np.int64)
+        code_lengths = np.array([c.shape[0] for c in code_tables], dtype=np.int64)
+        self._code_len = code_lengths
+        self._code_start = np.concatenate([[0], np.cumsum(code_lengths)[:-1]]).astype(np.int64)
+        self._codes = np.concatenate(code_tables) if code_tables else np.zeros(0, dtype=np.uint32)
 
     # -- construction ------------------------------------------------------------------------------
     @classmethod
@@ -425,6 +445,22 @@ class Sha256WitnessPlan:
                                      f"it as the constant {self.constant_values[j]}")
         return bits.astype(np.uint8, copy=False)
 
+    def _padded_words(self, bits: np.ndarray) -> np.ndarray:
+        """Checked message bits (N, message_bits) -> the padded messages as (N, 16 * blocks) words."""
+        padded = np.empty((bits.shape[0], self.message_bits + self._tail.shape[0]), dtype=np.uint8)
+        padded[:, :self.message_bits] = bits
+        padded[:, self.message_bits:] = self._tail
+        return np.ascontiguousarray(np.packbits(padded, axis=1)).view(">u4").astype(np.uint32)
+
+    def message_words(self, message_bits: np.ndarray) -> np.ndarray:
+        """N messages ((N, message_bits) bool/0-1 integers, stream order) checked against the plan
+        and padded, as the (N, 16 * num_blocks) uint32 words the compressions read."""
+        return self._padded_words(self._checked_bits(message_bits))
+
+    def device_tables(self) -> Sha256DeviceTables:
+        """The tables a device kernel needs to write this plan's aux bits (kernels/sha256_witness.cu)."""
+        return Sha256DeviceTables(self._block_table, self._code_start, self._code_len, self._codes, self._aux_start)
+
     def generate(self, message_bits: np.ndarray, out: np.ndarray | None = None) -> Sha256Witness:
         """Aux bits and digests of N messages ((N, message_bits) bool/0-1 integers, stream order).
 
@@ -437,10 +473,7 @@ class Sha256WitnessPlan:
         elif out.shape != (n, self.num_aux) or out.dtype != np.uint8 or not out.flags.c_contiguous:
             raise ValueError(f"out must be a C-contiguous ({n}, {self.num_aux}) uint8 array, got {out.dtype} "
                              f"{out.shape}{'' if out.flags.c_contiguous else ' (not C-contiguous)'}")
-        padded = np.empty((n, self.message_bits + self._tail.shape[0]), dtype=np.uint8)
-        padded[:, :self.message_bits] = bits
-        padded[:, self.message_bits:] = self._tail
-        words = np.ascontiguousarray(np.packbits(padded, axis=1)).view(">u4").astype(np.uint32)
+        words = self._padded_words(bits)
         digest = np.empty((n, 8), dtype=np.uint32)
         if n:
             kernel = _generate_serial if n * self.num_blocks <= _SERIAL_MAX_COMPRESSIONS else _generate

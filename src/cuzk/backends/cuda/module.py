@@ -2,8 +2,9 @@
 
 The kernels come in named units (`UNITS`), each compiled on its own: "curve" holds the field,
 curve, NTT and MSM kernels (NVRTC spends 1-4 CPU-minutes on its G1/G2 code), "synthesis" the
-sparse products of compiled circuits (common.cuh, mont.cuh, fr.cuh, spmv.cu: seconds), so a change
-to one unit never recompiles the other. A unit's files are joined into one translation unit in
+sparse products of compiled circuits (common.cuh, mont.cuh, fr.cuh, spmv.cu: seconds), "witness"
+the SHA-256 witness generator (common.cuh, sha256_witness.cu: under a second), so a change to one
+unit never recompiles another. A unit's files are joined into one translation unit in
 dependency order (their local ``#include`` lines exist for standalone ``nvcc`` checks and are
 dropped here), so the unit's compiled-module cache key, a hash of its full source and the options,
 changes whenever any of its files does. CuPy keeps the cubins on disk; we point its cache at
@@ -36,6 +37,7 @@ KERNEL_DIR = Path(__file__).parent / "kernels"
 UNITS: dict[str, tuple[str, ...]] = {
     "curve": ("common.cuh", "mont.cuh", "fp.cuh", "fr.cuh", "fp2.cuh", "ec.cuh", "convert.cu", "ntt.cu", "msm.cu"),
     "synthesis": ("common.cuh", "mont.cuh", "fr.cuh", "spmv.cu"),
+    "witness": ("common.cuh", "sha256_witness.cu"),
 }
 #: The unit a `KernelModule` compiles unless told otherwise (its cubin names predate the units).
 DEFAULT_UNIT = "curve"
