@@ -2,7 +2,8 @@
 //
 // A radix-2 transform of 2^L points is cut into passes of S <= 10 stages each; one block runs C
 // independent sub-transforms of 2^S points (stride 2^lo apart, C neighbouring columns so loads
-// are contiguous) in shared memory, then writes back: three sweeps over memory at 2^27.
+// are contiguous) in shared memory, then writes back: three sweeps over memory at 2^27. The stages
+// on the lowest pass bits run in registers, exchanging elements by warp shuffles (warp_stages).
 //
 // DIF (natural in, bit-reversed out) passes go from the top index bits down; DIT (bit-reversed in,
 // natural out) from the bottom up. Between passes the four-step identity is used: a pass on bits
@@ -31,6 +32,34 @@ DEV fr_t tw_pow(const fr_t* lo, const fr_t* hi, u32 e) {
 DEV fr_t pass_twiddle(const fr_t* lo, const fr_t* hi, const fr_t* direct, u32 k, u32 shift) {
     return direct ? load_struct(direct + k) : tw_pow(lo, hi, k << shift);
 }
+
+// The lowest stages of a pass run in registers, one warp on 2^W consecutive rows of all C columns
+// (lane = (row offset ti) * C + column, two elements a lane, W = 6 - logC), exchanging halves by
+// shuffles: no shared memory round trip and no block barrier for those stages. At stage s a lane holds
+// rows (t, t + 2^s), t = (ti mod 2^s) + ((ti >> s) << (s + 1)); between stages s and s - 1 the lanes
+// differing in bit s - 1 of ti swap one element each (the swap is its own inverse, so DIT uses it going
+// up). The host emulator runs blocks thread by thread and cannot shuffle: there W = 0.
+DEV u32 warp_stages(u32 S, u32 logC) {
+#ifdef CUZK_HOST_EMU
+    return 0;
+#else
+    return logC <= 5 && 6 - logC <= S ? 6 - logC : 0;
+#endif
+}
+
+#ifndef CUZK_HOST_EMU
+// Lanes whose ti has bit k clear keep a and take the partner's a as b; the others keep b and take the
+// partner's b as a.
+DEV void warp_exchange(fr_t& a, fr_t& b, u32 ti, u32 k, u32 logC) {
+    const bool up = (ti >> k) & 1u;
+    const u32 dist = (1u << k) << logC;
+    UNROLL for (int q = 0; q < 8; ++q) {
+        const u32 r = __shfl_xor_sync(0xffffffffu, up ? a.v[q] : b.v[q], dist);
+        if (up) a.v[q] = r;
+        else b.v[q] = r;
+    }
+}
+#endif
 
 // Shared memory holds the block's E elements limb-major (limb q of element e at q*E + e), so a
 // warp touching consecutive elements touches consecutive banks.
@@ -68,7 +97,8 @@ BLOCK_KERNEL LAUNCH_BOUNDS(512) ntt_dif_pass(fr_t* data, u32 log_n, u32 lo, u32 
         }
     }
     SYNC();
-    for (int s = (int)S - 1; s >= 0; --s) {
+    const u32 W = warp_stages(S, logC);
+    for (int s = (int)S - 1; s >= (int)W; --s) {
         BLOCK_THREADS(tid) {
             for (u32 q = tid; q < E / 2; q += blockDim.x) {
                 const u32 c = q & (C - 1), r = q >> logC;
@@ -84,6 +114,28 @@ BLOCK_KERNEL LAUNCH_BOUNDS(512) ntt_dif_pass(fr_t* data, u32 log_n, u32 lo, u32 
         }
         SYNC();
     }
+#ifndef CUZK_HOST_EMU
+    if (W) {
+        // Stages W-1 .. 0 in registers (see warp_stages): the warp's 2^W rows, enter as pairs (ti, ti + 2^(W-1)).
+        const u32 lane = threadIdx.x & 31, c = lane & (C - 1), ti = lane >> logC;
+        const u32 tb = (threadIdx.x >> 5) << W;
+        fr_t a = sm_get(sm, E, ((tb + ti) << logC) | c);
+        fr_t b = sm_get(sm, E, ((tb + ti + (1u << (W - 1))) << logC) | c);
+        for (int s = (int)W - 1;; --s) {
+            const u32 j = ti & ((1u << s) - 1);
+            fr_t d = a - b;
+            a = a + b;
+            if (j) d = d * load_struct(inner + (j << (inner_log - 1 - s)));
+            b = d;
+            if (s == 0) break;
+            warp_exchange(a, b, ti, (u32)s - 1, logC);
+        }
+        // After stage 0 the lane holds rows (2 ti, 2 ti + 1).
+        sm_put(sm, E, ((tb + 2 * ti) << logC) | c, a);
+        sm_put(sm, E, ((tb + 2 * ti + 1) << logC) | c, b);
+        SYNC();
+    }
+#endif
     BLOCK_THREADS(tid) {
         for (u32 e = tid; e < E; e += blockDim.x) {
             const u32 c = e & (C - 1), t = e >> logC;
@@ -124,7 +176,30 @@ BLOCK_KERNEL LAUNCH_BOUNDS2(512, 2) ntt_dit_pass(fr_t* data, u32 log_n, u32 lo, 
         }
     }
     SYNC();
-    for (u32 s = 0; s < S; ++s) {
+    const u32 W = warp_stages(S, logC);
+#ifndef CUZK_HOST_EMU
+    if (W) {
+        // Stages 0 .. W-1 in registers (see warp_stages): enter as row pairs (2 ti, 2 ti + 1), leave as
+        // (ti, ti + 2^(W-1)).
+        const u32 lane = threadIdx.x & 31, c = lane & (C - 1), ti = lane >> logC;
+        const u32 tb = (threadIdx.x >> 5) << W;
+        fr_t a = sm_get(sm, E, ((tb + 2 * ti) << logC) | c);
+        fr_t b = sm_get(sm, E, ((tb + 2 * ti + 1) << logC) | c);
+        for (u32 s = 0;; ++s) {
+            const u32 j = ti & ((1u << s) - 1);
+            if (j) b = b * load_struct(inner + (j << (inner_log - 1 - s)));
+            const fr_t u = a;
+            a = u + b;
+            b = u - b;
+            if (s + 1 == W) break;
+            warp_exchange(a, b, ti, s, logC);
+        }
+        sm_put(sm, E, ((tb + ti) << logC) | c, a);
+        sm_put(sm, E, ((tb + ti + (1u << (W - 1))) << logC) | c, b);
+        SYNC();
+    }
+#endif
+    for (u32 s = W; s < S; ++s) {
         BLOCK_THREADS(tid) {
             for (u32 q = tid; q < E / 2; q += blockDim.x) {
                 const u32 c = q & (C - 1), r = q >> logC;
