@@ -109,3 +109,56 @@ def test_wrong_assignment_fails_with_the_cpu_provers_messages(backend, bits_para
         assert str(gpu_err.value) == str(cpu_err.value)
     with pytest.raises(KeyMismatchError, match="A aux density has shape"):
         backend.prove(pk, replace(asg, a_aux_density=asg.a_aux_density[:-1]))
+
+
+def test_concurrent_proofs_stage_beside_each_others_device_work(backend, bits_params, mimc_params) -> None:
+    """Proofs on several threads at once (the engine's prover workers): each equals the proof made
+    alone with the same r, s; each staged its inputs before taking the device; the memory counts
+    the backend keeps for that return to zero."""
+    import threading
+
+    work = [(p.pk, _assignment(p.circuit_id, seed)) for p, seed in
+            ((bits_params, 31), (mimc_params, 32), (bits_params, 33), (mimc_params, 34))]
+    alone = [backend.prove(pk, asg, r=5, s=7) for pk, asg in work]
+    proofs: list[object] = [None] * len(work)
+    timings: list[dict[str, float]] = [{} for _ in work]
+    errors: list[BaseException] = []
+
+    def run(k: int) -> None:
+        try:
+            proofs[k] = backend.prove(*work[k], r=5, s=7, timings=timings[k])
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(k,)) for k in range(len(work))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors, errors
+    assert proofs == alone
+    for t in timings:
+        assert t["stage_ahead"] > 0 and t["lock_wait"] >= 0 and t["device_begin"] > 0
+    assert backend._ahead_bytes == 0 and backend._running_reserve == 0
+
+
+def test_staging_falls_back_to_the_device_lock_when_memory_goes(backend, bits_params, monkeypatch) -> None:
+    """Out of memory while staging ahead (another proof took it): staged again with the device held."""
+    import cupy
+
+    pk = bits_params.pk
+    asg = _assignment(bits_params.circuit_id, 35)
+    expected = backend.prove(pk, asg, r=8, s=9)
+    real, calls = backend._stage, []
+
+    def first_call_out_of_memory(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 1:
+            raise cupy.cuda.memory.OutOfMemoryError(1 << 40, 1 << 40)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(backend, "_stage", first_call_out_of_memory)
+    timings: dict[str, float] = {}
+    assert backend.prove(pk, asg, r=8, s=9, timings=timings) == expected
+    assert len(calls) == 2 and timings["stage_ahead"] == 0
+    assert backend._ahead_bytes == 0

@@ -4,8 +4,9 @@ Each device process owns a `ProverBackend` (CPU now, CUDA later: the daemon proc
 imports a GPU library) and the parameter sets made resident for it. Inside, one thread per prover
 worker (`gpus.gpu_workers_per_device`) serves its own pipe; the workers share one device lock that
 is held only around `backend.prove` (shared-memory mapping, proof encoding and verification happen
-outside it, so a second worker prepares while the first computes). With no GPU, one CPU "device"
-runs the CPU backend with the same structure.
+outside it, so a second worker prepares while the first computes). The CUDA backend locks the
+device itself, around its device phase only, so there a worker's staging of its inputs overlaps
+the other's kernels too. With no GPU, one CPU "device" runs the CPU backend with the same structure.
 
 Parameter sets (`load`/`unload` on the control pipe) follow the SRS tiers: `read_params` maps the
 file (warm), `backend.load_key` makes it resident (hot), dropping the key returns to cold.
@@ -13,6 +14,7 @@ file (warm), `backend.load_key` makes it resident (hot), dropping the key return
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
 import logging
@@ -212,20 +214,25 @@ class _DeviceState:
                 results.append(ItemResult(True))
             wait_start = time.monotonic()
             proofs: list[Any] = [None] * len(items)
-            with self.device_lock:
+            # A backend that locks the device itself (CUDA) holds it only around its device phase, so
+            # this worker's staging overlaps another worker's kernels; the others run under our lock.
+            own_lock = getattr(self.backend, "locks_device_itself", False)
+            with contextlib.nullcontext() if own_lock else self.device_lock:
                 for k, entry in enumerate(attached):
                     if entry is None:
                         continue
                     pk, att, compiled = entry
                     results[k].lock_wait_start = wait_start
                     results[k].device_start = time.monotonic()
+                    phases = results[k].phases
                     try:
                         asg = att.assignment
                         if compiled is not None:
-                            proofs[k] = self.backend.prove_compiled(pk, compiled, asg.inputs, asg.aux,
-                                                                    timings=results[k].phases)
+                            proofs[k] = self.backend.prove_compiled(pk, compiled, asg.inputs, asg.aux, timings=phases)
                         else:
-                            proofs[k] = self.backend.prove(pk, asg, timings=results[k].phases)
+                            proofs[k] = self.backend.prove(pk, asg, timings=phases)
+                        # The device phase began when the backend took the device, after staging.
+                        results[k].device_start = phases.pop("device_begin", results[k].device_start)
                     except Exception as err:
                         results[k] = ItemResult(False, error=f"proving failed: {type(err).__name__}: {err}")
                         log.debug("prove failed: %s", traceback.format_exc())

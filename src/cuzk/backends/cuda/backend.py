@@ -5,8 +5,11 @@ and the same `assemble_proof` on the MSM results, so a proof with fixed r, s is 
 the CPU backend's. Per proof:
 
 1. all device inputs are allocated at once (a, b, c padded to the domain, the inputs, the aux
-   witness and the A/B density masks), then copied on a separate stream through a pinned double
-   buffer whose staging copies run on several host threads;
+   witness and the A/B density masks), then copied on a copy stream of the proof's own (a "lane")
+   through a pinned double buffer whose staging copies run on several host threads. This happens
+   before the proof takes the device (`_lock`) when the memory plan leaves room for it next to the
+   proof holding the device, so that two prover workers sharing a GPU stage one proof while the
+   other's kernels run; otherwise (or when the memory went meanwhile) it happens with the device held;
 2. the compute stream waits only for a, b, c, computes H (7 NTTs) and the H MSM while another
    thread stages the witness upload;
 3. the A and B scalars are selected from the witness on the device (the host only checks sizes);
@@ -149,8 +152,35 @@ class _PinnedUploader:
             self._done[slot] = self.stream.record()
 
 
+@dataclass
+class _Lane:
+    """A copy stream and its pinned uploader, taken by one proof for its whole duration: proofs
+    staged side by side never share staging buffers or copy queues."""
+
+    copy: Any
+    uploader: _PinnedUploader
+
+
+@dataclass
+class _Staged:
+    """A proof's device inputs, allocated on its lane's stream and queued for upload there."""
+
+    abc: list[Any]
+    wit: dict[str, Any]
+    host_wit: dict[str, np.ndarray]
+    copy_begin: Any
+    abc_done: Any  #: a, b, c are up (compiled: the witness is up)
+    queue_s: float  #: host time spent queuing those copies (pinned staging included)
+
+
 class CudaBackend(ProverBackend):
-    """Proofs on one CUDA device. One proof at a time per instance (a device runs one job)."""
+    """Proofs on one CUDA device. The device runs one proof's kernels at a time (`_lock`); the host
+    side of a proof (staging its inputs, assembling the result) runs outside that lock, so callers
+    on several threads (the engine's prover workers) overlap it with each other's device work."""
+
+    #: The engine's workers need not hold a device lock around `prove`: this backend takes its own
+    #: around the device phase only.
+    locks_device_itself = True
 
     name = "cuda"
 
@@ -176,7 +206,11 @@ class CudaBackend(ProverBackend):
         self._spmv: DeviceSpmv | None = None
         #: Compiled circuits by fingerprint (CompiledCircuit holds arrays: it cannot be a dict key itself).
         self._compiled: dict[str, DeviceCompiled] = {}
-        self._lock = threading.RLock()
+        self._lock = threading.RLock()  # device work: keys, compiled circuits, a proof's device phase
+        self._lanes: list[_Lane] = []  # idle lanes, reused by later proofs
+        self._lanes_lock = threading.Lock()  # the lanes and the two byte counts below
+        self._running_reserve = 0  # proof_working_bytes of the proof holding the device (0: none)
+        self._ahead_bytes = 0  # device bytes staged by proofs still waiting for the device
         self.current_job: str | None = None
 
     # -- ProverBackend --------------------------------------------------------------------------------
@@ -296,16 +330,8 @@ class CudaBackend(ProverBackend):
         time of the canonical-witness and, with `check`, a·b = c checks)."""
         inputs, aux = as_limb_array(inputs, "inputs"), as_limb_array(aux, "aux")
         compiled.check_witness(inputs.shape[0], aux.shape[0])
-        with self._lock, self._device:
-            self.current_job = f"prove: {compiled.num_constraints} constraints (compiled {compiled.circuit_id})"
-            try:
-                return self._prove(pk, _CompiledWitness(compiled, inputs, aux, check), r, s,
-                                   timings if timings is not None else {})
-            except (self._cp.cuda.runtime.CUDARuntimeError, self._cp.cuda.driver.CUDADriverError,
-                    self._cp.cuda.memory.OutOfMemoryError) as exc:
-                raise CudaDeviceError(f"CUDA error on device {self.device_id}: {exc}") from exc
-            finally:
-                self.current_job = None
+        return self._guarded(pk, _CompiledWitness(compiled, inputs, aux, check), r, s, timings,
+                             f"prove: {compiled.num_constraints} constraints (compiled {compiled.circuit_id})")
 
     def prove(self, pk: ProvingKey, asg: Assignment, *, r: int | None = None, s: int | None = None,
               timings: MutableMapping[str, float] | None = None) -> Proof:
@@ -314,16 +340,20 @@ class CudaBackend(ProverBackend):
         (copy-stream time), upload_wait (host time staging copies), gather (the A and B scalars
         selected on the device), device (the compute stream's span from the first H
         kernel to the end of the last MSM) and results (device -> host of the sums). h and msm_h
-        are device times (CUDA events), the other MSM keys host time around each synchronised MSM."""
-        with self._lock, self._device:
-            self.current_job = f"prove: {asg.num_constraints} constraints"
+        are device times (CUDA events), the other MSM keys host time around each synchronised MSM.
+        Also: stage_ahead (host time staging inputs before taking the device; 0 when they were
+        staged with the device held), lock_wait (time waiting for another proof's device phase)
+        and device_begin (time.monotonic() when this proof took the device)."""
+        return self._guarded(pk, asg, r, s, timings, f"prove: {asg.num_constraints} constraints")
+
+    def _guarded(self, pk: ProvingKey, asg: Assignment | _CompiledWitness, r: int | None, s: int | None,
+                 timings: MutableMapping[str, float] | None, job: str) -> Proof:
+        with self._device:
             try:
-                return self._prove(pk, asg, r, s, timings if timings is not None else {})
+                return self._prove(pk, asg, r, s, timings if timings is not None else {}, job)
             except (self._cp.cuda.runtime.CUDARuntimeError, self._cp.cuda.driver.CUDADriverError,
                     self._cp.cuda.memory.OutOfMemoryError) as exc:
                 raise CudaDeviceError(f"CUDA error on device {self.device_id}: {exc}") from exc
-            finally:
-                self.current_job = None
 
     # -- internals ------------------------------------------------------------------------------------
 
@@ -354,9 +384,74 @@ class CudaBackend(ProverBackend):
             del dev
         return self.msm.add(parts) if parts else self.msm.zero(group)
 
-    def _prove(self, pk: ProvingKey, asg: Assignment | _CompiledWitness, r: int | None, s: int | None,
-               t: MutableMapping[str, float]) -> Proof:
+    def _take_lane(self) -> _Lane:
+        with self._lanes_lock:
+            if self._lanes:
+                return self._lanes.pop()
+        copy = self._cp.cuda.Stream(non_blocking=True)
+        return _Lane(copy, _PinnedUploader(self._cp, copy))
+
+    def _give_lane(self, lane: _Lane) -> None:
+        with self._lanes_lock:
+            self._lanes.append(lane)
+
+    @staticmethod
+    def _staging_bytes(pk: ProvingKey, asg: Assignment | _CompiledWitness) -> int:
+        """Device bytes `_stage` allocates: a, b, c over the domain, the witness and the masks."""
+        return (3 * 32 * pk.domain_size + asg.inputs.nbytes + asg.aux.nbytes + asg.a_aux_density.nbytes
+                + asg.b_aux_density.nbytes + asg.b_input_density.nbytes)
+
+    def _stage(self, asg: Assignment | _CompiledWitness, m: int, lane: _Lane) -> _Staged:
+        """Allocate a proof's device inputs on the lane's stream and queue their upload there: a, b, c
+        (compiled circuits: the witness, from which a, b, c are made on the device). Nothing here
+        touches the compute stream, so it can run while another proof's kernels do."""
         cp, clock = self._cp, time.perf_counter
+
+        def words(v: np.ndarray) -> np.ndarray:
+            return np.ascontiguousarray(v).view(np.uint32).reshape(-1, 8)
+
+        start = clock()
+        nc = asg.num_constraints
+        with lane.copy:
+            abc = [cp.zeros((m, 8), dtype=cp.uint32) for _ in range(3)]
+            host_wit = {"inputs": words(asg.inputs), "aux": words(asg.aux), "a_mask": asg.a_aux_density,
+                        "b_mask": asg.b_aux_density, "b_in_mask": asg.b_input_density}
+            wit = {name: cp.empty(v.shape, dtype=cp.bool_ if v.dtype == np.bool_ else cp.uint32)
+                   for name, v in host_wit.items()}
+            copy_begin = lane.copy.record()
+            if isinstance(asg, _CompiledWitness):
+                for name, v in host_wit.items():
+                    lane.uploader.upload(wit[name], v)
+            else:
+                for dst, src in zip(abc, (asg.a, asg.b, asg.c), strict=True):
+                    if nc:
+                        lane.uploader.upload(dst[:nc], words(src))
+            abc_done = lane.copy.record()
+        return _Staged(abc, wit, host_wit, copy_begin, abc_done, clock() - start)
+
+    def _stage_ahead(self, pk: ProvingKey, asg: Assignment | _CompiledWitness,
+                     lane: _Lane) -> tuple[_Staged | None, int]:
+        """Stage before taking the device when the memory plan leaves room for it beside the proof
+        holding the device (its whole reserve) and the proofs already staged ahead; returns what was
+        staged (None: stage with the device held) and the bytes counted for it until then."""
+        need = self._staging_bytes(pk, asg)
+        with self._lanes_lock:
+            if not self.plan.fits(need, self._running_reserve + self._ahead_bytes):
+                return None, 0
+            self._ahead_bytes += need
+        try:
+            return self._stage(asg, pk.domain_size, lane), need
+        except self._cp.cuda.memory.OutOfMemoryError:
+            # The memory went to the proof on the device meanwhile: drop what was allocated (the
+            # lane's queued copies end before its next use) and stage with the device held.
+            lane.copy.synchronize()
+            with self._lanes_lock:
+                self._ahead_bytes -= need
+            return None, 0
+
+    def _prove(self, pk: ProvingKey, asg: Assignment | _CompiledWitness, r: int | None, s: int | None,
+               t: MutableMapping[str, float], job: str) -> Proof:
+        clock = time.perf_counter
         m = pk.domain_size
         if asg.num_constraints > m:
             raise prover.KeyMismatchError(f"the circuit has {asg.num_constraints} constraints but the key's "
@@ -364,49 +459,71 @@ class CudaBackend(ProverBackend):
         if pk not in self._keys:
             self.load_key(pk)
         dk = self._keys[pk]
-        compiled = asg if isinstance(asg, _CompiledWitness) else None
         prepared = None
-        if compiled is not None:
-            self.load_compiled(compiled.compiled, pk)
-            prepared = self._compiled[self._compiled_key(compiled.compiled)]
-        log_n = m.bit_length() - 1
-        coefficients = pk.h_basis is HBasis.COEFFICIENTS
-        shift = FR_GENERATOR if coefficients else pk.odd_coset_shift
-        if shift is None:
+        if isinstance(asg, _CompiledWitness):
+            key = self._compiled_key(asg.compiled)
+            if key not in self._compiled:  # checked first: load_compiled waits for the device
+                self.load_compiled(asg.compiled, pk)
+            prepared = self._compiled[key]
+        if pk.h_basis is not HBasis.COEFFICIENTS and pk.odd_coset_shift is None:
             raise prover.KeyMismatchError("an odd-coset proving key needs its coset shift")
-        root = pk.domain_root if pk.domain_root is not None else self.ntt.default_root(log_n)
-        nc = asg.num_constraints
 
         start = clock()
         prover.check_query_sizes(pk, asg)
         t["select"] = clock() - start
 
-        def words(v: np.ndarray) -> np.ndarray:
-            return np.ascontiguousarray(v).view(np.uint32).reshape(-1, 8)
+        lane = self._take_lane()
+        ahead = 0
+        try:
+            start = clock()
+            staged, ahead = self._stage_ahead(pk, asg, lane)
+            t["stage_ahead"] = clock() - start if staged is not None else 0.0
+            start = clock()
+            with self._lock:
+                t["lock_wait"] = clock() - start
+                t["device_begin"] = time.monotonic()
+                with self._lanes_lock:
+                    self._ahead_bytes -= ahead
+                    self._running_reserve = self.proof_working_bytes(pk)
+                ahead = 0
+                self.current_job = job
+                try:
+                    if staged is None:
+                        staged = self._stage(asg, m, lane)
+                    sums = self._device_phase(pk, asg, dk, prepared, staged, lane, t)
+                finally:
+                    self.current_job = None
+                    with self._lanes_lock:
+                        self._running_reserve = 0
+        finally:
+            if ahead:
+                with self._lanes_lock:
+                    self._ahead_bytes -= ahead
+            self._give_lane(lane)
 
-        # 1. Every buffer the copy stream writes is allocated before any compute work is queued, so
-        #    none can reuse memory that a still-running kernel reads (CuPy's pool is stream-ordered).
-        #    The witness goes up once (inputs, aux and the density masks); A and B are gathered on
-        #    the device. A compiled circuit's a, b, c are made from the witness, so it goes up first.
-        with self._compute:
-            abc = [cp.zeros((m, 8), dtype=cp.uint32) for _ in range(3)]
-            host_wit = {"inputs": words(asg.inputs), "aux": words(asg.aux), "a_mask": asg.a_aux_density,
-                        "b_mask": asg.b_aux_density, "b_in_mask": asg.b_input_density}
-            wit = {name: cp.empty(v.shape, dtype=cp.bool_ if v.dtype == np.bool_ else cp.uint32)
-                   for name, v in host_wit.items()}
-            allocated = self._compute.record()
-        self._copy.wait_event(allocated)
         start = clock()
-        copy_begin = self._copy.record()
-        if compiled is None:
-            for dst, src in zip(abc, (asg.a, asg.b, asg.c), strict=True):  # type: ignore[union-attr]
-                if nc:
-                    self._uploader.upload(dst[:nc], words(src))
-        else:
-            for name, v in host_wit.items():
-                self._uploader.upload(wit[name], v)
-        abc_done = self._copy.record()  # compiled: the witness is up
-        t_queue = clock() - start
+        proof = prover.assemble_proof(
+            pk.vk, prover.MsmResults(h=sums["h"], l=sums["l"], a=sums["a"], b_g1=sums["b_g1"], b_g2=sums["b_g2"]),
+            prover.random_nonzero_scalar() if r is None else r % R_MODULUS,
+            prover.random_nonzero_scalar() if s is None else s % R_MODULUS)
+        t["assemble"] = clock() - start
+        return proof
+
+    def _device_phase(self, pk: ProvingKey, asg: Assignment | _CompiledWitness, dk: _DeviceKey,
+                      prepared: DeviceCompiled | None, staged: _Staged, lane: _Lane,
+                      t: MutableMapping[str, float]) -> dict[str, Any]:
+        """H and the five MSMs on the compute stream (the caller holds the device); the sums as points."""
+        cp, clock = self._cp, time.perf_counter
+        m = pk.domain_size
+        log_n = m.bit_length() - 1
+        coefficients = pk.h_basis is HBasis.COEFFICIENTS
+        shift = FR_GENERATOR if coefficients else pk.odd_coset_shift
+        root = pk.domain_root if pk.domain_root is not None else self.ntt.default_root(log_n)
+        nc = asg.num_constraints
+        compiled = asg if isinstance(asg, _CompiledWitness) else None
+        abc, wit, host_wit = staged.abc, staged.wit, staged.host_wit
+        copy_begin, abc_done, t_queue = staged.copy_begin, staged.abc_done, staged.queue_s
+        staged.abc, staged.wit = [], {}  # each phase releases its buffers as soon as it has read them
 
         # 2. H on the compute stream, while another thread stages the witness upload (compiled: a, b,
         #    c by the sparse products first, and the checks, which wait for their results).
@@ -431,8 +548,8 @@ class CudaBackend(ProverBackend):
                 begin = clock()
                 with self._device:
                     for name, v in host_wit.items():
-                        self._uploader.upload(dst[name], v)
-                    wit_events.append(self._copy.record())
+                        lane.uploader.upload(dst[name], v)
+                    wit_events.append(lane.copy.record())
                 staging.append(clock() - begin)
             except BaseException as exc:  # re-raised by the proving thread after join
                 failures.append(exc)
@@ -506,14 +623,7 @@ class CudaBackend(ProverBackend):
             g1 = self.msm.to_points("g1", [sums[k] for k in ("h", "l", "a", "b_g1")])
             g2 = self.msm.to_points("g2", [sums["b_g2"]])
             t["results"] = clock() - start
-
-        start = clock()
-        proof = prover.assemble_proof(
-            pk.vk, prover.MsmResults(h=g1[0], l=g1[1], a=g1[2], b_g1=g1[3], b_g2=g2[0]),
-            prover.random_nonzero_scalar() if r is None else r % R_MODULUS,
-            prover.random_nonzero_scalar() if s is None else s % R_MODULUS)
-        t["assemble"] = clock() - start
-        return proof
+        return {"h": g1[0], "l": g1[1], "a": g1[2], "b_g1": g1[3], "b_g2": g2[0]}
 
     def _evaluate_compiled(self, witness: _CompiledWitness, prepared: DeviceCompiled, wit: dict[str, Any],
                            abc: list[Any], t: MutableMapping[str, float]) -> None:
