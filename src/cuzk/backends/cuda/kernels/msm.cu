@@ -415,6 +415,27 @@ DEV u32 tree_kind(const A& p1, const A& p2, bool pair, F& d) {
     return TREE_ADD;
 }
 
+// Output j of a round, in bucket k: the point(s) it sums (entries q and q + 1 of the bucket's input
+// list; a bucket with an odd count passes its last point on alone) and how (tree_kind).
+template <class A, class F>
+struct tree_pair_t {
+    A p1, p2;
+    F d;
+    u32 kind;
+};
+
+template <class A, class F>
+DEV tree_pair_t<A, F> tree_pair(const u32* entries, const A* in, const u32* off_in, const u32* off_out, u32 k,
+                                u32 j) {
+    const u32 q = off_in[k] + 2 * (j - off_out[k]);
+    const bool pair = q + 1 < off_in[k + 1];
+    const A p1 = tree_source(entries, in, q);
+    const A p2 = pair ? tree_source(entries, in, q + 1) : p1;
+    F d;
+    const u32 kind = tree_kind(p1, p2, pair, d);
+    return {p1, p2, d, kind};
+}
+
 template <class A, class F>
 DEV void tree_round(const u32* entries, const A* in, const u32* off_in, const u32* off_out, u32 nkeys, u32 total,
                     u32 per, A* out) {
@@ -436,25 +457,18 @@ DEV void tree_round(const u32* entries, const A* in, const u32* off_in, const u3
     for (u32 i = 0; i < count; ++i) {
         const u32 j = first + 32 * i;
         while (off_out[k + 1] <= j) ++k;
-        const u32 q = off_in[k] + 2 * (j - off_out[k]);
-        const bool pair = q + 1 < off_in[k + 1];
-        const A p1 = tree_source(entries, in, q);
-        const A p2 = pair ? tree_source(entries, in, q + 1) : p1;
-        F d;
-        const u32 kind = tree_kind(p1, p2, pair, d);
+        const tree_pair_t<A, F> t = tree_pair<A, F>(entries, in, off_in, off_out, k, j);
         store_struct(&out[j].x, acc);
-        if (kind >= TREE_ADD) acc = acc * d;
+        if (t.kind >= TREE_ADD) acc = acc * t.d;
     }
     F inv = acc.inv();
     for (u32 i = count; i-- > 0;) {
         const u32 j = first + 32 * i;
         while (off_out[k] > j) --k;
-        const u32 q = off_in[k] + 2 * (j - off_out[k]);
-        const bool pair = q + 1 < off_in[k + 1];
-        const A p1 = tree_source(entries, in, q);
-        const A p2 = pair ? tree_source(entries, in, q + 1) : p1;
-        F d;
-        const u32 kind = tree_kind(p1, p2, pair, d);
+        const tree_pair_t<A, F> t = tree_pair<A, F>(entries, in, off_in, off_out, k, j);
+        const A& p1 = t.p1;
+        const A& p2 = t.p2;
+        const u32 kind = t.kind;
         A r;
         if (kind == TREE_TAKE1) {
             r = p1;
@@ -466,7 +480,7 @@ DEV void tree_round(const u32* entries, const A* in, const u32* off_in, const u3
         } else {
             const F before = out[j].x;  // written by this thread in the first pass (a plain load, not __ldg)
             const F inv_d = inv * before;
-            inv = inv * d;
+            inv = inv * t.d;
             F num;
             if (kind == TREE_ADD) {
                 num = p2.y - p1.y;
