@@ -503,7 +503,7 @@ class CudaBackend(ProverBackend):
 
         start = clock()
         proof = prover.assemble_proof(
-            pk.vk, prover.MsmResults(h=sums["h"], l=sums["l"], a=sums["a"], b_g1=sums["b_g1"], b_g2=sums["b_g2"]),
+            pk.vk, sums,
             prover.random_nonzero_scalar() if r is None else r % R_MODULUS,
             prover.random_nonzero_scalar() if s is None else s % R_MODULUS)
         t["assemble"] = clock() - start
@@ -511,7 +511,7 @@ class CudaBackend(ProverBackend):
 
     def _device_phase(self, pk: ProvingKey, asg: Assignment | _CompiledWitness, dk: _DeviceKey,
                       prepared: DeviceCompiled | None, staged: _Staged, lane: _Lane,
-                      t: MutableMapping[str, float]) -> dict[str, Any]:
+                      t: MutableMapping[str, float]) -> prover.MsmResults:
         """H and the five MSMs on the compute stream (the caller holds the device); the sums as points."""
         cp, clock = self._cp, time.perf_counter
         m = pk.domain_size
@@ -623,7 +623,7 @@ class CudaBackend(ProverBackend):
             g1 = self.msm.to_points("g1", [sums[k] for k in ("h", "l", "a", "b_g1")])
             g2 = self.msm.to_points("g2", [sums["b_g2"]])
             t["results"] = clock() - start
-        return {"h": g1[0], "l": g1[1], "a": g1[2], "b_g1": g1[3], "b_g2": g2[0]}
+        return prover.MsmResults(h=g1[0], l=g1[1], a=g1[2], b_g1=g1[3], b_g2=g2[0])
 
     def _evaluate_compiled(self, witness: _CompiledWitness, prepared: DeviceCompiled, wit: dict[str, Any],
                            abc: list[Any], t: MutableMapping[str, float]) -> None:
