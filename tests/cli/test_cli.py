@@ -87,8 +87,37 @@ def test_gen_refuses_official_names_and_needs_insecure(capsys, tmp_path: Path) -
     assert info.value.code == 2
 
 
+def test_params_gen_from_a_compiled_file_writes_the_recorded_key(capsys, tmp_path: Path) -> None:
+    recorded = tmp_path / "recorded.params"
+    assert run_cli(capsys, "params", "gen", "--insecure", "bits-1", recorded, "--seed", "9")[0] == 0
+    assert run_cli(capsys, "circuit", "compile", "bits-1", "--param-cache", tmp_path)[0] == 0
+    compiled = next((tmp_path / "compiled").glob("bits-1*"))
+    streamed = tmp_path / "streamed.params"
+    code, _, err = run_cli(capsys, "params", "gen", "--insecure", "bits-1", streamed, "--seed", "9",
+                           "--compiled", compiled, "--backend", "cpu")
+    assert code == 0 and "QAP at tau" in err and "INSECURE" in err
+    assert streamed.read_bytes() == recorded.read_bytes()
+    assert streamed.with_suffix(".vk").read_bytes() == recorded.with_suffix(".vk").read_bytes()
+    code, _, err = run_cli(capsys, "params", "gen", "--insecure", "bits-2", tmp_path / "x.params", "--compiled",
+                           compiled)
+    assert code == 2 and "holds circuit 'bits-1', not 'bits-2'" in err
+    assert not (tmp_path / "x.params").exists()
+
+
+def test_params_gen_on_cuda_without_a_gpu_says_why(capsys, tmp_path: Path) -> None:
+    from cuzk.backends.cuda import cuda_available
+
+    reason = cuda_available()
+    if reason is None:
+        pytest.skip("a GPU is usable here")
+    code, _, err = run_cli(capsys, "params", "gen", "--insecure", "bits-1", tmp_path / "x.params", "--backend", "cuda")
+    assert code == 2 and f"--backend cuda: {reason}" in err
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize("argv,needle", [
     (["params", "info", "/nonexistent.params"], "no such file"),
+    (["params", "gen", "--insecure", "bits-1", "/tmp/x.params", "--compiled", "/nonexistent.cc"], "no such file"),
     (["params", "gen", "--insecure", "nope-3", "/tmp/x.params"], "unknown circuit"),
     (["groth16", "prove", "--proof", "p.json", "--public", "q.json"], "needs --zkey and --wtns"),
 ])

@@ -204,3 +204,31 @@ def test_jacobian_mixed_addition_cases(case: str) -> None:
 def test_fp2_array_helpers_round_trip() -> None:
     vals = [(1, 2), (P_MODULUS - 1, 0), (0, P_MODULUS - 1)]
     assert fp2_array_to_ints(ints_to_fp2_array(vals)) == vals
+
+
+@pytest.mark.parametrize("g2", [False, True])
+def test_window_table_entries(g2: bool) -> None:
+    """window_table(base, w)[i, j-1] is the affine Montgomery j * 2^(w*i) * base (the device layout)."""
+    base, w = (G2_BASE, 5) if g2 else (G1_BASE, 6)
+    table = fb.window_table(base, w)
+    windows = -(-256 // w)
+    assert table.shape == (windows, 1 << (w - 1), 2, *((2, 6) if g2 else (6,)))
+    assert table.dtype == np.uint64 and table.flags.c_contiguous
+    for i, j in [(0, 1), (0, 1 << (w - 1)), (3, 7), (windows - 1, 1), (windows - 1, 1 << (w - 1))]:
+        xy = (base * scalar(j * (1 << (w * i)) % R)).to_xy_bytes_be()
+        coords = [int.from_bytes(xy[48 * c:48 * (c + 1)], "big") for c in range(4 if g2 else 2)]
+        entry = table[i, j - 1]
+        got = [v for pair in fp2_array_to_ints(entry) for v in pair] if g2 else fp_array_to_ints(entry)
+        assert got == coords
+
+
+def test_window_table_and_check_scalars_reject_bad_input() -> None:
+    with pytest.raises(ValueError, match="identity"):
+        fb.window_table(G1Point.identity(), 8)
+    with pytest.raises(ValueError, match="identity"):
+        fb.window_table(G2Point.identity(), 8)
+    with pytest.raises(ValueError, match="window width"):
+        fb.window_table(G1_BASE, 17)
+    with pytest.raises(ValueError, match="scalar 1 is not a canonical"):
+        fb.check_scalars(fb.scalars_from_ints([5, R]))
+    assert fb.check_scalars(fb.scalars_from_ints([0, R - 1])).flags.c_contiguous

@@ -7,6 +7,11 @@ behind this interface (the engine never imports a GPU library).
 A backend also proves from a compiled circuit and its witness alone (`prove_compiled`): by default
 a, b, c are evaluated on the CPU (`Assignment.from_compiled`), and a backend with a device of its own
 (CUDA) evaluates them there instead, so the large per-constraint vectors never exist in host memory.
+
+Generating insecure test parameters (`cuzk params gen`) multiplies one base point by millions of
+scalars; `fixed_base_g1` / `fixed_base_g2` do that batch on the backend's device (the CPU default
+uses `cuzk.curve.fixed_base`), which is what makes a PoRep-32GiB key (427M G1 and 33M G2 points)
+a matter of seconds on a GPU.
 """
 
 from __future__ import annotations
@@ -19,6 +24,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from cuzk.curve.fixed_base import g1_fixed_base_into, g2_fixed_base_into
+from cuzk.curve.points import G1Point, G2Point
 from cuzk.groth16.assignment import Assignment
 from cuzk.groth16.keys import ProvingKey
 from cuzk.groth16.proof import Proof
@@ -68,3 +75,17 @@ class ProverBackend(ABC):
         asg = Assignment.from_compiled(compiled, (inputs, aux), check=check)
         t["spmv"] = time.perf_counter() - start
         return self.prove(pk, asg, r=r, s=s, timings=t)
+
+    # -- parameter generation -----------------------------------------------------------------------
+
+    def fixed_base_g1(self, base: G1Point, scalars: np.ndarray, out: np.ndarray) -> None:
+        """out[i] = the blstrs uncompressed encoding of scalars[i]·base (infinity for 0).
+
+        `scalars` are canonical (n, 4) uint64 limbs (each < r); `out` is a writable (n, 96) uint8
+        array, e.g. a view of a parameter file being written. Identical bytes on every backend;
+        this default computes on the CPU (`cuzk.curve.fixed_base`)."""
+        g1_fixed_base_into(base, scalars, out)
+
+    def fixed_base_g2(self, base: G2Point, scalars: np.ndarray, out: np.ndarray) -> None:
+        """`fixed_base_g1` in G2: out is (n, 192) uint8."""
+        g2_fixed_base_into(base, scalars, out)

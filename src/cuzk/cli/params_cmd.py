@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import itertools
 import json
 import random
 import time
@@ -37,6 +38,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     gen.add_argument("out", type=Path, help="output .params path (the .vk is written next to it)")
     gen.add_argument("--vk", type=Path, help="where to write the .vk (default: OUT with suffix .vk)")
     gen.add_argument("--seed", type=int, help="deterministic toxic waste from this seed (tests only)")
+    gen.add_argument("--compiled", type=Path, metavar="FILE",
+                     help="take the circuit from this compiled file (`cuzk circuit compile`) instead of recording it: "
+                          "the way for circuits too large to record in memory (PoRep 512MiB and up)")
+    gen.add_argument("--backend", choices=("cpu", "cuda"), default="cpu",
+                     help="where the points are computed (default cpu; cuda: a PoRep-32GiB key in about a minute)")
+    gen.add_argument("--device", type=int, default=0, help="with --backend cuda: the GPU ordinal (default 0)")
     gen.add_argument("--force-official-name", action="store_true",
                      help="allow writing under an official v28-* file name (Filecoin's published parameters)")
     gen.set_defaults(handler=cmd_gen)
@@ -109,10 +116,25 @@ def cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
+def _multiplier(args: argparse.Namespace) -> object:
+    if args.backend == "cpu":
+        from cuzk.groth16.setup import CpuFixedBase
+
+        return CpuFixedBase()
+    from cuzk.backends.cuda import CudaBackend, cuda_available
+
+    reason = cuda_available()
+    if reason is not None:
+        raise CuzkError(f"--backend cuda: {reason}")
+    return CudaBackend(args.device)
+
+
 def cmd_gen(args: argparse.Namespace) -> int:
     from cuzk.circuits.registry import lookup
-    from cuzk.groth16.params_file import check_output_name, write_params, write_vk
-    from cuzk.groth16.setup import ToxicWaste, generate_insecure_parameters
+    from cuzk.groth16.params_file import check_output_name, write_vk
+    from cuzk.groth16.setup import ToxicWaste, qap_at_tau, qap_at_tau_compiled, write_insecure_parameters
+    from cuzk.groth16.synthesis import record_circuit
+    from cuzk.r1cs.compiled_file import load_compiled
 
     spec = lookup(args.circuit)
     vk_path = args.vk or args.out.with_suffix(".vk")
@@ -120,17 +142,42 @@ def cmd_gen(args: argparse.Namespace) -> int:
         check_output_name(path, force_official_name=args.force_official_name)
         if not path.parent.is_dir():
             raise CuzkError(f"{path.parent}: output directory does not exist")
+    if args.compiled is not None and not args.compiled.is_file():
+        raise CuzkError(f"--compiled {args.compiled}: no such file")
+    if args.device < 0:
+        raise CuzkError(f"--device {args.device}: must be a GPU ordinal >= 0")
+    multiplier = _multiplier(args)
     console = Console(stderr=True)
     rng = random.Random(args.seed) if args.seed is not None else None
+    waste = ToxicWaste.random(rng)
+    steps: list[tuple[str, float]] = []
     start = time.perf_counter()
+
+    def step(status, msg: str) -> None:
+        steps.append((msg, time.perf_counter()))
+        status.update(f"{spec.circuit_id}: {msg}")
+
     with console.status(f"generating insecure parameters for {spec.circuit_id}") as status:
-        pk = generate_insecure_parameters(spec.blank(), waste=ToxicWaste.random(rng),
-                                          progress=lambda msg: status.update(f"{spec.circuit_id}: {msg}"))
-        status.update("writing files")
-        write_params(args.out, pk, force_official_name=args.force_official_name)
-        write_vk(vk_path, pk.vk, force_official_name=args.force_official_name)
-    console.print(f"wrote {args.out} and {vk_path} ({pk.domain_size:,}-point domain, "
-                  f"{time.perf_counter() - start:.1f} s) — INSECURE, for testing only")
+        if args.compiled is not None:
+            step(status, "loading the compiled circuit")
+            compiled = load_compiled(args.compiled, expect_circuit_id=spec.circuit_id)
+            step(status, "QAP at tau")
+            qap = qap_at_tau_compiled(compiled, waste.tau)
+        else:
+            step(status, "recording the circuit")
+            r1cs = record_circuit(spec.blank())
+            step(status, "QAP at tau")
+            qap = qap_at_tau(r1cs, waste.tau)
+            del r1cs
+        vk = write_insecure_parameters(args.out, qap, waste, multiplier=multiplier,
+                                       progress=lambda msg: step(status, msg),
+                                       force_official_name=args.force_official_name)
+        write_vk(vk_path, vk, force_official_name=args.force_official_name)
+    end = time.perf_counter()
+    steps.append(("done", end))
+    timings = ", ".join(f"{msg.split(' (')[0]} {b - a:.1f} s" for (msg, a), (_, b) in itertools.pairwise(steps))
+    console.print(f"wrote {args.out} and {vk_path} ({qap.domain.size:,}-point domain, {end - start:.1f} s on "
+                  f"{args.backend}: {timings}) — INSECURE, for testing only")
     return 0
 
 

@@ -443,6 +443,33 @@ def g2_fixed_base_batch(base: G2Point, scalars: np.ndarray, *, window: int | Non
     return _fixed_base(base, G2Point.identity(), _G2_TABLES, scalars, G2_UNCOMPRESSED_BYTES, window, "G2")
 
 
+#: Scalars per batch of the `*_into` functions: bounds their temporary copy of the encoded points.
+_INTO_CHUNK = 1 << 20
+
+
+def _into(batch, base, scalars: np.ndarray, out: np.ndarray, width: int) -> None:
+    if scalars.ndim != 2 or scalars.shape[1] != 4 or scalars.dtype != np.uint64:
+        raise ValueError(f"scalars must be an (n, 4) uint64 array, got {scalars.dtype} {scalars.shape}")
+    if out.dtype != np.uint8 or out.shape != (scalars.shape[0], width):
+        raise ValueError(f"out must be a ({scalars.shape[0]}, {width}) uint8 array, got {out.dtype} {out.shape}")
+    if not out.flags.writeable:
+        raise ValueError("out is read-only")
+    for lo in range(0, scalars.shape[0], _INTO_CHUNK):
+        hi = min(lo + _INTO_CHUNK, scalars.shape[0])
+        out[lo:hi] = batch(base, scalars[lo:hi])
+
+
+def g1_fixed_base_into(base: G1Point, scalars: np.ndarray, out: np.ndarray) -> None:
+    """`g1_fixed_base_batch` written into `out` ((n, 96) uint8, e.g. a view of a file being
+    written), a million scalars at a time."""
+    _into(g1_fixed_base_batch, base, scalars, out, G1_UNCOMPRESSED_BYTES)
+
+
+def g2_fixed_base_into(base: G2Point, scalars: np.ndarray, out: np.ndarray) -> None:
+    """`g2_fixed_base_batch` written into `out` ((n, 192) uint8)."""
+    _into(g2_fixed_base_batch, base, scalars, out, G2_UNCOMPRESSED_BYTES)
+
+
 def clear_table_cache() -> None:
     """Free the cached window tables (up to ~30 MB each for large G2 batches)."""
     _G1_TABLES.clear()
@@ -453,3 +480,27 @@ def scalars_from_ints(values) -> np.ndarray:
     """Python ints (each < 2^256) -> (n, 4) uint64 little-endian limbs (for callers and tests)."""
     raw = b"".join(int(v).to_bytes(32, "little") for v in values)
     return np.frombuffer(raw, dtype="<u8").astype(np.uint64).reshape(-1, 4)
+
+
+def check_scalars(scalars: np.ndarray) -> np.ndarray:
+    """`scalars` as a C-contiguous (n, 4) uint64 array of canonical Fr values; ValueError naming the
+    first one >= r (for device implementations that share this module's input contract)."""
+    return _check_scalars(scalars)
+
+
+def window_table(base: G1Point | G2Point, w: int) -> np.ndarray:
+    """The signed-window table of `base` for width w: table[i, j-1] = affine j * 2^(w*i) * base in
+    Montgomery form, shape (ceil(256/w), 2^(w-1), 2, 6) for G1 and (..., 2, 2, 6) for G2 (x then y,
+    each c0 then c1): the device's affine layout, so a GPU implementation can upload it as it is.
+    `base` must be a non-identity point of the prime-order subgroup (ValueError otherwise)."""
+    if not 2 <= w <= 16:
+        raise ValueError(f"window width must be in 2..16, got {w}")
+    g2 = isinstance(base, G2Point)
+    group = "G2" if g2 else "G1"
+    if base == (G2Point.identity() if g2 else G1Point.identity()):
+        raise ValueError(f"the {group} base is the identity: it has no window table")
+    if not base.is_in_subgroup():
+        raise ValueError(f"base point is not in the prime-order subgroup of {group}")
+    to_affine = _g2_affine_from_xy if g2 else _g1_affine_from_xy
+    gx, gy = to_affine(np.frombuffer(base.to_xy_bytes_be(), dtype=np.uint8))
+    return _build_table(gx, gy, w)

@@ -26,6 +26,7 @@ from cuzk.field.limbs import as_limb_array, int_to_limbs, limbs_to_int
 
 __all__ = [
     "add",
+    "add_inplace",
     "add_scalar",
     "batch_inverse",
     "from_montgomery",
@@ -302,6 +303,13 @@ def square(a: np.ndarray) -> np.ndarray:
     """a^2 elementwise."""
     a = as_limb_array(a)
     return _binary(_OP_MUL, a, a)
+
+
+def add_inplace(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a += b elementwise, writing into ``a`` (a C-contiguous (n, 4) uint64 array)."""
+    _check_writeable(a, "add_inplace")
+    a, b = _same_length(a, b)
+    return _binary(_OP_ADD, a, b, out=a)
 
 
 def mul_inplace(a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -100,6 +100,75 @@ def write_params(path: str | os.PathLike, pk: ProvingKey, *, force_official_name
     _atomic_write(path, _params_chunks(pk))
 
 
+class ParamsFileWriter:
+    """A `.params` file written in place: the verifying key and the five vector lengths first, then
+    each vector's points filled through a writable view of a memory map (`vector`), so a 47 GiB key
+    never exists in memory and its producer (a GPU) can copy its results straight into the file.
+
+    Atomic like `write_params`: the points go to a hidden temporary next to the target, which
+    `commit` flushes, fsyncs and renames; leaving the `with` block without `commit` (an error)
+    removes it, so a reader never sees a partial file."""
+
+    def __init__(self, path: str | os.PathLike, vk: VerifyingKey, counts: dict[str, int], *,
+                 force_official_name: bool = False) -> None:
+        check_output_name(path, force_official_name=force_official_name)
+        missing = [name for name in VECTOR_NAMES if name not in counts]
+        if missing:
+            raise ValueError(f"vector lengths missing: {', '.join(missing)}")
+        for name in VECTOR_NAMES:
+            if not 0 <= counts[name] < 1 << 32:
+                raise CuzkError(f"the {name} vector has {counts[name]} points; the format stores a u32 length")
+        self.path = Path(path)
+        self._tmp = self.path.with_name(f".{self.path.name}.tmp-{os.getpid()}")
+        header = vk_to_bytes(vk)
+        self._views: dict[str, tuple[int, int, int]] = {}
+        offset = len(header)
+        for name in VECTOR_NAMES:
+            width = G2B if name == "b_g2" else G1B
+            self._views[name] = (offset + 4, counts[name], width)
+            offset += 4 + counts[name] * width
+        self.size = offset
+        self._map: np.memmap | None = None
+        try:
+            with open(self._tmp, "wb") as f:
+                f.write(header)
+                for name in VECTOR_NAMES:
+                    start, count, _ = self._views[name]
+                    f.seek(start - 4)
+                    f.write(struct.pack(">I", count))
+                f.truncate(self.size)
+            self._map = np.memmap(self._tmp, dtype=np.uint8, mode="r+")
+        except BaseException:
+            self._tmp.unlink(missing_ok=True)
+            raise
+
+    def vector(self, name: str) -> np.ndarray:
+        """The (count, point bytes) writable view of vector `name`'s points."""
+        if self._map is None:
+            raise CuzkError(f"{self.path}: the writer is closed")
+        start, count, width = self._views[name]
+        return self._map[start:start + count * width].reshape(count, width)
+
+    def commit(self) -> None:
+        if self._map is None:
+            raise CuzkError(f"{self.path}: the writer is closed")
+        self._map.flush()
+        self._map = None  # drop the map before the rename (its pages are flushed)
+        with open(self._tmp, "rb+") as f:
+            os.fsync(f.fileno())
+        os.replace(self._tmp, self.path)
+
+    def close(self) -> None:
+        self._map = None
+        self._tmp.unlink(missing_ok=True)
+
+    def __enter__(self) -> ParamsFileWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 # -- reading ------------------------------------------------------------------------------------
 
 class _Cursor:

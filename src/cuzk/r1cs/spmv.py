@@ -17,6 +17,7 @@ partition is never concatenated with the inputs.
 
 from __future__ import annotations
 
+import numba
 import numpy as np
 from numba import njit, prange
 
@@ -25,7 +26,7 @@ from cuzk.field.constants import FR_LIMBS
 from cuzk.field.fr_vec import from_montgomery
 from cuzk.field.limbs import as_limb_array
 
-__all__ = ["COEFF_MINUS_ONE", "COEFF_ONE", "check_rows", "spmv_table"]
+__all__ = ["COEFF_MINUS_ONE", "COEFF_ONE", "check_rows", "spmv_table", "spmv_table_transpose"]
 
 #: Table slots every coefficient table reserves, whether or not the circuit uses them.
 COEFF_ONE = 0
@@ -68,6 +69,39 @@ def _spmv_table(row_ptr, cols, coeff_idx, table, table_canonical, inputs, aux, o
 
 
 @njit(parallel=True, cache=True)
+def _spmv_table_transpose(row_ptr, cols, coeff_idx, table, x, y, n_parts):  # type: ignore[no-untyped-def]
+    """y[col] += table[coeff_idx[k]] * x[row] over every entry, all Montgomery.
+
+    Each part owns a contiguous range of columns and scans the whole matrix, multiplying only the
+    entries in its range: no write races and nothing of size n_cols per thread (a PoRep-32GiB
+    column vector is 4 GB). The extra scans read only the uint32 columns."""
+    n_rows = row_ptr.shape[0] - 1
+    n_cols = y.shape[0]
+    for p in prange(n_parts):
+        lo = p * n_cols // n_parts
+        hi = (p + 1) * n_cols // n_parts
+        for r in range(n_rows):
+            x0, x1, x2, x3 = x[r, 0], x[r, 1], x[r, 2], x[r, 3]
+            for k in range(row_ptr[r], row_ptr[r + 1]):
+                col = np.int64(cols[k])
+                if col < lo or col >= hi:
+                    continue
+                ci = np.int64(coeff_idx[k])
+                if ci == 0:
+                    t0, t1, t2, t3 = x0, x1, x2, x3
+                elif ci == 1:
+                    t0, t1, t2, t3 = m.sub_mod(m.U0, m.U0, m.U0, m.U0, x0, x1, x2, x3)
+                else:
+                    t0, t1, t2, t3 = m.mont_mul(table[ci, 0], table[ci, 1], table[ci, 2], table[ci, 3],
+                                                x0, x1, x2, x3)
+                y0, y1, y2, y3 = m.add_mod(y[col, 0], y[col, 1], y[col, 2], y[col, 3], t0, t1, t2, t3)
+                y[col, 0] = y0
+                y[col, 1] = y1
+                y[col, 2] = y2
+                y[col, 3] = y3
+
+
+@njit(parallel=True, cache=True)
 def _unsatisfied(a, b, c, bad):  # type: ignore[no-untyped-def]
     """bad[r] = (a[r]·b[r] != c[r]), all canonical: Montgomery products of a·b and of c·1 both
     carry one factor R^-1, so they are equal exactly when a·b = c."""
@@ -105,6 +139,28 @@ def spmv_table(row_ptr: np.ndarray, cols: np.ndarray, coeff_idx: np.ndarray, tab
         raise ValueError(f"out must be a C-contiguous ({rows}, {FR_LIMBS}) uint64 array")
     _spmv_table(row_ptr, cols, coeff_idx, table, canonical, inputs, aux, out)
     return out
+
+
+def spmv_table_transpose(row_ptr: np.ndarray, cols: np.ndarray, coeff_idx: np.ndarray, table_mont: np.ndarray,
+                         x_mont: np.ndarray, num_cols: int) -> np.ndarray:
+    """Mᵀ·x for a compiled CSR matrix M, Montgomery in and out: y[col] = Σ_rows coeff·x[row].
+
+    Key generation evaluates every variable's QAP polynomial at τ this way, with x the Lagrange
+    basis at τ (`cuzk.groth16.setup`). Rows beyond len(x) are not allowed; x may be longer than
+    the matrix (a domain padded to a power of two): the extra entries meet no coefficient."""
+    x = as_limb_array(x_mont, "x_mont")
+    table = as_limb_array(table_mont, "table_mont")
+    rows = row_ptr.shape[0] - 1
+    if cols.shape != coeff_idx.shape or cols.ndim != 1:
+        raise ValueError(f"cols {cols.shape} and coeff_idx {coeff_idx.shape} must be equal 1-D shapes")
+    if x.shape[0] < rows:
+        raise ValueError(f"x_mont has {x.shape[0]} entries, the matrix has {rows} rows")
+    if table.shape[0] < 2:
+        raise ValueError("a coefficient table holds at least 1 and -1")
+    y = np.zeros((num_cols, FR_LIMBS), dtype=np.uint64)
+    if num_cols:
+        _spmv_table_transpose(row_ptr, cols, coeff_idx, table, x, y, max(1, min(numba.get_num_threads(), num_cols)))
+    return y
 
 
 def check_rows(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:

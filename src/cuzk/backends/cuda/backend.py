@@ -42,10 +42,12 @@ import numpy as np
 from cuzk.backends.base import DeviceInfo, ProverBackend
 from cuzk.backends.cuda import cuda_available
 from cuzk.backends.cuda.device import MemoryPlan, memory_info, properties
+from cuzk.backends.cuda.fixed_base import DeviceFixedBase
 from cuzk.backends.cuda.module import get_module
 from cuzk.backends.cuda.msm import AFFINE_WORDS, RAW_BYTES, DeviceMsm, working_bytes
 from cuzk.backends.cuda.ntt import DeviceNtt
 from cuzk.backends.cuda.spmv import DeviceCompiled, DeviceSpmv, matrix_bytes
+from cuzk.curve.points import G1Point, G2Point
 from cuzk.errors import CuzkError
 from cuzk.field.constants import FR_GENERATOR, R_MODULUS
 from cuzk.field.limbs import as_limb_array
@@ -204,6 +206,7 @@ class CudaBackend(ProverBackend):
         self.props = properties(device_id)
         self._keys: weakref.WeakKeyDictionary[ProvingKey, _DeviceKey] = weakref.WeakKeyDictionary()
         self._spmv: DeviceSpmv | None = None
+        self._fixed_base: DeviceFixedBase | None = None
         #: Compiled circuits by fingerprint (CompiledCircuit holds arrays: it cannot be a dict key itself).
         self._compiled: dict[str, DeviceCompiled] = {}
         self._lock = threading.RLock()  # device work: keys, compiled circuits, a proof's device phase
@@ -268,6 +271,33 @@ class CudaBackend(ProverBackend):
         """Which of the key's vectors are resident on the device (the rest are streamed)."""
         dk = self._keys.get(pk)
         return {name: dk is not None and dk.bases.get(name) is not None for name, _ in _QUERIES}
+
+    # -- parameter generation ---------------------------------------------------------------------------
+
+    @property
+    def fixed_base(self) -> DeviceFixedBase:
+        """The fixed-base multiplication kernels (the "setup" unit, compiled on first use: seconds)."""
+        if self._fixed_base is None:
+            with self._device:
+                self._fixed_base = DeviceFixedBase(get_module(self.device_id, "setup"))
+        return self._fixed_base
+
+    def fixed_base_g1(self, base: G1Point, scalars: np.ndarray, out: np.ndarray) -> None:
+        """`ProverBackend.fixed_base_g1` on the device (cuzk.backends.cuda.fixed_base): the same bytes."""
+        self._fixed_base_on_device("g1", base, scalars, out)
+
+    def fixed_base_g2(self, base: G2Point, scalars: np.ndarray, out: np.ndarray) -> None:
+        """`ProverBackend.fixed_base_g2` on the device: the same bytes."""
+        self._fixed_base_on_device("g2", base, scalars, out)
+
+    def _fixed_base_on_device(self, group: str, base: G1Point | G2Point, scalars: np.ndarray,
+                              out: np.ndarray) -> None:
+        with self._lock, self._device:
+            try:
+                self.fixed_base.run(group, base, scalars, out)
+            except (self._cp.cuda.runtime.CUDARuntimeError, self._cp.cuda.driver.CUDADriverError,
+                    self._cp.cuda.memory.OutOfMemoryError) as exc:
+                raise CudaDeviceError(f"CUDA error on device {self.device_id}: {exc}") from exc
 
     # -- compiled circuits ------------------------------------------------------------------------------
 

@@ -1,0 +1,223 @@
+"""PoRep C2 end to end through the daemon: compiled circuit, insecure parameters, vanilla proofs, a
+daemon, `cuzk bench batch`, and one proof checked by two verifiers.
+
+Every step is a `cuzk` command, run the way a user would run it, and timed:
+  1. `cuzk circuit compile porep-<size>`             the compiled circuit under <root>/params/compiled/
+  2. `cuzk params gen --insecure --compiled ...`     the key under its official name (--backend picks the device)
+  3. `cuzk gen-vanilla porep --sector-size ...`      C1 output of a test sector (sparse from 512MiB)
+  4. `cuzk daemon run` with the key preloaded        time until it answers ready
+  5. `cuzk bench batch -t porep --inputs ...`        s/proof, latency, phases (JSON + timeline under --out)
+  6. `cuzk prove` once, then the proof's partitions checked by cuzk's verifier (all) and by the
+     independent py_ecc verifier (the first and the last partition)
+A step whose output already exists under --root is not redone (the record says so), so a run that
+stopped part-way resumes. The record (JSON, hardware and date) goes to --out.
+
+    python benchmarks/bench_porep_e2e.py --sector-size 32GiB --backend cuda --root /data/e2e -c 5 -j 2
+    python benchmarks/bench_porep_e2e.py --sector-size 2KiB --backend cpu --root /tmp/e2e -c 2 -j 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+RESULTS = Path(__file__).parent / "results"
+
+
+def _cuzk(*args: str, log: Path | None = None, timeout: float | None = None) -> float:
+    """Run one cuzk command; its seconds. Output goes to `log` (appended) or through."""
+    cmd = [sys.executable, "-m", "cuzk.cli.main", *args]
+    print("+ cuzk", " ".join(args), flush=True)
+    start = time.perf_counter()
+    if log is None:
+        subprocess.run(cmd, check=True, timeout=timeout)
+    else:
+        with open(log, "ab") as f:
+            proc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, timeout=timeout)
+        if proc.returncode:
+            sys.stdout.write(log.read_text(errors="replace")[-4000:])
+            raise subprocess.CalledProcessError(proc.returncode, cmd)
+    return time.perf_counter() - start
+
+
+def _hardware() -> dict:
+    gpus = []
+    if shutil.which("nvidia-smi"):
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total", "--format=csv,noheader"],
+                             capture_output=True, text=True, check=False).stdout
+        gpus = [line.strip() for line in out.splitlines() if line.strip()]
+    with open("/proc/cpuinfo") as f:
+        cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), platform.machine())
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return {"cpu": cpu, "cores": os.cpu_count(), "memory_bytes": memory, "gpus": gpus,
+            "python": platform.python_version()}
+
+
+def _commit() -> str:
+    out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False,
+                         cwd=Path(__file__).parent)
+    return out.stdout.strip() or os.environ.get("CUZK_COMMIT", "")
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--sector-size", default="2KiB", help="2KiB, 8MiB, 512MiB, 32GiB, 64GiB")
+    p.add_argument("--backend", default="cpu", choices=("cpu", "cuda"), help="daemon and key generation device")
+    p.add_argument("--root", type=Path, required=True, help="work directory (params, vanilla, daemon state)")
+    p.add_argument("-c", "--count", type=int, default=5)
+    p.add_argument("-j", "--concurrency", type=int, default=2)
+    p.add_argument("--warmup", type=int, default=1)
+    p.add_argument("--workers-per-device", type=int, default=2)
+    p.add_argument("--ready-timeout", type=float, default=900.0)
+    p.add_argument("--tag", default="", help="file name tag (default: backend and sector size)")
+    p.add_argument("--out", type=Path, default=RESULTS)
+    args = p.parse_args()
+
+    from cuzk.engine.compiled_store import SUFFIX as COMPILED_SUFFIX
+    from cuzk.engine.config import config_from_dict
+    from cuzk.filecoin.sizes import CircuitKind, circuit_id, parameter_file_name, sector_params
+    from cuzk.server.client import CuzkClient
+
+    size = sector_params(args.sector_size)
+    cid = circuit_id(CircuitKind.POREP, size)
+    root = args.root.resolve()
+    params_dir, vanilla_dir = root / "params", root / "vanilla"
+    params_dir.mkdir(parents=True, exist_ok=True)
+    args.out.mkdir(parents=True, exist_ok=True)
+    tag = args.tag or f"{args.backend}-{size.short}"
+    stamp = dt.date.today().isoformat()
+    log = args.out / f"porep-e2e-{tag}-{stamp}.log"
+    record: dict = {"benchmark": "bench_porep_e2e", "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+                    "git": _commit(), "hardware": _hardware(), "circuit_id": cid, "backend": args.backend,
+                    "count": args.count, "concurrency": args.concurrency, "warmup": args.warmup, "steps": {}}
+    steps = record["steps"]
+    record_path = args.out / f"porep-e2e-{tag}-{stamp}.json"
+
+    def save() -> None:
+        record_path.write_text(json.dumps(record, indent=1) + "\n")
+
+    # 1. compiled circuit
+    compiled = params_dir / "compiled" / f"{cid}{COMPILED_SUFFIX}"
+    if compiled.exists():
+        steps["compile"] = {"skipped": "exists", "bytes": compiled.stat().st_size}
+    else:
+        seconds = _cuzk("circuit", "compile", cid, "--param-cache", str(params_dir), log=log)
+        steps["compile"] = {"seconds": seconds, "bytes": compiled.stat().st_size}
+    save()
+
+    # 2. parameters (official name: the daemon finds them there)
+    params = params_dir / parameter_file_name(CircuitKind.POREP, size)
+    if params.exists():
+        steps["params"] = {"skipped": "exists", "bytes": params.stat().st_size}
+    else:
+        seconds = _cuzk("params", "gen", "--insecure", cid, str(params), "--compiled", str(compiled), "--backend",
+                        args.backend, "--seed", "1", "--force-official-name", log=log)
+        steps["params"] = {"seconds": seconds, "bytes": params.stat().st_size}
+    save()
+
+    # 3. vanilla proofs
+    if (vanilla_dir / "public.json").exists():
+        steps["vanilla"] = {"skipped": "exists"}
+    else:
+        sparse = ["--sparse"] if size.nodes > 1 << 18 else []
+        steps["vanilla"] = {"seconds": _cuzk("gen-vanilla", "porep", "--sector-size", size.name, *sparse, "--out",
+                                             str(vanilla_dir), log=log)}
+    save()
+
+    # 4. daemon
+    addr = f"unix://{root / 'cuzk.sock'}"
+    config = config_from_dict({
+        "daemon": {"listen": [addr], "state_dir": str(root / "state"), "shutdown_grace": "0s"},
+        "srs": {"param_cache": str(params_dir), "preload": [cid]},
+        "gpus": {"backend": args.backend, "gpu_workers_per_device": args.workers_per_device},
+    })
+    (root / "cuzk.toml").write_text(config.to_toml())
+    record["daemon_config_toml"] = config.to_toml()
+    daemon_log = open(root / "daemon.log", "wb")  # noqa: SIM115 - the daemon writes it until stopped
+    start = time.perf_counter()
+    daemon = subprocess.Popen([sys.executable, "-m", "cuzk.cli.main", "daemon", "run", "--config",
+                               str(root / "cuzk.toml")], stdout=daemon_log, stderr=subprocess.STDOUT)
+    try:
+        with CuzkClient(addr, timeout=5) as client:
+            client.wait_ready(args.ready_timeout, alive=lambda: daemon.poll() is None)
+        steps["daemon_ready"] = {"seconds": time.perf_counter() - start}
+        save()
+
+        # 5. the benchmark
+        batch = args.out / f"porep-e2e-batch-{tag}-{stamp}"
+        steps["bench_batch"] = {"seconds": _cuzk(
+            "bench", "batch", "-t", "porep", "--inputs", str(vanilla_dir), "-c", str(args.count), "-j",
+            str(args.concurrency), "--warmup", str(args.warmup), "--json", f"{batch}.json", "--timeline",
+            f"{batch}.png", "--addr", addr, "--no-progress", log=log)}
+        summary = json.loads(Path(f"{batch}.json").read_text())
+        record["bench_summary"] = summary.get("summary", {})
+        save()
+
+        # 6. one proof, two verifiers
+        public = json.loads((vanilla_dir / "public.json").read_text())
+        proof_path = root / "proof.bin"
+        steps["prove_one"] = {"seconds": _cuzk(
+            "prove", "-t", "porep", "--c1", str(vanilla_dir / "c1.json"), "--registered-proof",
+            str(public["registered_proof_id"]), "--sector-size", str(public["sector_size"]), "--sector-num",
+            str(public["sector_id"]), "--miner-id", str(_miner_id(public["prover_id"])), "--out", str(proof_path),
+            "--addr", addr, log=log)}
+        record["verification"] = _verify(proof_path.read_bytes(), public, params.with_suffix(".vk"))
+        save()
+    finally:
+        daemon.terminate()
+        try:
+            daemon.wait(120)
+        except subprocess.TimeoutExpired:
+            daemon.kill()
+            daemon.wait(30)
+        daemon_log.close()
+        shutil.copyfile(root / "daemon.log", args.out / f"porep-e2e-daemon-{tag}-{stamp}.log")
+        save()
+    print(json.dumps({k: record[k] for k in ("steps", "verification") if k in record}, indent=1))
+    ok = record.get("verification", {}).get("all_verified", False)
+    return 0 if ok else 1
+
+
+def _miner_id(prover_id_hex: str) -> int:
+    from cuzk.bench.inputs import _miner_from_prover_id
+
+    return _miner_from_prover_id(prover_id_hex)
+
+
+def _verify(proof: bytes, public: dict, vk_path: Path) -> dict:
+    """cuzk's verifier on every partition, py_ecc's (independent) on the first and the last."""
+    from cuzk.circuits.filecoin.compound_porep import seal_public_inputs, verify_seal
+    from cuzk.filecoin.sizes import seal_proof
+    from cuzk.groth16 import reference_verifier
+    from cuzk.groth16.params_file import read_vk
+
+    vk = read_vk(vk_path)
+    registered = seal_proof(int(public["registered_proof_id"]))
+    fields = {"comm_r": bytes.fromhex(public["comm_r"]), "comm_d": bytes.fromhex(public["comm_d"]),
+              "prover_id": bytes.fromhex(public["prover_id"]), "sector_id": int(public["sector_id"]),
+              "ticket": bytes.fromhex(public["ticket"]), "seed": bytes.fromhex(public["seed"])}
+    start = time.perf_counter()
+    ours = verify_seal(vk, proof, registered_proof=registered, **fields)
+    ours_s = time.perf_counter() - start
+    vk_bytes = vk_path.read_bytes()
+    independent = {}
+    start = time.perf_counter()
+    for k in sorted({0, registered.partitions - 1}):
+        inputs = seal_public_inputs(registered, k=k, **fields)
+        independent[str(k)] = reference_verifier.verify(vk_bytes, proof[192 * k:192 * (k + 1)], inputs)
+    return {"proof_bytes": len(proof), "partitions": registered.partitions, "cuzk_verify_seal": ours,
+            "cuzk_verify_seconds": ours_s, "py_ecc_partitions": independent,
+            "py_ecc_seconds": time.perf_counter() - start,
+            "all_verified": ours and all(independent.values())}
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,108 @@
+"""Insecure parameters from a compiled circuit, streamed into the `.params` file: the same bytes as the
+in-memory generator from a recording, and a key whose proofs an independent verifier accepts."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cuzk.backends.cpu import CpuBackend
+from cuzk.circuits.registry import lookup
+from cuzk.errors import CuzkError
+from cuzk.field.limbs import ints_to_limbs
+from cuzk.groth16 import reference_verifier
+from cuzk.groth16.assignment import Assignment
+from cuzk.groth16.params_file import OfficialNameError, ParamsFileWriter, read_params, vk_to_bytes, write_params
+from cuzk.groth16.setup import (
+    ToxicWaste,
+    generate_parameters_for_matrices,
+    qap_at_tau,
+    qap_at_tau_compiled,
+    write_insecure_parameters,
+)
+from cuzk.groth16.synthesis import compile_circuit, record_circuit, synthesize_witness
+from cuzk.r1cs.compiled import compile_matrices
+
+CIRCUIT = "bits-3"
+
+
+@pytest.fixture(scope="module")
+def recorded():
+    r1cs = record_circuit(lookup(CIRCUIT).blank())
+    return r1cs, compile_matrices(r1cs, CIRCUIT)
+
+
+def test_compiled_qap_equals_recorded_qap(recorded) -> None:
+    r1cs, compiled = recorded
+    tau = 0x1234567 * 0xABCDEF123 + 99
+    one, two = qap_at_tau(r1cs, tau), qap_at_tau_compiled(compiled, tau)
+    for name in ("at", "bt", "ct"):
+        assert np.array_equal(getattr(one, name), getattr(two, name)), name
+    assert (one.num_inputs, one.domain.size) == (two.num_inputs, two.domain.size)
+    assert one.at.any(axis=1).sum() == compiled.shape().a_query_len
+
+
+def test_streamed_file_equals_in_memory_key(recorded, tmp_path: Path) -> None:
+    r1cs, compiled = recorded
+    waste = ToxicWaste.random(random.Random(5))
+    expected = tmp_path / "memory.params"
+    write_params(expected, generate_parameters_for_matrices(r1cs, waste))
+    streamed = tmp_path / "streamed.params"
+    # A backend is a multiplier: the CPU backend's default is the one cuzk params gen --backend cpu uses.
+    messages: list[str] = []
+    vk = write_insecure_parameters(streamed, qap_at_tau_compiled(compiled, waste.tau), waste,
+                                   multiplier=CpuBackend(), progress=messages.append)
+    assert streamed.read_bytes() == expected.read_bytes()
+    assert vk_to_bytes(vk) == vk_to_bytes(read_params(streamed).vk)
+    assert any(m.startswith("B_G2 query") for m in messages)
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def test_streamed_key_proves_and_an_independent_verifier_accepts(recorded, tmp_path: Path) -> None:
+    _, compiled = recorded
+    waste = ToxicWaste.random(random.Random(6))
+    path = tmp_path / "k.params"
+    write_insecure_parameters(path, qap_at_tau_compiled(compiled, waste.tau), waste)
+    pk = read_params(path)
+    witness = synthesize_witness(lookup(CIRCUIT).example(random.Random(3)))
+    inputs, aux = ints_to_limbs(witness.input_assignment), ints_to_limbs(witness.aux_assignment)
+    proof = CpuBackend().prove_compiled(pk, compile_circuit(lookup(CIRCUIT).blank(), CIRCUIT), inputs, aux)
+    publics = Assignment.from_compiled(compiled, (inputs, aux)).public_inputs()
+    assert reference_verifier.verify(vk_to_bytes(pk.vk), proof.to_bytes(), publics)
+    assert not reference_verifier.verify(vk_to_bytes(pk.vk), proof.to_bytes(), [publics[0] + 1, *publics[1:]])
+
+
+def test_writer_leaves_nothing_behind_without_commit(recorded, tmp_path: Path) -> None:
+    r1cs, _ = recorded
+    pk = generate_parameters_for_matrices(r1cs, ToxicWaste.random(random.Random(7)))
+    counts = {name: len(getattr(pk, name)) for name in ("h", "l", "a", "b_g1", "b_g2")}
+    target = tmp_path / "x.params"
+    with pytest.raises(RuntimeError, match="boom"), ParamsFileWriter(target, pk.vk, counts) as writer:
+        writer.vector("h")[:] = pk.h.raw
+        raise RuntimeError("boom")
+    assert list(tmp_path.iterdir()) == []
+    with ParamsFileWriter(target, pk.vk, counts) as writer:
+        for name in counts:
+            writer.vector(name)[:] = getattr(pk, name).raw
+        writer.commit()
+        with pytest.raises(CuzkError, match="closed"):
+            writer.vector("h")
+    other = tmp_path / "y.params"
+    write_params(other, pk)
+    assert target.read_bytes() == other.read_bytes()
+
+
+def test_writer_refuses_official_names_and_bad_counts(recorded, tmp_path: Path) -> None:
+    r1cs, _ = recorded
+    pk = generate_parameters_for_matrices(r1cs, ToxicWaste.random(random.Random(8)))
+    counts = {name: len(getattr(pk, name)) for name in ("h", "l", "a", "b_g1", "b_g2")}
+    with pytest.raises(OfficialNameError):
+        ParamsFileWriter(tmp_path / "v28-x.params", pk.vk, counts)
+    with pytest.raises(ValueError, match="missing: b_g2"):
+        ParamsFileWriter(tmp_path / "x.params", pk.vk, {k: v for k, v in counts.items() if k != "b_g2"})
+    with pytest.raises(CuzkError, match="u32 length"):
+        ParamsFileWriter(tmp_path / "x.params", pk.vk, {**counts, "h": 1 << 32})
+    assert list(tmp_path.iterdir()) == []
