@@ -314,6 +314,95 @@ def _tree_sweep(cp: Any, eng: Any, group: str, pool: Any, rng: np.random.Generat
     return rows
 
 
+def cubin_module(path: Path, device_id: int = 0) -> Any:
+    """A KernelModule running another build of the curve unit (a cubin file, e.g. the committed
+    source's), for timing it side by side with the current one in one process."""
+    import cupy
+
+    from cuzk.backends.cuda.module import KernelModule
+
+    class CubinModule(KernelModule):
+        def __init__(self) -> None:  # the parent's __init__ would load the current source's build
+            self.xp = cupy
+            self.device_id = device_id
+            self.unit = "curve"
+            with cupy.cuda.Device(device_id):
+                self.num_sms = int(cupy.cuda.runtime.getDeviceProperties(device_id)["multiProcessorCount"])
+                self._module = cupy.RawModule(path=str(path))
+            self.source = f"cubin {path.name}"
+            self._functions = {}
+
+    if not path.is_file():
+        raise SystemExit(f"--ab: no cubin at {path}")
+    return CubinModule()
+
+
+def parse_ab(spec: str, thresholds: str) -> list[tuple[str, Path | None, int | None]]:
+    """--ab 'label=path,...' and --ab-thresholds '16,32' -> (label, cubin or None for the current
+    build, G1/G2 tree threshold or None for the defaults): the current build first, then the others."""
+    variants: list[tuple[str, Path | None, int | None]] = [("current", None, None)]
+    for item in (x for x in spec.split(",") if x):
+        label, sep, path = item.partition("=")
+        if not sep or not label or not path:
+            raise SystemExit(f"--ab: expected label=path, got {item!r}")
+        variants.append((label, Path(path), None))
+    variants += [(f"current@{t}", None, int(t)) for t in thresholds.split(",") if t]
+    return variants
+
+
+def bench_ab(cp: Any, group: str, sizes: list[int], reps: int,
+             variants: list[tuple[str, Path | None, int | None]]) -> list[dict[str, Any]]:
+    """The MSM at each size under every variant (a build of the kernels, a tree threshold), the
+    variants alternating within each repetition (the same bases and scalars, host wall clock as in
+    bench_msm); every variant's result checked equal to the current build's."""
+    from cuzk.backends.cuda.module import get_module
+    from cuzk.backends.cuda.msm import DeviceMsm
+    from cuzk.curve.encoding import g1_points_to_uncompressed, g2_points_to_uncompressed
+    from cuzk.curve.points import G1Point, G2Point, Scalar
+
+    cls = G1Point if group == "g1" else G2Point
+    engines: dict[str, Any] = {}
+    for label, path, threshold in variants:
+        eng = DeviceMsm(get_module() if path is None else cubin_module(path))
+        if threshold is not None:
+            eng.tree_min_pairs[group] = threshold
+        engines[label] = eng
+    current = engines["current"]
+    prng = random.Random(11)
+    distinct = 1 << 12
+    pool = [cls() * Scalar.from_le_bytes(prng.randrange(1, R).to_bytes(32, "little")) for _ in range(distinct)]
+    enc = g1_points_to_uncompressed if group == "g1" else g2_points_to_uncompressed
+    dev_pool = current.upload_bases(group, enc(pool))
+    rng = np.random.default_rng(3)
+    rows = []
+    for log_n in sizes:
+        n = 1 << log_n
+        bases = dev_pool[cp.asarray(rng.integers(0, distinct, size=n))]
+        scalars = cp.asarray(random_scalars(n, rng).view(np.uint32).reshape(n, 8))
+        results = {label: eng.to_points(group, [eng.msm(group, bases, scalars)])[0] for label, eng in engines.items()}
+        samples: dict[str, list[float]] = {label: [] for label in engines}
+        for _ in range(reps if log_n < 26 else max(2, reps - 2)):
+            for label, eng in engines.items():
+                cp.cuda.Device().synchronize()
+                start = time.perf_counter()
+                eng.msm(group, bases, scalars)
+                cp.cuda.Device().synchronize()
+                samples[label].append((time.perf_counter() - start) * 1e3)
+        for label, eng in engines.items():
+            eng.profile = {}
+            eng.msm(group, bases, scalars)
+            row = {"op": f"msm_{group}_ab", "variant": label, "source": eng.k.source, "log_n": log_n,
+                   "tree_min_pairs": eng.tree_min_pairs[group], **stats_ms(samples[label]),
+                   "phases_ms": {k: round(v, 3) for k, v in eng.profile.items()},
+                   "equal_to_current": bool(results[label] == results["current"])}
+            eng.profile = None
+            rows.append(with_sppark(row, f"msm_{group}", log_n))
+            print(json.dumps({k: v for k, v in row.items() if k != "samples_ms"}), flush=True)
+        del bases, scalars, results
+        cp.get_default_memory_pool().free_all_blocks()
+    return rows
+
+
 def bench_prove(circuit_id: str, reps: int, tuning: dict[str, Any] | None = None) -> dict[str, Any]:
     from cuzk.backends.cuda import CudaBackend
     from cuzk.circuits.registry import lookup
@@ -374,6 +463,12 @@ def main() -> None:
     ap.add_argument("--tree-sweep", default="",
                     help="G1 log2 sizes at which the batch-affine tree thresholds are compared first, e.g. 24,26")
     ap.add_argument("--g2-tree-sweep", default="", help="the same for G2")
+    ap.add_argument("--ab", default="",
+                    help="other builds of the curve unit timed side by side with the current one, label=cubin,...")
+    ap.add_argument("--ab-thresholds", default="",
+                    help="tree thresholds (additions per thread) also timed with the current build, e.g. 16,32")
+    ap.add_argument("--ab-g1", default="", help="G1 log2 sizes of the side-by-side runs, e.g. 20,24,26")
+    ap.add_argument("--ab-g2", default="", help="G2 log2 sizes of the side-by-side runs")
     ap.add_argument("--note", default="", help="what code was measured (kept in the JSON)")
     ap.add_argument("--quick", action="store_true", help="small sizes only (a smoke test)")
     ap.add_argument("--out", type=Path, default=None)
@@ -384,7 +479,7 @@ def main() -> None:
     import cupy as cp
 
     from cuzk.backends.cuda.device import properties
-    from cuzk.backends.cuda.module import get_module
+    from cuzk.backends.cuda.module import get_module, source_digest
 
     t0 = time.perf_counter()
     mod = get_module()
@@ -394,16 +489,24 @@ def main() -> None:
     results: dict[str, Any] = {"module_load_s": round(compile_s, 2), "module_source": mod.source}
     if args.note:
         results["note"] = args.note
+    if args.ab or args.ab_thresholds:
+        variants = parse_ab(args.ab, args.ab_thresholds)
+        current = f"{mod.source} of the source digest {source_digest()}"
+        results["ab_variants"] = [{"variant": v[0], "cubin": str(v[1]) if v[1] else current,
+                                   "tree_min_pairs": v[2]} for v in variants]
+        results["ab"] = [row for g, spec in (("g1", args.ab_g1), ("g2", args.ab_g2))
+                         for row in bench_ab(cp, g, [int(x) for x in spec.split(",") if x], args.reps, variants)]
     results["ntt"] = bench_ntt(cp, sizes["ntt"], args.reps)
     bits = tuple(int(x) for x in args.windows.split(",") if x)
     sweeps = {g: tuple(int(x) for x in v.split(",") if x) for g, v in (("g1", args.window_sweep),
                                                                       ("g2", args.g2_window_sweep))}
     trees = {g: tuple(int(x) for x in v.split(",") if x) for g, v in (("g1", args.tree_sweep),
                                                                      ("g2", args.g2_tree_sweep))}
-    results["msm"] = (bench_msm(cp, "g1", sizes["g1"], args.reps, args.check, args.sweep, sweeps["g1"], bits,
-                                args.reduce_sweep, trees["g1"])
-                      + bench_msm(cp, "g2", sizes["g2"], args.reps, None, args.sweep, sweeps["g2"], bits,
-                                  args.reduce_sweep, trees["g2"]))
+    results["msm"] = []
+    for g, check in (("g1", args.check), ("g2", None)):
+        if sizes[g] or sweeps[g] or trees[g] or args.sweep is not None or args.reduce_sweep is not None:
+            results["msm"] += bench_msm(cp, g, sizes[g], args.reps, check, args.sweep, sweeps[g], bits,
+                                        args.reduce_sweep, trees[g])
     results["tuning"] = TUNING
     if args.prove:
         results["prove"] = bench_prove(args.prove, args.reps, TUNING)

@@ -55,6 +55,21 @@ def test_prime_field_ops(kernels, field: str, modulus: int, nwords: int, radix: 
     assert got == want
 
 
+def test_fp_inverse_of_the_binary_gcd_hard_inputs(kernels) -> None:
+    """Fp inversion (kernels/mont.cuh inv_binary: a binary GCD on the Montgomery form's integer) at the
+    inputs whose GCDs run longest or stress its approximations: Montgomery words 2^k, 2^k - 1 and
+    p - 2^k for every k, and long runs of equal top bits; each checked against pow(x, -1, p)."""
+    m = P_MODULUS
+    words = sorted({w % m for k in range(381) for w in (1 << k, (1 << k) - 1, m - (1 << k))}
+                   | {((1 << 380) - 1) ^ (1 << k) for k in range(0, 380, 7)})
+    a = kernels.to_device(_words(words, 12))
+    out = kernels.xp.zeros_like(a)
+    kernels.launch1d("fp_test_op", len(words), (_OPS["inv"][0], a, a, out, len(words)))
+    # Word w stands for x = w / R; 1/x in Montgomery form is R / x = R^2 / w.
+    want = [FP_MONT_R * FP_MONT_R * pow(w, -1, m) % m if w else 0 for w in words]
+    assert _ints(kernels.to_host(out)) == want
+
+
 def _fp2_mul(x: tuple[int, int], y: tuple[int, int]) -> tuple[int, int]:
     return (x[0] * y[0] - x[1] * y[1]) % P_MODULUS, (x[0] * y[1] + x[1] * y[0]) % P_MODULUS
 

@@ -84,12 +84,16 @@ REDUCE_LOG_L = 4
 SUM_CHUNK = 8
 #: Batch-affine tree rounds before the accumulation (kernels/msm.cu tree_round): a round runs while it
 #: gives each of TREE_THREADS_PER_SM[group] * SMs threads at least TREE_MIN_PAIRS[group] additions (each
-#: thread pays one inversion per round, ~570 products), at most TREE_MAX_ROUNDS rounds; windows are
-#: taken in groups whose first round writes at most TREE_GROUP_BYTES of points (bounds the extra
-#: memory). Thresholds measured on an H200 (2026-11-30, 32/64/128/256 and off side by side, median ms):
-#: G1 64 gave 15.1 / 39.6 / 142.6 / 580.5 at 2^20 / 2^22 / 2^24 / 2^26 (off: 15.1 / 46.3 / 172.2 / 662.3,
-#: 128: 15.3 / 39.4 / 141.3 / 595.3); G2 32 gave 34.4 / 97.2 at 2^20 / 2^22 (off: 44.9 / 143.4).
-TREE_MIN_PAIRS = {"g1": 64, "g2": 32}
+#: thread pays one inversion per round: a binary GCD, kernels/mont.cuh inv_binary, by its instruction
+#: count about 100 products; Fermat's took ~570), at most TREE_MAX_ROUNDS rounds; windows are taken in
+#: groups whose first round writes at most TREE_GROUP_BYTES of points (bounds the extra memory).
+#: Thresholds measured on an H200, side by side, median ms. With Fermat's inversion (2026-11-30): G1 64
+#: gave 15.1 / 39.6 / 142.6 / 580.5 at 2^20 / 2^22 / 2^24 / 2^26 (off: 15.1 / 46.3 / 172.2 / 662.3, 128:
+#: 15.3 / 39.4 / 141.3 / 595.3), G2 32 gave 34.4 / 97.2 at 2^20 / 2^22 (off: 44.9 / 143.4). With the
+#: binary GCD (2026-11-30, benchmarks/results/cuda-msm-ab-h200-2026-11-30.json): G1 16 / 32 / 64 gave
+#: 11.4 / 11.6 / 12.8, 32.9 / 33.1 / 33.9, 123.8 / 123.9 / 125.0, 500.7 / 506.5 / 520.3; G2 16 / 32 gave
+#: 31.1 / 31.6-32.0 and 92.5 / 92.1-92.6 (no clear difference: 32 kept).
+TREE_MIN_PAIRS = {"g1": 16, "g2": 32}
 TREE_MAX_ROUNDS = 8
 TREE_THREADS_PER_SM = {"g1": 512, "g2": 256}
 TREE_GROUP_BYTES = 6 << 30

@@ -9,6 +9,10 @@ CONSTANT u32 FP_RR[12] = {0x1c341746, 0xf4df1f34, 0x09d104f1, 0x0a76e6a6, 0x4c95
                           0x939d83c0, 0x67eb88a9, 0xb519952d, 0x9a793e85, 0x92cae3aa, 0x11988fe5};
 CONSTANT u32 FP_ONE[12] = {0x0002fffd, 0x76090000, 0xc40c0002, 0xebf4000b, 0x53c758ba, 0x5f489857,
                            0x70525745, 0x77ce5853, 0xa256ec6d, 0x5c071a97, 0xfa80e493, 0x15f65ec3};
+// 4^BGCD_ROUNDS R^3 mod p: the binary-GCD inversion's closing factor (mont.cuh inv_binary).
+CONSTANT u32 FP_BINV[12] = {0x317468b8, 0x0a55fea2, 0x933216c5, 0x9941e988, 0xe6642962, 0x63286e14,
+                            0xb0bd8ff3, 0x9968153e, 0x87cd505f, 0x328225eb, 0x80d97151, 0x0c9d232e};
+static_assert(BGCD_ROUNDS == 27, "FP_BINV is 4^27 R^3 mod p");
 
 struct fp_params {
     static constexpr int N = 12;
@@ -16,6 +20,7 @@ struct fp_params {
     DEV static u32 mod(int i) { return FP_MOD[i]; }
     DEV static u32 rr(int i) { return FP_RR[i]; }
     DEV static u32 one(int i) { return FP_ONE[i]; }
+    DEV static u32 binv(int i) { return FP_BINV[i]; }
 };
 
 typedef mont_t<fp_params> fp_t;
@@ -24,8 +29,10 @@ typedef mont_t<fp_params> fp_t;
 // values, operands in registers). Inlined, the ten products of a mixed addition made a loop of ~9,000
 // instructions that overflowed the instruction cache: on an H200 the G1 accumulation spent more cycles
 // waiting for instructions than issuing them; one called copy took G1 MSM 2^24 from 193.1 to 172.3 ms.
+// Squarings (mont_t::sqr, about a fifth fewer multiplier instructions than a product) are a second call.
 struct fpc_t;
 DEV_NOINLINE fpc_t fpc_mul(fpc_t a, fpc_t b);
+DEV_NOINLINE fpc_t fpc_sqr(fpc_t a);
 
 struct fpc_t {
     fp_t x;
@@ -38,8 +45,9 @@ struct fpc_t {
     DEV fpc_t operator-() const { return {-x}; }
     DEV fpc_t dbl() const { return {x.dbl()}; }
     DEV friend fpc_t operator*(const fpc_t& a, const fpc_t& b) { return fpc_mul(a, b); }
-    DEV fpc_t sqr() const { return fpc_mul(*this, *this); }
+    DEV fpc_t sqr() const { return fpc_sqr(*this); }
     DEV fpc_t inv() const { return {x.inv()}; }
 };
 
 DEV_NOINLINE fpc_t fpc_mul(fpc_t a, fpc_t b) { return {a.x * b.x}; }
+DEV_NOINLINE fpc_t fpc_sqr(fpc_t a) { return {a.x.sqr()}; }
