@@ -32,7 +32,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -608,6 +608,20 @@ class Engine:
                 self._shapes[circuit_id] = shape
         return shape
 
+    def _partition_estimate(self, plan: Any, shape: Any) -> PartitionEstimate:
+        """The bytes to reserve per partition. The constraint-system estimate whenever the budget can
+        hold it (a compiled circuit that turns out unusable then falls back safely); otherwise, for a
+        compiled circuit, the compiled path's much smaller needs, and the partitions are pinned to that
+        path (`compiled_only`) so that none can outgrow its reservation."""
+        cs = PartitionEstimate.from_shape(shape).at_least(plan.min_partition_bytes)
+        if not plan.compiled or cs.total <= self.budget.usable:
+            return cs
+        plan.partitions = [replace(p, recipe=p.recipe.compiled_only()) for p in plan.partitions]
+        on_prover = self.sparse_products == "prover"
+        device = bool(self.device_specs) and all(spec.kind == "cuda" for spec in self.device_specs)
+        return PartitionEstimate.compiled(shape, products_on_prover=on_prover,
+                                          device_prover=device).at_least(plan.min_partition_bytes)
+
     def _plan(self, job: Job) -> None:
         try:
             provider = self.providers.for_request(job.request)
@@ -615,7 +629,7 @@ class Engine:
             if not plan.partitions:
                 raise InvalidRequestError("the request has no partitions to prove")
             shape = self._shape(plan.circuit_id, provider)
-            estimate = PartitionEstimate.from_shape(shape).at_least(plan.min_partition_bytes)
+            estimate = self._partition_estimate(plan, shape)
             if estimate.total > self.budget.usable:
                 raise BudgetError(f"a partition of {plan.circuit_id} needs {estimate.total:,} bytes but the memory "
                                   f"budget can never give more than {self.budget.usable:,}")

@@ -97,6 +97,12 @@ So the engine's generic estimate covers Filecoin partitions and plans set no ext
 (`JobPlan.min_partition_bytes` = 0); for porep-32g it reserves 57 GB (synthesis) + 16.9 GB (shared)
 + 141 GB (proving) = 215 GB per partition on the CPU backend, 5.6 GB for porep-2k, 0.18 GB for
 winning-2k.
+
+That is the constraint-system path. With a ready compiled circuit (`JobPlan.compiled`) and a budget
+that cannot hold the constraint-system estimate, the engine reserves `PartitionEstimate.compiled`
+instead (witness and generator temporaries, the witness or a, b, c in shared memory, and the host side
+of the prover: ~23 GB for porep-32g with a GPU prover computing the products) and pins the recipes to
+the compiled path (`compiled_only`: no fallback that would outgrow the reservation).
 """
 
 from __future__ import annotations
@@ -108,7 +114,7 @@ import logging
 import re
 from abc import abstractmethod
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -305,9 +311,15 @@ class FilecoinPartitionRecipe(CircuitRecipe):
     #: Where a compiled circuit's a, b, c are computed: here ("synthesis") or by the prover's
     #: backend ("prover": the recipe returns a `CompiledWitness`; the GPU for the CUDA backend).
     sparse_products: str = "synthesis"
+    #: False when the engine reserved memory for the compiled path only: a compiled circuit that cannot
+    #: be used then fails the partition instead of falling back to the (much larger) constraint system.
+    fallback: bool = True
 
     def build(self) -> Any:
         return self.circuit
+
+    def compiled_only(self) -> FilecoinPartitionRecipe:
+        return replace(self, fallback=False) if self.compiled_path is not None else self
 
     def assignment(self) -> Any:
         """Synthesize, and refuse a witness exposing other public inputs than the plan derived
@@ -326,6 +338,10 @@ class FilecoinPartitionRecipe(CircuitRecipe):
             asg = self._compiled_assignment()
             if asg is not None:
                 return asg
+            if not self.fallback:
+                raise SynthesisError(f"{self.circuit_id} {self.label}: the compiled circuit {self.compiled_path} could "
+                                     "not be used (see the log) and this partition's memory was reserved for the "
+                                     "compiled path, which the constraint system would far exceed")
         cs = synthesize_for_proving(self.circuit)
         self._check_inputs(cs.input_assignment)
         return Assignment.from_proving_assignment(cs)
@@ -492,7 +508,7 @@ class FilecoinProvider(CircuitProvider):
                                              f"{request.request_id} partition {k}", compiled_path,
                                              self.sparse_products)
             partitions.append(PartitionPlan(k, recipe, inputs))
-        return JobPlan(cid, partitions)
+        return JobPlan(cid, partitions, compiled=compiled_path is not None)
 
     def _compiled_path(self, circuit_id: str) -> str | None:
         """The ready compiled circuit of `circuit_id`, if any; on first use, a background build

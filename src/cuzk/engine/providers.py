@@ -68,6 +68,11 @@ class PartitionRecipe(ABC):
     def assignment(self) -> Any:
         """The partition's `cuzk.groth16.assignment.Assignment`."""
 
+    def compiled_only(self) -> PartitionRecipe:
+        """This recipe, never falling back from a compiled circuit to the constraint system (the engine
+        reserved memory for the compiled path only). Recipes without a compiled path return themselves."""
+        return self
+
 
 class CircuitRecipe(PartitionRecipe):
     """A recipe that builds a circuit object and synthesizes it the way the Groth16 prover expects."""
@@ -96,6 +101,8 @@ class JobPlan:
     partitions: list[PartitionPlan]
     #: Each partition's reservation is at least this many bytes (0: the shape-based estimate alone).
     min_partition_bytes: int = 0
+    #: The partitions synthesize from a ready compiled circuit (`cuzk.engine.memory.PartitionEstimate.compiled`).
+    compiled: bool = False
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,80 @@
+"""Memory reserved per partition on the compiled path: the constraint-system estimate while the budget
+can hold it (so an unusable compiled file can still fall back), the compiled path's own needs when it
+cannot (a PoRep-32GiB partition: 215 GB on the constraint system, ~23 GB compiled on a GPU), with the
+partitions then pinned to the compiled path."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from cuzk.engine.compiled_store import CompiledStore
+from cuzk.engine.engine import Engine
+from cuzk.engine.filecoin_providers import KNOWN_SHAPES, FilecoinPartitionRecipe, WinningPostProvider
+from cuzk.engine.memory import PartitionEstimate
+from cuzk.engine.providers import JobPlan, PartitionPlan
+from cuzk.errors import SynthesisError
+from cuzk.filecoin.sizes import CircuitKind, parameter_file_name, sector_params
+
+GB = 10**9
+
+
+def test_porep_32g_compiled_estimates() -> None:
+    shape = KNOWN_SHAPES["porep-32g"]
+    cs = PartitionEstimate.from_shape(shape)
+    gpu = PartitionEstimate.compiled(shape, products_on_prover=True, device_prover=True)
+    cpu = PartitionEstimate.compiled(shape, products_on_prover=False, device_prover=False)
+    assert 214 * GB < cs.total < 216 * GB
+    assert (round(gpu.synthesis / GB, 1), round(gpu.shared / GB, 1), round(gpu.proving / GB, 1)) == (15.6, 4.2, 3.2)
+    # On the host: a, b, c in shared memory (16.9 GB) and the CPU prover's working set over the domain.
+    assert cpu.shared == PartitionEstimate.from_shape(shape).shared
+    assert gpu.total < cpu.total < cs.total
+
+
+def _engine(usable: int, kind: str, products: str) -> SimpleNamespace:
+    return SimpleNamespace(budget=SimpleNamespace(usable=usable), sparse_products=products,
+                           device_specs=[SimpleNamespace(kind=kind)])
+
+
+def _plan(compiled: bool) -> JobPlan:
+    recipe = FilecoinPartitionRecipe("porep-32g", 0, None, (), "p0", "/x.cuzk-r1cs" if compiled else None)
+    return JobPlan("porep-32g", [PartitionPlan(0, recipe, [])], compiled=compiled)
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_the_constraint_system_estimate_while_it_fits(compiled: bool) -> None:
+    plan = _plan(compiled)
+    got = Engine._partition_estimate(_engine(10**15, "cuda", "prover"), plan, KNOWN_SHAPES["porep-32g"])
+    assert got == PartitionEstimate.from_shape(KNOWN_SHAPES["porep-32g"])
+    assert plan.partitions[0].recipe.fallback
+
+
+def test_the_compiled_estimate_when_the_constraint_system_cannot_fit() -> None:
+    shape = KNOWN_SHAPES["porep-32g"]
+    plan = _plan(True)
+    got = Engine._partition_estimate(_engine(120 * GB, "cuda", "prover"), plan, shape)
+    assert got == PartitionEstimate.compiled(shape, products_on_prover=True, device_prover=True)
+    assert not plan.partitions[0].recipe.fallback
+    plan = _plan(True)
+    got = Engine._partition_estimate(_engine(120 * GB, "cpu", "synthesis"), plan, shape)
+    assert got == PartitionEstimate.compiled(shape, products_on_prover=False, device_prover=False)
+    # Without a compiled circuit there is nothing smaller to reserve: the job fails on the budget later.
+    plan = _plan(False)
+    assert Engine._partition_estimate(_engine(120 * GB, "cuda", "prover"), plan, shape).total > 120 * GB
+
+
+def test_a_recipe_pinned_to_the_compiled_path_fails_instead_of_falling_back(tmp_path: Path) -> None:
+    from engine.test_compiled_recipe import plan_recipe
+
+    size = sector_params("2KiB")
+    (tmp_path / parameter_file_name(CircuitKind.WINNING, size)).touch()
+    path = CompiledStore(tmp_path / "compiled").build("winning-2k")
+    recipe = plan_recipe(WinningPostProvider(tmp_path)).compiled_only()
+    assert recipe.compiled_path == str(path) and not recipe.fallback
+    path.write_bytes(path.read_bytes()[:1000])  # truncated: refused at load
+    with pytest.raises(SynthesisError, match="reserved for the compiled path"):
+        recipe.assignment()
+    plain = FilecoinPartitionRecipe("winning-2k", 0, None, (), "p0")
+    assert plain.compiled_only() is plain
