@@ -10,7 +10,8 @@ Every step is a `cuzk` command, run the way a user would run it, and timed:
   6. `cuzk prove` once, then the proof's partitions checked by cuzk's verifier (all) and by the
      independent py_ecc verifier (the first and the last partition)
 A step whose output already exists under --root is not redone (the record says so), so a run that
-stopped part-way resumes. The record (JSON, hardware and date) goes to --out.
+stopped part-way (or `--stop-after`) resumes. The record (JSON, hardware and date) goes to --out;
+each run writes its own (a resumed run's record holds the steps it ran).
 
     python benchmarks/bench_porep_e2e.py --sector-size 32GiB --backend cuda --root /data/e2e -c 5 -j 2
     python benchmarks/bench_porep_e2e.py --sector-size 2KiB --backend cpu --root /tmp/e2e -c 2 -j 1
@@ -24,6 +25,7 @@ import json
 import os
 import platform
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -77,9 +79,15 @@ def main() -> int:
     p.add_argument("--warmup", type=int, default=1)
     p.add_argument("--workers-per-device", type=int, default=2)
     p.add_argument("--ready-timeout", type=float, default=900.0)
+    p.add_argument("--bench-timeout", type=float, default=None, help="seconds before `cuzk bench batch` is stopped")
+    p.add_argument("--stop-after", choices=("compile", "params", "vanilla"),
+                   help="prepare only up to this step (a later run resumes from there)")
     p.add_argument("--tag", default="", help="file name tag (default: backend and sector size)")
     p.add_argument("--out", type=Path, default=RESULTS)
     args = p.parse_args()
+    # `timeout` (or a device call's limit) sends SIGTERM: leave through the finally blocks, so the daemon
+    # is stopped and the record saved.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
     from cuzk.engine.compiled_store import SUFFIX as COMPILED_SUFFIX
     from cuzk.engine.config import config_from_dict
@@ -101,36 +109,50 @@ def main() -> int:
     steps = record["steps"]
     record_path = args.out / f"porep-e2e-{tag}-{stamp}.json"
 
+    # Steps an earlier run did (a resumed run's record keeps their figures).
+    earlier_path = root / "steps.json"
+    earlier = json.loads(earlier_path.read_text()) if earlier_path.exists() else {}
+
     def save() -> None:
         record_path.write_text(json.dumps(record, indent=1) + "\n")
+        earlier_path.write_text(json.dumps({**earlier, **{k: v for k, v in steps.items() if "skipped" not in v}}))
+
+    def skipped(name: str, **extra: object) -> dict:
+        return {"skipped": "exists", **extra, **({"earlier_run": earlier[name]} if name in earlier else {})}
 
     # 1. compiled circuit
     compiled = params_dir / "compiled" / f"{cid}{COMPILED_SUFFIX}"
     if compiled.exists():
-        steps["compile"] = {"skipped": "exists", "bytes": compiled.stat().st_size}
+        steps["compile"] = skipped("compile", bytes=compiled.stat().st_size)
     else:
         seconds = _cuzk("circuit", "compile", cid, "--param-cache", str(params_dir), log=log)
         steps["compile"] = {"seconds": seconds, "bytes": compiled.stat().st_size}
     save()
+    if args.stop_after == "compile":
+        return 0
 
     # 2. parameters (official name: the daemon finds them there)
     params = params_dir / parameter_file_name(CircuitKind.POREP, size)
     if params.exists():
-        steps["params"] = {"skipped": "exists", "bytes": params.stat().st_size}
+        steps["params"] = skipped("params", bytes=params.stat().st_size)
     else:
         seconds = _cuzk("params", "gen", "--insecure", cid, str(params), "--compiled", str(compiled), "--backend",
                         args.backend, "--seed", "1", "--force-official-name", log=log)
         steps["params"] = {"seconds": seconds, "bytes": params.stat().st_size}
     save()
+    if args.stop_after == "params":
+        return 0
 
     # 3. vanilla proofs
     if (vanilla_dir / "public.json").exists():
-        steps["vanilla"] = {"skipped": "exists"}
+        steps["vanilla"] = skipped("vanilla")
     else:
         sparse = ["--sparse"] if size.nodes > 1 << 18 else []
         steps["vanilla"] = {"seconds": _cuzk("gen-vanilla", "porep", "--sector-size", size.name, *sparse, "--out",
                                              str(vanilla_dir), log=log)}
     save()
+    if args.stop_after == "vanilla":
+        return 0
 
     # 4. daemon
     addr = f"unix://{root / 'cuzk.sock'}"
@@ -141,10 +163,15 @@ def main() -> int:
     })
     (root / "cuzk.toml").write_text(config.to_toml())
     record["daemon_config_toml"] = config.to_toml()
-    daemon_log = open(root / "daemon.log", "wb")  # noqa: SIM115 - the daemon writes it until stopped
+    # The daemon's log goes straight to --out: a run stopped from outside still leaves its timelines there.
+    daemon_log_path = args.out / f"porep-e2e-daemon-{tag}-{stamp}.log"
+    daemon_log = open(daemon_log_path, "wb")  # noqa: SIM115 - the daemon writes it until stopped
     start = time.perf_counter()
     daemon = subprocess.Popen([sys.executable, "-m", "cuzk.cli.main", "daemon", "run", "--config",
-                               str(root / "cuzk.toml")], stdout=daemon_log, stderr=subprocess.STDOUT)
+                               str(root / "cuzk.toml")], stdout=daemon_log, stderr=subprocess.STDOUT,
+                              # Its own session: `timeout` signals our whole process group, and a second
+                              # signal would make the daemon abort; this script stops it (finally, below).
+                              start_new_session=True)
     try:
         with CuzkClient(addr, timeout=5) as client:
             client.wait_ready(args.ready_timeout, alive=lambda: daemon.poll() is None)
@@ -156,7 +183,7 @@ def main() -> int:
         steps["bench_batch"] = {"seconds": _cuzk(
             "bench", "batch", "-t", "porep", "--inputs", str(vanilla_dir), "-c", str(args.count), "-j",
             str(args.concurrency), "--warmup", str(args.warmup), "--json", f"{batch}.json", "--timeline",
-            f"{batch}.png", "--addr", addr, "--no-progress", log=log)}
+            f"{batch}.png", "--addr", addr, "--no-progress", log=log, timeout=args.bench_timeout)}
         summary = json.loads(Path(f"{batch}.json").read_text())
         record["bench_summary"] = summary.get("summary", {})
         save()
@@ -179,7 +206,6 @@ def main() -> int:
             daemon.kill()
             daemon.wait(30)
         daemon_log.close()
-        shutil.copyfile(root / "daemon.log", args.out / f"porep-e2e-daemon-{tag}-{stamp}.log")
         save()
     print(json.dumps({k: record[k] for k in ("steps", "verification") if k in record}, indent=1))
     ok = record.get("verification", {}).get("all_verified", False)
