@@ -61,3 +61,15 @@ def median_time(fn: Callable[[], Any], reps: int) -> tuple[float, list[float]]:
         fn()
         samples.append(time.perf_counter() - start)
     return statistics.median(samples), samples
+
+
+def nvidia_smi() -> dict[str, str]:
+    """The GPU as nvidia-smi reports it (clocks, memory, power limit, PCIe generation); {} without one."""
+    fields = ["name", "driver_version", "clocks.sm", "clocks.mem", "clocks.max.sm", "clocks.max.mem",
+              "memory.total", "power.limit", "pcie.link.gen.current"]
+    try:
+        out = subprocess.run(["nvidia-smi", f"--query-gpu={','.join(fields)}", "--format=csv,noheader"],
+                             capture_output=True, text=True, check=True).stdout.strip().splitlines()[0]
+        return dict(zip(fields, [v.strip() for v in out.split(",")], strict=False))
+    except (OSError, subprocess.CalledProcessError, IndexError):
+        return {}

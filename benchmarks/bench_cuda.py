@@ -22,7 +22,6 @@ import datetime as dt
 import json
 import random
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -32,7 +31,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import envelope, write
+from _common import envelope, nvidia_smi, write
 
 #: sppark on an H200, data already on the GPU, median ms (sppark-anchor.md).
 SPPARK_MS = {
@@ -46,17 +45,6 @@ SPPARK_MS = {
 R = 0x73EDA753299D7D483339D80809A1D80553BDA402FFFE5BFEFFFFFFFF00000001
 #: What the --sweep picked, handed to the whole-proof benchmark.
 TUNING: dict[str, Any] = {"accumulate_variant": {}, "acc_threads": {}}
-
-
-def nvidia_smi() -> dict[str, str]:
-    fields = ["name", "driver_version", "clocks.sm", "clocks.mem", "clocks.max.sm", "clocks.max.mem",
-              "memory.total", "power.limit", "pcie.link.gen.current"]
-    try:
-        out = subprocess.run(["nvidia-smi", f"--query-gpu={','.join(fields)}", "--format=csv,noheader"],
-                             capture_output=True, text=True, check=True).stdout.strip().splitlines()[0]
-        return dict(zip(fields, [v.strip() for v in out.split(",")], strict=False))
-    except (OSError, subprocess.CalledProcessError, IndexError):
-        return {}
 
 
 def stats_ms(samples: list[float]) -> dict[str, Any]:

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import envelope, write
+from _common import envelope, nvidia_smi, write
 
 from cuzk.curve.fixed_base import g1_fixed_base_batch, g2_fixed_base_batch
 from cuzk.curve.points import G1Point, G2Point, Scalar
@@ -39,18 +39,6 @@ from cuzk.curve.points import G1Point, G2Point, Scalar
 R = 0x73EDA753299D7D483339D80809A1D80553BDA402FFFE5BFEFFFFFFFF00000001
 POREP_32G = {"g1": 427_000_000, "g2": 33_000_000}
 CPU = {"g1": g1_fixed_base_batch, "g2": g2_fixed_base_batch}
-
-
-def nvidia_smi() -> dict[str, str]:
-    import subprocess
-
-    fields = ["name", "driver_version", "clocks.max.sm", "memory.total", "power.limit", "pcie.link.gen.current"]
-    try:
-        out = subprocess.run(["nvidia-smi", f"--query-gpu={','.join(fields)}", "--format=csv,noheader"],
-                             capture_output=True, text=True, check=True).stdout.strip().splitlines()[0]
-        return dict(zip(fields, [v.strip() for v in out.split(",")], strict=False))
-    except (OSError, subprocess.CalledProcessError, IndexError):
-        return {}
 
 
 def random_scalars(n: int, rng: np.random.Generator) -> np.ndarray:

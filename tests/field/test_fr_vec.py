@@ -207,30 +207,13 @@ def random_csr(
 @pytest.mark.parametrize(
     ("n_rows", "n_cols", "density"), [(0, 3, 0.5), (1, 1, 1.0), (13, 7, 0.5), (200, 150, 0.05)]
 )
-def test_spmv_and_transpose(n_rows: int, n_cols: int, density: float) -> None:
+def test_spmv(n_rows: int, n_cols: int, density: float) -> None:
     row_ptr, col_idx, coeffs, rows = random_csr(n_rows, n_cols, density, n_rows + n_cols)
     coeffs_m = to_mont(coeffs)
-    xr = random_ints(n_rows, 11)
     xc = random_ints(n_cols, 12)
-
-    expected_t = [0] * n_cols
-    for i, row in enumerate(rows):
-        for c, v in row:
-            expected_t[c] = (expected_t[c] + v * xr[i]) % r
-    got_t = fr_vec.spmv_transpose(row_ptr, col_idx, coeffs_m, to_mont(xr), n_cols)
-    assert from_mont(got_t) == expected_t
 
     expected = [sum(v * xc[c] for c, v in row) % r for row in rows]
     assert from_mont(fr_vec.spmv(row_ptr, col_idx, coeffs_m, to_mont(xc))) == expected
-
-
-def test_spmv_transpose_repeated_columns_accumulate() -> None:
-    # Two entries for column 0 in the same row: both must be added.
-    row_ptr = np.array([0, 2, 3], dtype=np.int64)
-    col_idx = np.array([0, 0, 1], dtype=np.int64)
-    coeffs = to_mont([2, 3, 4])
-    y = fr_vec.spmv_transpose(row_ptr, col_idx, coeffs, to_mont([10, 100]), 2)
-    assert from_mont(y) == [50, 400]
 
 
 def test_spmv_validation() -> None:
@@ -238,11 +221,7 @@ def test_spmv_validation() -> None:
     col_idx = np.array([0, 3], dtype=np.int64)
     coeffs = to_mont([1, 1])
     with pytest.raises(ValueError, match="col_idx out of range"):
-        fr_vec.spmv_transpose(row_ptr, col_idx, coeffs, to_mont([1, 1]), 3)
-    with pytest.raises(ValueError, match="col_idx out of range"):
         fr_vec.spmv(row_ptr, col_idx, coeffs, to_mont([1, 1, 1]))
-    with pytest.raises(ValueError, match="x_mont has 3 rows"):
-        fr_vec.spmv_transpose(row_ptr, col_idx, coeffs, to_mont([1, 1, 1]), 4)
     with pytest.raises(ValueError, match="declares 2 entries"):
         fr_vec.spmv(row_ptr, col_idx[:1], coeffs[:1], to_mont([1, 1, 1, 1]))
     with pytest.raises(ValueError, match="non-decreasing"):

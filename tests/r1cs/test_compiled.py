@@ -15,7 +15,7 @@ import pytest
 from cuzk.circuits.examples import BitsCircuit, MimcCircuit
 from cuzk.errors import SynthesisError
 from cuzk.field.constants import FR_MONT_R, R_MODULUS
-from cuzk.field.fr_vec import to_montgomery
+from cuzk.field.fr_vec import from_montgomery, to_montgomery
 from cuzk.field.limbs import ints_to_limbs, limbs_to_ints
 from cuzk.groth16.assignment import Assignment
 from cuzk.groth16.synthesis import (
@@ -36,7 +36,7 @@ from cuzk.r1cs.compiled_file import (
     read_header,
     write_compiled,
 )
-from cuzk.r1cs.spmv import COEFF_MINUS_ONE, COEFF_ONE, check_rows, spmv_table
+from cuzk.r1cs.spmv import COEFF_MINUS_ONE, COEFF_ONE, check_rows, spmv_table, spmv_table_transpose
 
 FIELDS = ("a", "b", "c", "inputs", "aux", "a_aux_density", "b_input_density", "b_aux_density")
 
@@ -193,6 +193,44 @@ def test_spmv_table_matches_a_python_reference() -> None:
     limbs = ints_to_limbs(w)
     out = spmv_table(row_ptr, cols, idx, to_montgomery(ints_to_limbs(table)), limbs[:n_in], limbs[n_in:])
     assert limbs_to_ints(out) == _python_spmv(row_ptr, cols, idx, table, w)
+
+
+@pytest.mark.parametrize("threads_cols", [(0, 3), (1, 1), (13, 7), (300, 205)])
+def test_spmv_table_transpose_matches_a_python_reference(threads_cols: tuple[int, int]) -> None:
+    """y[col] = sum over entries of coeff * x[row] (key generation's QAP at tau), repeated columns in a
+    row included, with x longer than the matrix (a padded domain)."""
+    rows, n_cols = threads_cols
+    rng = np.random.default_rng(rows + n_cols)
+    lengths = rng.integers(0, 9, size=rows)
+    row_ptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.uint32)
+    nnz = int(row_ptr[-1])
+    cols = rng.integers(0, n_cols, size=nnz).astype(np.uint32)
+    pyrng = random.Random(rows)
+    table = [1, R_MODULUS - 1] + [pyrng.randrange(R_MODULUS) for _ in range(20)]
+    idx = rng.integers(0, len(table), size=nnz).astype(np.uint16)
+    x = [pyrng.randrange(R_MODULUS) for _ in range(rows + 3)]
+    expected = [0] * n_cols
+    for r in range(rows):
+        for k in range(row_ptr[r], row_ptr[r + 1]):
+            expected[cols[k]] = (expected[cols[k]] + table[idx[k]] * x[r]) % R_MODULUS
+    got = spmv_table_transpose(row_ptr, cols, idx, to_montgomery(ints_to_limbs(table)),
+                               to_montgomery(ints_to_limbs(x)), n_cols)
+    assert limbs_to_ints(from_montgomery(got)) == expected
+
+
+def test_spmv_table_transpose_refuses_bad_shapes() -> None:
+    row_ptr = np.array([0, 2, 3], dtype=np.uint32)
+    cols = np.array([0, 0, 1], dtype=np.uint32)
+    table = to_montgomery(ints_to_limbs([1, R_MODULUS - 1, 5]))
+    x = to_montgomery(ints_to_limbs([10, 100]))
+    assert limbs_to_ints(from_montgomery(spmv_table_transpose(row_ptr, cols, np.array([2, 1, 0], np.uint16),
+                                                              table, x, 2))) == [(50 - 10) % R_MODULUS, 100]
+    with pytest.raises(ValueError, match="must be equal 1-D shapes"):
+        spmv_table_transpose(row_ptr, cols, np.array([0, 1], np.uint16), table, x, 2)
+    with pytest.raises(ValueError, match="x_mont has 1 entries, the matrix has 2 rows"):
+        spmv_table_transpose(row_ptr, cols, np.array([0, 1, 2], np.uint16), table, x[:1], 2)
+    with pytest.raises(ValueError, match="at least 1 and -1"):
+        spmv_table_transpose(row_ptr, cols, np.array([0, 0, 0], np.uint16), table[:1], x, 2)
 
 
 def test_check_rows_finds_exactly_the_unsatisfied_rows() -> None:

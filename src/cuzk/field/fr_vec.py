@@ -40,7 +40,6 @@ __all__ = [
     "neg",
     "powers",
     "spmv",
-    "spmv_transpose",
     "square",
     "sub",
     "sum_all",
@@ -184,36 +183,6 @@ def _chunk_sums(a: np.ndarray, b: np.ndarray, use_b: bool, partial: np.ndarray) 
         partial[k, 1] = s1
         partial[k, 2] = s2
         partial[k, 3] = s3
-
-
-@njit(parallel=True, cache=True)
-def _spmv_transpose(
-    row_ptr: np.ndarray, col_idx: np.ndarray, coeffs: np.ndarray, x: np.ndarray, y: np.ndarray, n_parts: int
-) -> None:
-    """y[col] += coeff * x[row] over a CSR matrix, without write races and without scratch copies of y.
-
-    Each part owns a contiguous range of columns and scans the whole matrix, multiplying only the
-    entries that land in its range. The scan is a cheap integer compare per entry next to a
-    Montgomery product, and nothing of size ``n_cols`` is allocated per thread.
-    """
-    n_rows = row_ptr.shape[0] - 1
-    n_cols = y.shape[0]
-    for p in prange(n_parts):
-        lo = p * n_cols // n_parts
-        hi = (p + 1) * n_cols // n_parts
-        for r in range(n_rows):
-            x0, x1, x2, x3 = x[r, 0], x[r, 1], x[r, 2], x[r, 3]
-            for k in range(row_ptr[r], row_ptr[r + 1]):
-                col = col_idx[k]
-                if col < lo or col >= hi:
-                    continue
-                c0, c1, c2, c3 = coeffs[k, 0], coeffs[k, 1], coeffs[k, 2], coeffs[k, 3]
-                t0, t1, t2, t3 = m.mont_mul(c0, c1, c2, c3, x0, x1, x2, x3)
-                y0, y1, y2, y3 = m.add_mod(y[col, 0], y[col, 1], y[col, 2], y[col, 3], t0, t1, t2, t3)
-                y[col, 0] = y0
-                y[col, 1] = y1
-                y[col, 2] = y2
-                y[col, 3] = y3
 
 
 @njit(parallel=True, cache=True)
@@ -406,23 +375,6 @@ def _check_csr(
     if nnz and (col_idx.min() < 0 or col_idx.max() >= n_cols):
         raise ValueError(f"col_idx out of range [0, {n_cols})")
     return row_ptr, col_idx, coeffs
-
-
-def spmv_transpose(
-    row_ptr: np.ndarray, col_idx: np.ndarray, coeffs_mont: np.ndarray, x_mont: np.ndarray, n_cols: int
-) -> np.ndarray:
-    """y = M^T x for a CSR matrix M (rows x n_cols): y[col] += coeff * x[row], all Montgomery.
-
-    Key generation evaluates each R1CS column (variable) polynomial at tau this way, with x the
-    Lagrange basis at tau.
-    """
-    row_ptr, col_idx, coeffs = _check_csr(row_ptr, col_idx, coeffs_mont, n_cols)
-    x = as_limb_array(x_mont, "x_mont")
-    if x.shape[0] != row_ptr.size - 1:
-        raise ValueError(f"x_mont has {x.shape[0]} rows, the matrix has {row_ptr.size - 1}")
-    y = np.zeros((n_cols, FR_LIMBS), dtype=np.uint64)
-    _spmv_transpose(row_ptr, col_idx, coeffs, x, y, max(1, min(numba.get_num_threads(), n_cols)))
-    return y
 
 
 def spmv(row_ptr: np.ndarray, col_idx: np.ndarray, coeffs_mont: np.ndarray, x_mont: np.ndarray) -> np.ndarray:

@@ -35,8 +35,8 @@ from cuzk.field.ntt import Domain
 from cuzk.groth16.keys import ProvingKey, VerifyingKey
 from cuzk.groth16.params_file import VECTOR_NAMES, ParamsFileWriter
 from cuzk.groth16.synthesis import record_circuit
-from cuzk.r1cs import Circuit, CsrMatrix, R1csMatrices
-from cuzk.r1cs.compiled import CompiledCircuit, CompiledMatrix
+from cuzk.r1cs import Circuit, R1csMatrices
+from cuzk.r1cs.compiled import CompiledCircuit, CompiledMatrix, compile_matrices
 from cuzk.r1cs.spmv import spmv_table_transpose
 
 Progress = Callable[[str], None]
@@ -99,16 +99,9 @@ class QapAtTau:
 
 
 def qap_at_tau(r1cs: R1csMatrices, tau: int) -> QapAtTau:
-    """The QAP of a recorded circuit (input constraints already included) at τ."""
-    domain = Domain.for_size(max(r1cs.num_constraints, 1))
-    lagrange = domain.lagrange_at(tau)
-
-    def columns(matrix: CsrMatrix) -> np.ndarray:
-        # Rows beyond the circuit's constraints are padding and have no terms.
-        return fr_vec.spmv_transpose(matrix.row_ptr, matrix.cols, fr_vec.to_montgomery(matrix.coeffs),
-                                     lagrange[: matrix.num_rows], matrix.num_cols)
-
-    return QapAtTau(columns(r1cs.a), columns(r1cs.b), columns(r1cs.c), r1cs.num_inputs, domain)
+    """The QAP of a recorded circuit (input constraints already included) at τ, through its compact
+    form (one transposed-product kernel serves both)."""
+    return qap_at_tau_compiled(compile_matrices(r1cs, "recorded"), tau)
 
 
 def qap_at_tau_compiled(compiled: CompiledCircuit, tau: int) -> QapAtTau:
