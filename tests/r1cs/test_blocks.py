@@ -291,3 +291,21 @@ def test_the_store_reserves_a_block_build_estimate(tmp_path: Path) -> None:
     assert asked[1] == build_memory_estimate(rows, variables, blocks=86, header_rows=header)
     # the header recorded once and three challenges, not 81M recorded rows
     assert build_memory_estimate(rows, variables, blocks=86) < asked[1] < build_memory_estimate(rows, variables) / 2
+
+
+def test_parallel_recording_of_the_small_versions_gives_the_same_circuit() -> None:
+    """`parallel`: the one-block version recorded in a spawned process while the two-block one is
+    recorded here; the compiled circuit is the same (fingerprint) as recording one after the other."""
+    circuit = StackedCircuit.blank(replace(blank_circuit("porep-2k").config, challenges=3))  # type: ignore[attr-defined]
+    sequential = compile_circuit_blocks(circuit, "porep-2k")
+    assert compile_circuit(circuit, "porep-2k", parallel=True).fingerprint == sequential.fingerprint
+
+
+def test_the_store_records_in_parallel_only_for_large_known_circuits(monkeypatch: pytest.MonkeyPatch) -> None:
+    from cuzk.engine import compiled_store
+
+    monkeypatch.setattr(compiled_store.os, "cpu_count", lambda: 16)
+    assert compiled_store._record_in_parallel("porep-32g") and compiled_store._record_in_parallel("wpost-32g")
+    assert not compiled_store._record_in_parallel("porep-2k") and not compiled_store._record_in_parallel("mimc-10")
+    monkeypatch.setattr(compiled_store.os, "cpu_count", lambda: 2)
+    assert not compiled_store._record_in_parallel("porep-32g")

@@ -447,12 +447,25 @@ def _build(root: Path, circuit_id: str) -> Path:
     from cuzk.r1cs.compiled_file import write_compiled
 
     start = time.monotonic()
-    compiled = compile_circuit(lookup(circuit_id).blank(), circuit_id)
+    compiled = compile_circuit(lookup(circuit_id).blank(), circuit_id, parallel=_record_in_parallel(circuit_id))
     path = write_compiled(compiled, root / f"{circuit_id}{SUFFIX}")
     log.info("compiled %s: %d constraints, %d entries, %d coefficients, %.1f MB in %.1f s", circuit_id,
              compiled.num_constraints, compiled.nnz, compiled.coeff_table.shape[0], compiled.nbytes / 1e6,
              time.monotonic() - start)
     return path
+
+
+#: From this many constraints (known shapes) on, with 4 or more cores, a block circuit's two small
+#: recordings run in two processes (the process start costs ~2 s; porep-32g's one-block recording ~40 s).
+PARALLEL_RECORDING_MIN_CONSTRAINTS = 10_000_000
+
+
+def _record_in_parallel(circuit_id: str) -> bool:
+    from cuzk.engine.filecoin_providers import KNOWN_SHAPES
+
+    known = KNOWN_SHAPES.get(circuit_id)
+    return (os.cpu_count() or 1) >= 4 and known is not None and \
+        known.num_constraints >= PARALLEL_RECORDING_MIN_CONSTRAINTS
 
 
 def _builder_main(root: str, circuit_id: str) -> None:

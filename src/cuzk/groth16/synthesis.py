@@ -111,24 +111,25 @@ def synthesis_code_digest() -> str:
 MIN_BLOCKS_TO_ASSEMBLE = 3
 
 
-def compile_circuit(circuit: Circuit, circuit_id: str, *, blocks: bool = True) -> CompiledCircuit:
+def compile_circuit(circuit: Circuit, circuit_id: str, *, blocks: bool = True,
+                    parallel: bool = False) -> CompiledCircuit:
     """Record `circuit` (values are not needed: a blank circuit will do) into its compiled form,
     stamped with this code's `synthesis_code_digest`.
 
     A Filecoin circuit made of identical blocks (PoRep and SnapDeals challenges, PoSt sectors) of 3 or
     more is compiled block by block (`compile_circuit_blocks`, the same result); `blocks=False`
-    records it whole.
+    records it whole; `parallel` records its one- and two-block versions in two processes at once.
     """
     from cuzk.circuits.filecoin.blocks import block_versions
     from cuzk.r1cs.compiled import compile_matrices
 
     versions = block_versions(circuit) if blocks else None
     if versions is not None and versions.blocks >= MIN_BLOCKS_TO_ASSEMBLE:
-        return compile_circuit_blocks(circuit, circuit_id)
+        return compile_circuit_blocks(circuit, circuit_id, parallel=parallel)
     return compile_matrices(record_circuit(circuit), circuit_id, code_digest=synthesis_code_digest())
 
 
-def compile_circuit_blocks(circuit: Circuit, circuit_id: str) -> CompiledCircuit:
+def compile_circuit_blocks(circuit: Circuit, circuit_id: str, *, parallel: bool = False) -> CompiledCircuit:
     """The compiled form of a circuit made of identical blocks, from recordings of its one- and
     two-block versions (`cuzk.r1cs.blocks`): bit-identical to recording it whole, at the cost of
     three blocks. CuzkError when the circuit is not one of those (`circuits.filecoin.blocks`)."""
@@ -139,23 +140,35 @@ def compile_circuit_blocks(circuit: Circuit, circuit_id: str) -> CompiledCircuit
     versions = block_versions(circuit)
     if versions is None:
         raise CuzkError(f"{circuit_id}: {type(circuit).__name__} is not a circuit of identical blocks")
-    one, two, moving = record_block_versions(versions)
+    one, two, moving = record_block_versions(versions, parallel=parallel)
     return compile_blocks(one, two, versions.blocks, circuit_id, code_digest=synthesis_code_digest(),
                           per_block_header_aux=moving)
 
 
-def record_block_versions(versions: BlockVersions) -> tuple[R1csMatrices, R1csMatrices, np.ndarray | None]:
+def record_block_versions(versions: BlockVersions, *, parallel: bool = False,
+                          ) -> tuple[R1csMatrices, R1csMatrices, np.ndarray | None]:
     """The one- and two-block recordings of a block circuit's small versions (the one-block one
-    recorded, or cut from the two-block one) and the per-block header table where it has one."""
+    recorded, or cut from the two-block one) and the per-block header table where it has one.
+
+    Recording is single-threaded Python; with `parallel` the one-block version is recorded in a
+    spawned process while this one records the two-block version (porep-32g: the one-block
+    recording is a third of the recording time), at the cost of a process start and of both
+    recordings' working sets at once."""
     from cuzk.errors import CuzkError
 
-    two = record_circuit(versions.two)
-    if versions.one is not None:
-        one = record_circuit(versions.one)
-    elif versions.first_block is not None:
-        one = versions.first_block(two)
-    else:
+    if versions.one is None and versions.first_block is None:
         raise CuzkError("block versions without a one-block circuit must say how to cut it from two blocks")
+    if parallel and versions.one is not None:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
+            pending = pool.submit(record_circuit, versions.one)
+            two = record_circuit(versions.two)
+            one = pending.result()
+    else:
+        two = record_circuit(versions.two)
+        one = record_circuit(versions.one) if versions.one is not None else versions.first_block(two)
     moving = None if versions.per_block_header_aux is None else versions.per_block_header_aux()
     return one, two, moving
 
