@@ -11,7 +11,9 @@ all of them by `check_params_points`.
 
 from __future__ import annotations
 
+import errno
 import os
+import shutil
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -129,6 +131,12 @@ class ParamsFileWriter:
             offset += 4 + counts[name] * width
         self.size = offset
         self._map: np.memmap | None = None
+        # A memory map cannot report a full disk (a write fault kills the process), so the file's blocks
+        # are claimed up front: a disk without room is an error naming the sizes, before any work.
+        free = shutil.disk_usage(self.path.parent).free
+        if free < self.size:
+            raise CuzkError(f"{self.path.parent}: {self.size:,} bytes are needed for {self.path.name}, "
+                            f"{free:,} are free")
         try:
             with open(self._tmp, "wb") as f:
                 f.write(header)
@@ -136,7 +144,14 @@ class ParamsFileWriter:
                     start, count, _ = self._views[name]
                     f.seek(start - 4)
                     f.write(struct.pack(">I", count))
-                f.truncate(self.size)
+                f.flush()
+                try:
+                    os.posix_fallocate(f.fileno(), 0, self.size)
+                except OSError as err:
+                    if err.errno == errno.ENOSPC:
+                        raise CuzkError(f"{self.path.parent}: no room for {self.size:,} bytes "
+                                        f"({err.strerror})") from None
+                    f.truncate(self.size)  # a file system without fallocate: the free-space check above stands
             self._map = np.memmap(self._tmp, dtype=np.uint8, mode="r+")
         except BaseException:
             self._tmp.unlink(missing_ok=True)
