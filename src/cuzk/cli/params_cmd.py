@@ -42,7 +42,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                      help="take the circuit from this compiled file (`cuzk circuit compile`) instead of recording it: "
                           "the way for circuits too large to record in memory (PoRep 512MiB and up)")
     gen.add_argument("--backend", choices=("cpu", "cuda"), default="cpu",
-                     help="where the points are computed (default cpu; cuda: a PoRep-32GiB key in about a minute)")
+                     help="where the points are computed (default cpu; cuda: a PoRep-32GiB key in ~100 s on an "
+                          "H200 host)")
     gen.add_argument("--device", type=int, default=0, help="with --backend cuda: the GPU ordinal (default 0)")
     gen.add_argument("--force-official-name", action="store_true",
                      help="allow writing under an official v28-* file name (Filecoin's published parameters)")
