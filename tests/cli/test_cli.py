@@ -104,6 +104,24 @@ def test_params_gen_from_a_compiled_file_writes_the_recorded_key(capsys, tmp_pat
     assert not (tmp_path / "x.params").exists()
 
 
+def test_params_gen_compiles_block_circuits_block_by_block(capsys, tmp_path: Path) -> None:
+    """Without --compiled, a Filecoin circuit made of identical blocks (here WinningPoSt-2KiB's 66 challenges) is
+    compiled block by block, as the large ones must be; the key equals the one from the whole recording."""
+    import random
+
+    from cuzk.circuits.registry import lookup
+    from cuzk.groth16.params_file import write_params
+    from cuzk.groth16.setup import ToxicWaste, generate_insecure_parameters
+
+    out = tmp_path / "winning.params"
+    code, _, err = run_cli(capsys, "params", "gen", "--insecure", "winning-2k", out, "--seed", "3")
+    assert code == 0 and "compiling the circuit" in err
+    expected = tmp_path / "expected.params"
+    write_params(expected, generate_insecure_parameters(lookup("winning-2k").blank(),
+                                                        waste=ToxicWaste.random(random.Random(3))))
+    assert out.read_bytes() == expected.read_bytes()
+
+
 def test_params_gen_on_cuda_without_a_gpu_says_why(capsys, tmp_path: Path) -> None:
     from cuzk.backends.cuda import cuda_available
 

@@ -305,7 +305,7 @@ def test_the_store_records_in_parallel_only_for_large_known_circuits(monkeypatch
     from cuzk.engine import compiled_store
 
     monkeypatch.setattr(compiled_store.os, "cpu_count", lambda: 16)
-    assert compiled_store._record_in_parallel("porep-32g") and compiled_store._record_in_parallel("wpost-32g")
-    assert not compiled_store._record_in_parallel("porep-2k") and not compiled_store._record_in_parallel("mimc-10")
+    assert compiled_store.record_in_parallel("porep-32g") and compiled_store.record_in_parallel("wpost-32g")
+    assert not compiled_store.record_in_parallel("porep-2k") and not compiled_store.record_in_parallel("mimc-10")
     monkeypatch.setattr(compiled_store.os, "cpu_count", lambda: 2)
-    assert not compiled_store._record_in_parallel("porep-32g")
+    assert not compiled_store.record_in_parallel("porep-32g")

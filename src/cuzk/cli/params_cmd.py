@@ -39,8 +39,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     gen.add_argument("--vk", type=Path, help="where to write the .vk (default: OUT with suffix .vk)")
     gen.add_argument("--seed", type=int, help="deterministic toxic waste from this seed (tests only)")
     gen.add_argument("--compiled", type=Path, metavar="FILE",
-                     help="take the circuit from this compiled file (`cuzk circuit compile`) instead of recording it: "
-                          "the way for circuits too large to record in memory (PoRep 512MiB and up)")
+                     help="take the circuit from this compiled file (`cuzk circuit compile`) instead of compiling it "
+                          "here (PoRep-32GiB: saves minutes)")
     gen.add_argument("--backend", choices=("cpu", "cuda"), default="cpu",
                      help="where the points are computed (default cpu; cuda: a PoRep-32GiB key in ~100 s on an "
                           "H200 host)")
@@ -132,9 +132,10 @@ def _multiplier(args: argparse.Namespace) -> object:
 
 def cmd_gen(args: argparse.Namespace) -> int:
     from cuzk.circuits.registry import lookup
+    from cuzk.engine.compiled_store import record_in_parallel
     from cuzk.groth16.params_file import check_output_name, write_vk
-    from cuzk.groth16.setup import ToxicWaste, qap_at_tau, qap_at_tau_compiled, write_insecure_parameters
-    from cuzk.groth16.synthesis import record_circuit
+    from cuzk.groth16.setup import ToxicWaste, qap_at_tau_compiled, write_insecure_parameters
+    from cuzk.groth16.synthesis import compile_circuit
     from cuzk.r1cs.compiled_file import load_compiled
 
     spec = lookup(args.circuit)
@@ -165,11 +166,13 @@ def cmd_gen(args: argparse.Namespace) -> int:
             step(status, "QAP at tau")
             qap = qap_at_tau_compiled(compiled, waste.tau)
         else:
-            step(status, "recording the circuit")
-            r1cs = record_circuit(spec.blank())
+            # Block by block for the large Filecoin circuits (`compile_circuit`): a PoRep-32GiB partition
+            # takes minutes and ~9 GB this way, where recording it whole would not fit in memory.
+            step(status, "compiling the circuit")
+            compiled = compile_circuit(spec.blank(), spec.circuit_id, parallel=record_in_parallel(spec.circuit_id))
             step(status, "QAP at tau")
-            qap = qap_at_tau(r1cs, waste.tau)
-            del r1cs
+            qap = qap_at_tau_compiled(compiled, waste.tau)
+        del compiled
         vk = write_insecure_parameters(args.out, qap, waste, multiplier=multiplier,
                                        progress=lambda msg: step(status, msg),
                                        force_official_name=args.force_official_name)

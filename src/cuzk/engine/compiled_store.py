@@ -447,7 +447,7 @@ def _build(root: Path, circuit_id: str) -> Path:
     from cuzk.r1cs.compiled_file import write_compiled
 
     start = time.monotonic()
-    compiled = compile_circuit(lookup(circuit_id).blank(), circuit_id, parallel=_record_in_parallel(circuit_id))
+    compiled = compile_circuit(lookup(circuit_id).blank(), circuit_id, parallel=record_in_parallel(circuit_id))
     path = write_compiled(compiled, root / f"{circuit_id}{SUFFIX}")
     log.info("compiled %s: %d constraints, %d entries, %d coefficients, %.1f MB in %.1f s", circuit_id,
              compiled.num_constraints, compiled.nnz, compiled.coeff_table.shape[0], compiled.nbytes / 1e6,
@@ -460,7 +460,7 @@ def _build(root: Path, circuit_id: str) -> Path:
 PARALLEL_RECORDING_MIN_CONSTRAINTS = 10_000_000
 
 
-def _record_in_parallel(circuit_id: str) -> bool:
+def record_in_parallel(circuit_id: str) -> bool:
     from cuzk.engine.filecoin_providers import KNOWN_SHAPES
 
     known = KNOWN_SHAPES.get(circuit_id)
