@@ -122,6 +122,24 @@ def test_params_gen_compiles_block_circuits_block_by_block(capsys, tmp_path: Pat
     assert out.read_bytes() == expected.read_bytes()
 
 
+def test_params_gen_stopped_by_sigterm_leaves_no_temporary(tmp_path: Path) -> None:
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "k.params"
+    proc = subprocess.Popen([sys.executable, "-m", "cuzk.cli.main", "params", "gen", "--insecure", "winning-2k",
+                             str(out), "--seed", "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    while not list(tmp_path.glob(".k.params.tmp-*")) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert proc.poll() is None, "the command ended before its file was started"
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(60) == 128 + signal.SIGTERM
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_params_gen_on_cuda_without_a_gpu_says_why(capsys, tmp_path: Path) -> None:
     from cuzk.backends.cuda import cuda_available
 

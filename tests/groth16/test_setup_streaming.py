@@ -3,6 +3,7 @@ in-memory generator from a recording, and a key whose proofs an independent veri
 
 from __future__ import annotations
 
+import os
 import random
 from pathlib import Path
 
@@ -108,6 +109,24 @@ def test_writer_leaves_nothing_behind_without_commit(recorded, tmp_path: Path) -
     other = tmp_path / "y.params"
     write_params(other, pk)
     assert target.read_bytes() == other.read_bytes()
+
+
+def test_writer_removes_temporaries_of_dead_writers_only(recorded, tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    r1cs, _ = recorded
+    pk = generate_parameters_for_matrices(r1cs, ToxicWaste.random(random.Random(9)))
+    counts = {name: len(getattr(pk, name)) for name in ("h", "l", "a", "b_g1", "b_g2")}
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    stale = tmp_path / f".x.params.tmp-{dead}"
+    stale.write_bytes(b"left by a killed writer")
+    live = tmp_path / f".x.params.tmp-{os.getppid()}"  # a running process (this test's parent)
+    live.write_bytes(b"another writer at work")
+    with ParamsFileWriter(tmp_path / "x.params", pk.vk, counts):
+        assert not stale.exists() and live.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [live.name]
 
 
 def test_writer_refuses_official_names_and_bad_counts(recorded, tmp_path: Path) -> None:

@@ -8,6 +8,8 @@ import hashlib
 import itertools
 import json
 import random
+import signal
+import sys
 import time
 from pathlib import Path
 
@@ -149,6 +151,9 @@ def cmd_gen(args: argparse.Namespace) -> int:
     if args.device < 0:
         raise CuzkError(f"--device {args.device}: must be a GPU ordinal >= 0")
     multiplier = _multiplier(args)
+    # SIGTERM (a service manager, `timeout`) unwinds like Ctrl-C, so the half-written file's temporary is
+    # removed instead of left behind (tens of GB for a large key).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     console = Console(stderr=True)
     rng = random.Random(args.seed) if args.seed is not None else None
     waste = ToxicWaste.random(rng)

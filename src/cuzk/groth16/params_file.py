@@ -102,6 +102,21 @@ def write_params(path: str | os.PathLike, pk: ProvingKey, *, force_official_name
     _atomic_write(path, _params_chunks(pk))
 
 
+def _remove_dead_writers_temporaries(path: Path) -> None:
+    """Temporaries of `path` left by writers that died without cleaning up (killed): tens of GB each
+    for a large key, which would otherwise fill the disk a retry needs. A live writer's stays."""
+    for tmp in path.parent.glob(f".{path.name}.tmp-*"):
+        pid = tmp.name.rsplit("-", 1)[1]
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            tmp.unlink(missing_ok=True)
+        except PermissionError:  # alive, another user's
+            pass
+
+
 class ParamsFileWriter:
     """A `.params` file written in place: the verifying key and the five vector lengths first, then
     each vector's points filled through a writable view of a memory map (`vector`), so a 47 GiB key
@@ -122,6 +137,7 @@ class ParamsFileWriter:
                 raise CuzkError(f"the {name} vector has {counts[name]} points; the format stores a u32 length")
         self.path = Path(path)
         self._tmp = self.path.with_name(f".{self.path.name}.tmp-{os.getpid()}")
+        _remove_dead_writers_temporaries(self.path)
         header = vk_to_bytes(vk)
         self._views: dict[str, tuple[int, int, int]] = {}
         offset = len(header)
