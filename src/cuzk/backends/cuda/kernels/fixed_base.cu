@@ -7,10 +7,11 @@
 // is free, so a scalar costs at most W mixed additions and no doubling. One thread per scalar; the
 // digits are recoded on the fly from the scalar's limbs.
 //
-// The affine conversion needs an inversion (~570 field products by Fermat), more than the
-// accumulation itself (G1, w = 13: 20 mixed additions of 10 products), so each thread handles
-// `batch` scalars and shares one inversion among them (Montgomery's trick over the products
-// ZZ*ZZZ: 1/(ZZ*ZZZ) gives both 1/ZZ = ZZZ/(ZZ*ZZZ) and 1/ZZZ = ZZ/(ZZ*ZZZ)).
+// The affine conversion needs an inversion (Fp's `inv()`: a binary GCD since 84d8e39, ~570 field
+// products by Fermat before, when the batch of 8 was measured), comparable to the accumulation
+// itself (G1, w = 13: 20 mixed additions of 10 products), so each thread handles `batch` scalars and
+// shares one inversion among them (Montgomery's trick over the products ZZ*ZZZ: 1/(ZZ*ZZZ) gives
+// both 1/ZZ = ZZZ/(ZZ*ZZZ) and 1/ZZZ = ZZ/(ZZ*ZZZ)).
 //
 // Scalars are checked canonical (< r) here, so the host need not scan billions of limbs: the
 // lowest offending index goes to *bad (atomicMin) and that scalar yields nothing (its digits would
