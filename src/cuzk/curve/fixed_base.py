@@ -447,13 +447,23 @@ def g2_fixed_base_batch(base: G2Point, scalars: np.ndarray, *, window: int | Non
 _INTO_CHUNK = 1 << 20
 
 
-def _into(batch, base, scalars: np.ndarray, out: np.ndarray, width: int) -> None:
-    if scalars.ndim != 2 or scalars.shape[1] != 4 or scalars.dtype != np.uint64:
-        raise ValueError(f"scalars must be an (n, 4) uint64 array, got {scalars.dtype} {scalars.shape}")
-    if out.dtype != np.uint8 or out.shape != (scalars.shape[0], width):
-        raise ValueError(f"out must be a ({scalars.shape[0]}, {width}) uint8 array, got {out.dtype} {out.shape}")
+def check_into_arguments(scalars: np.ndarray, out: np.ndarray, width: int) -> None:
+    """The layouts a batch written into `out` needs (ValueError naming the problem): (n, 4) uint64
+    scalars and a writable (n, width) uint8 `out`. Shared by every implementation of the `*_into`
+    contract (the CPU's here, the GPU's in cuzk.backends.cuda.fixed_base)."""
+    if not isinstance(scalars, np.ndarray) or scalars.ndim != 2 or scalars.shape[1] != 4 \
+            or scalars.dtype != np.uint64:
+        raise ValueError(f"scalars must be an (n, 4) uint64 array, got {getattr(scalars, 'dtype', None)} "
+                         f"{getattr(scalars, 'shape', None)}")
+    if not isinstance(out, np.ndarray) or out.dtype != np.uint8 or out.shape != (scalars.shape[0], width):
+        raise ValueError(f"out must be a ({scalars.shape[0]}, {width}) uint8 array, got "
+                         f"{getattr(out, 'dtype', None)} {getattr(out, 'shape', None)}")
     if not out.flags.writeable:
         raise ValueError("out is read-only")
+
+
+def _into(batch, base, scalars: np.ndarray, out: np.ndarray, width: int) -> None:
+    check_into_arguments(scalars, out, width)
     for lo in range(0, scalars.shape[0], _INTO_CHUNK):
         hi = min(lo + _INTO_CHUNK, scalars.shape[0])
         out[lo:hi] = batch(base, scalars[lo:hi])

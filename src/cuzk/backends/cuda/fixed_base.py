@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from cuzk.curve.fixed_base import check_scalars, choose_window, window_table
+from cuzk.curve.fixed_base import check_into_arguments, check_scalars, choose_window, window_table
 from cuzk.curve.points import G1_UNCOMPRESSED_BYTES, G2_UNCOMPRESSED_BYTES, G1Point, G2Point
 
 #: Encoded point bytes per group.
@@ -130,17 +130,8 @@ class DeviceFixedBase:
             window: int | None = None, batch: int | None = None) -> None:
         """out[i] = blstrs uncompressed encoding of scalars[i] * base (infinity for 0); see the module
         docstring. `window` (2..16) and `batch` (1..16) override the defaults."""
-        width = POINT_BYTES[group]
-        if not isinstance(scalars, np.ndarray) or scalars.ndim != 2 or scalars.shape[1] != 4 \
-                or scalars.dtype != np.uint64:
-            raise ValueError(f"scalars must be an (n, 4) uint64 array, got {getattr(scalars, 'dtype', None)} "
-                             f"{getattr(scalars, 'shape', None)}")
+        check_into_arguments(scalars, out, POINT_BYTES[group])
         n = scalars.shape[0]
-        if not isinstance(out, np.ndarray) or out.dtype != np.uint8 or out.shape != (n, width):
-            raise ValueError(f"out must be an ({n}, {width}) uint8 array, got {getattr(out, 'dtype', None)} "
-                             f"{getattr(out, 'shape', None)}")
-        if not out.flags.writeable:
-            raise ValueError("out is read-only")
         if n >= _NO_BAD_INDEX:
             raise ValueError(f"at most {_NO_BAD_INDEX - 1} scalars per call, got {n}")
         if n == 0:
