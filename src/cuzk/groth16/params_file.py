@@ -86,20 +86,13 @@ def write_vk(path: str | os.PathLike, vk: VerifyingKey, *, force_official_name: 
     _atomic_write(path, iter([vk_to_bytes(vk)]))
 
 
-def _params_chunks(pk: ProvingKey) -> Iterator[bytes | memoryview]:
-    yield vk_to_bytes(pk.vk)
-    for name in VECTOR_NAMES:
-        bases = getattr(pk, name)
-        yield struct.pack(">I", len(bases))
-        raw = np.ascontiguousarray(bases.raw)
-        if raw.size:
-            yield memoryview(raw).cast("B")
-
-
 def write_params(path: str | os.PathLike, pk: ProvingKey, *, force_official_name: bool = False) -> None:
-    """Write `.params` atomically (a reader never sees half a file)."""
-    check_output_name(path, force_official_name=force_official_name)
-    _atomic_write(path, _params_chunks(pk))
+    """Write `.params` atomically (a reader never sees half a file), through `ParamsFileWriter`."""
+    with ParamsFileWriter(path, pk.vk, {name: len(getattr(pk, name)) for name in VECTOR_NAMES},
+                          force_official_name=force_official_name) as writer:
+        for name in VECTOR_NAMES:
+            writer.vector(name)[:] = getattr(pk, name).raw
+        writer.commit()
 
 
 def _remove_dead_writers_temporaries(path: Path) -> None:
