@@ -34,12 +34,14 @@ def hardware() -> dict[str, Any]:
 
 
 def git_revision() -> str:
+    """`git describe` of this tree; in a copy without .git (a device run), $CUZK_COMMIT when set."""
     try:
         out = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True,
                              check=False, cwd=Path(__file__).parent)
-        return out.stdout.strip() or "unknown"
+        revision = out.stdout.strip()
     except OSError:
-        return "unknown"
+        revision = ""
+    return revision or os.environ.get("CUZK_COMMIT") or "unknown"
 
 
 def envelope(name: str, results: Any, **extra: Any) -> dict[str, Any]:

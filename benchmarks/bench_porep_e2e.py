@@ -22,16 +22,13 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import os
-import platform
-import shutil
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-RESULTS = Path(__file__).parent / "results"
+from _common import RESULTS, git_revision, hardware, nvidia_smi
 
 
 def _cuzk(*args: str, log: Path | None = None, timeout: float | None = None) -> float:
@@ -48,25 +45,6 @@ def _cuzk(*args: str, log: Path | None = None, timeout: float | None = None) -> 
             sys.stdout.write(log.read_text(errors="replace")[-4000:])
             raise subprocess.CalledProcessError(proc.returncode, cmd)
     return time.perf_counter() - start
-
-
-def _hardware() -> dict:
-    gpus = []
-    if shutil.which("nvidia-smi"):
-        out = subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total", "--format=csv,noheader"],
-                             capture_output=True, text=True, check=False).stdout
-        gpus = [line.strip() for line in out.splitlines() if line.strip()]
-    with open("/proc/cpuinfo") as f:
-        cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), platform.machine())
-    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    return {"cpu": cpu, "cores": os.cpu_count(), "memory_bytes": memory, "gpus": gpus,
-            "python": platform.python_version()}
-
-
-def _commit() -> str:
-    out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False,
-                         cwd=Path(__file__).parent)
-    return out.stdout.strip() or os.environ.get("CUZK_COMMIT", "")
 
 
 def main() -> int:
@@ -104,8 +82,9 @@ def main() -> int:
     stamp = dt.date.today().isoformat()
     log = args.out / f"porep-e2e-{tag}-{stamp}.log"
     record: dict = {"benchmark": "bench_porep_e2e", "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-                    "git": _commit(), "hardware": _hardware(), "circuit_id": cid, "backend": args.backend,
-                    "count": args.count, "concurrency": args.concurrency, "warmup": args.warmup, "steps": {}}
+                    "git": git_revision(), "hardware": hardware(), "gpu": nvidia_smi(), "circuit_id": cid,
+                    "backend": args.backend, "count": args.count, "concurrency": args.concurrency,
+                    "warmup": args.warmup, "steps": {}}
     steps = record["steps"]
     record_path = args.out / f"porep-e2e-{tag}-{stamp}.json"
 
