@@ -31,19 +31,33 @@ from pathlib import Path
 from _common import RESULTS, git_revision, hardware, nvidia_smi
 
 
+class StepTimeoutError(Exception):
+    """A step ran past its --*-timeout and was stopped (SIGTERM, then SIGKILL)."""
+
+
 def _cuzk(*args: str, log: Path | None = None, timeout: float | None = None) -> float:
-    """Run one cuzk command; its seconds. Output goes to `log` (appended) or through."""
+    """Run one cuzk command; its seconds. Output goes to `log` (appended) or through. Past `timeout`
+    the command gets SIGTERM (20 s to leave cleanly), then SIGKILL, and StepTimeoutError is raised."""
     cmd = [sys.executable, "-m", "cuzk.cli.main", *args]
     print("+ cuzk", " ".join(args), flush=True)
     start = time.perf_counter()
-    if log is None:
-        subprocess.run(cmd, check=True, timeout=timeout)
-    else:
-        with open(log, "ab") as f:
-            proc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, timeout=timeout)
-        if proc.returncode:
+    with open(log, "ab") if log is not None else open("/dev/null", "wb") as f:
+        proc = subprocess.Popen(cmd, **({"stdout": f, "stderr": subprocess.STDOUT} if log is not None else {}))
+        try:
+            returncode = proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.terminate()
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            raise StepTimeoutError(f"cuzk {args[0]} {args[1] if len(args) > 1 else ''} stopped after {timeout:.0f} s"
+                              ) from None
+    if returncode:
+        if log is not None:
             sys.stdout.write(log.read_text(errors="replace")[-4000:])
-            raise subprocess.CalledProcessError(proc.returncode, cmd)
+        raise subprocess.CalledProcessError(returncode, cmd)
     return time.perf_counter() - start
 
 
@@ -159,10 +173,15 @@ def main() -> int:
 
         # 5. the benchmark
         batch = args.out / f"porep-e2e-batch-{tag}-{stamp}"
-        steps["bench_batch"] = {"seconds": _cuzk(
-            "bench", "batch", "-t", "porep", "--inputs", str(vanilla_dir), "-c", str(args.count), "-j",
-            str(args.concurrency), "--warmup", str(args.warmup), "--json", f"{batch}.json", "--timeline",
-            f"{batch}.png", "--addr", addr, "--no-progress", log=log, timeout=args.bench_timeout)}
+        try:
+            steps["bench_batch"] = {"seconds": _cuzk(
+                "bench", "batch", "-t", "porep", "--inputs", str(vanilla_dir), "-c", str(args.count), "-j",
+                str(args.concurrency), "--warmup", str(args.warmup), "--json", f"{batch}.json", "--timeline",
+                f"{batch}.png", "--addr", addr, "--no-progress", log=log, timeout=args.bench_timeout)}
+        except StepTimeoutError as err:  # the daemon's log (under --out) still has every finished job's timeline
+            steps["bench_batch"] = {"timed_out": str(err)}
+            print(f"error: {err}", file=sys.stderr)
+            return 1
         summary = json.loads(Path(f"{batch}.json").read_text())
         record["bench_summary"] = summary.get("summary", {})
         save()

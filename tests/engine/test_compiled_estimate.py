@@ -28,6 +28,9 @@ def test_porep_32g_compiled_estimates() -> None:
     cpu = PartitionEstimate.compiled(shape, products_on_prover=False, device_prover=False)
     assert 214 * GB < cs.total < 216 * GB
     assert (round(gpu.synthesis / GB, 1), round(gpu.shared / GB, 1), round(gpu.proving / GB, 1)) == (15.6, 4.2, 3.2)
+    # PoRep's batched generator (39 B per variable measured) instead of WitnessCS's Python ints.
+    batched = PartitionEstimate.compiled(shape, products_on_prover=True, device_prover=True, batched_witness=True)
+    assert (round(batched.synthesis / GB, 1), batched.shared, batched.proving) == (8.3, gpu.shared, gpu.proving)
     # On the host: a, b, c in shared memory (16.9 GB) and the CPU prover's working set over the domain.
     assert cpu.shared == PartitionEstimate.from_shape(shape).shared
     assert gpu.total < cpu.total < cs.total
@@ -38,8 +41,8 @@ def _engine(usable: int, kind: str, products: str) -> SimpleNamespace:
                            device_specs=[SimpleNamespace(kind=kind)])
 
 
-def _plan(compiled: bool) -> JobPlan:
-    recipe = FilecoinPartitionRecipe("porep-32g", 0, None, (), "p0", "/x.cuzk-r1cs" if compiled else None)
+def _plan(compiled: bool, circuit: object = None) -> JobPlan:
+    recipe = FilecoinPartitionRecipe("porep-32g", 0, circuit, (), "p0", "/x.cuzk-r1cs" if compiled else None)
     return JobPlan("porep-32g", [PartitionPlan(0, recipe, [])], compiled=compiled)
 
 
@@ -60,6 +63,10 @@ def test_the_compiled_estimate_when_the_constraint_system_cannot_fit() -> None:
     plan = _plan(True)
     got = Engine._partition_estimate(_engine(120 * GB, "cpu", "synthesis"), plan, shape)
     assert got == PartitionEstimate.compiled(shape, products_on_prover=False, device_prover=False)
+    # A circuit with a batched witness generator (PoRep's) reserves for it.
+    plan = _plan(True, SimpleNamespace(witness_arrays=lambda: None))
+    got = Engine._partition_estimate(_engine(120 * GB, "cuda", "prover"), plan, shape)
+    assert got == PartitionEstimate.compiled(shape, products_on_prover=True, device_prover=True, batched_witness=True)
     # Without a compiled circuit there is nothing smaller to reserve: the job fails on the budget later.
     plan = _plan(False)
     assert Engine._partition_estimate(_engine(120 * GB, "cuda", "prover"), plan, shape).total > 120 * GB

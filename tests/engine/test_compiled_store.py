@@ -19,11 +19,13 @@ from cuzk.engine.compiled_store import (
     CompiledState,
     CompiledStore,
     build_memory_estimate,
+    header_for_synthesis,
     load_for_synthesis,
 )
 from cuzk.errors import CuzkError
 from cuzk.groth16.synthesis import compile_circuit
-from cuzk.r1cs.compiled_file import write_compiled
+from cuzk.r1cs.compiled import CompiledMismatchError
+from cuzk.r1cs.compiled_file import read_header, write_compiled
 
 
 def test_an_empty_store_is_absent_and_creates_nothing(tmp_path: Path) -> None:
@@ -157,6 +159,30 @@ def test_synthesis_processes_load_once_and_skip_unusable_files(tmp_path: Path, c
     messages = [r.getMessage() for r in caplog.records]
     assert any("holds circuit 'mimc-5', not 'mimc-6'" in m for m in messages)
     assert any("truncated" in m for m in messages)
+
+
+def test_header_only_reads_skip_the_matrices(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A synthesis process whose prover evaluates a, b, c needs the counts alone: no mapping and no
+    digest pass (13 s for PoRep-32GiB's 6.1 GB, once per process); the prover's load still verifies."""
+    path = str(CompiledStore(tmp_path).build("mimc-5"))
+    header = header_for_synthesis(path, "mimc-5")
+    compiled = load_for_synthesis(path, "mimc-5")
+    assert header is not None and compiled is not None
+    assert header.num_constraints == compiled.num_constraints
+    header.check_witness(compiled.num_inputs, compiled.num_aux)
+    with pytest.raises(CompiledMismatchError, match="has 2 inputs, 30 aux variables"):
+        header.check_witness(compiled.num_inputs, compiled.num_aux + 1)
+    corrupt = tmp_path / "corrupt.cuzk-r1cs"
+    data = bytearray(Path(path).read_bytes())
+    data[read_header(path).meta["arrays"]["b_cols"]["offset"]] ^= 0x01  # a column index: still in range
+    corrupt.write_bytes(bytes(data))
+    assert header_for_synthesis(str(corrupt), "mimc-5") is not None
+    with caplog.at_level(logging.WARNING, logger="cuzk.engine.compiled"):
+        assert load_for_synthesis(str(corrupt), "mimc-5") is None
+        assert header_for_synthesis(path, "mimc-6") is None
+        assert header_for_synthesis(str(tmp_path / "gone"), "mimc-5") is None
+    messages = [r.getMessage() for r in caplog.records]
+    assert any("corrupted" in m for m in messages) and any("not 'mimc-6'" in m for m in messages)
 
 
 def test_command_line_builds_and_reports(tmp_path: Path) -> None:

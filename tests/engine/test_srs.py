@@ -15,8 +15,9 @@ from cuzk.engine.srs import SrsInUseError, SrsManager, SrsTier, SrsWaitCancelled
 class RecordingLoader:
     """Stands in for the device processes: records what they were told, can be made to fail."""
 
-    def __init__(self, devices: int = 1) -> None:
+    def __init__(self, devices: int = 1, host_copies: int | None = None) -> None:
         self.devices = [object() for _ in range(devices)]
+        self.host_key_copies = devices if host_copies is None else host_copies
         self.calls: list[tuple] = []
         self.fail = False
 
@@ -43,9 +44,9 @@ class Clock:
 
 
 def manager(params: Path, budget: MemoryBudget, *, min_idle: float = 60.0, devices: int = 1,
-            ) -> tuple[SrsManager, RecordingLoader, Clock, list]:
+            host_copies: int | None = None) -> tuple[SrsManager, RecordingLoader, Clock, list]:
     registry = build_providers(str(params), test_circuits=True)
-    loader, clock, made = RecordingLoader(devices), Clock(), []
+    loader, clock, made = RecordingLoader(devices, host_copies), Clock(), []
     m = SrsManager(budget, loader, registry.srs_source, made.append, min_idle_s=min_idle, clock=clock)
     budget.evictor = m.evict_idle
     return m, loader, clock, made
@@ -69,6 +70,19 @@ def test_acquire_makes_hot_and_reserves(debug_params: Path) -> None:
     m.release(lease)
     m.release(lease)
     assert entry(m, "mimc-3")["ref_count"] == 0
+
+
+def test_gpu_devices_reserve_only_the_mapped_file(debug_params: Path) -> None:
+    """A GPU backend keeps the hot key in device memory: the host budget holds the mapped file alone
+    (the 32GiB PoRep key would otherwise count twice, 95 GB of a 128 GB host, and serialize the pipeline)."""
+    budget = MemoryBudget(1 << 30)
+    m, _, _, _ = manager(debug_params, budget, devices=2, host_copies=0)
+    m.acquire("mimc-3")
+    path = debug_params / "cuzk-test-mimc-3.params"
+    e = entry(m, "mimc-3")
+    assert e["tier"] == "HOT" and e["resident_bytes"] == 0
+    assert budget.used == path.stat().st_size
+    assert m.held_bytes()["HOT"] == path.stat().st_size
 
 
 def test_in_use_entries_are_never_evicted(debug_params: Path) -> None:

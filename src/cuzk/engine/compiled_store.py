@@ -25,10 +25,11 @@ it first reserves `build_memory_estimate(shape)` (without evicting anything) and
 builder exits. `ensure` (what a provider calls on every plan) starts a build only when the store was
 made with `auto_build=True`; otherwise compiled files are used when present and never made.
 
-Synthesis processes load a ready file once per process (`load_for_synthesis`, memory-mapped, every
-array digest verified) and keep it; a file that fails to load is logged and skipped, and the caller
-falls back to the constraint-system path. Files are only ever replaced by rename, never rewritten
-in place (a mapped file cut short under a reader would fault it).
+Synthesis and device processes load a ready file once per process (`load_for_synthesis`,
+memory-mapped, every array digest verified) and keep it; a synthesis process that leaves the products
+to the prover reads the header alone (`header_for_synthesis`). A file that fails to load is logged and
+skipped, and the caller falls back to the constraint-system path. Files are only ever replaced by
+rename, never rewritten in place (a mapped file cut short under a reader would fault it).
 
 Engine status: `to_dict()` is a JSON-ready view (directory, enabled, auto_build, per circuit id the
 state, path, error, builder pid, file size and header summary), shown as `compiled_circuits`. The
@@ -58,6 +59,7 @@ __all__ = [
     "CompiledStatus",
     "CompiledStore",
     "build_memory_estimate",
+    "header_for_synthesis",
     "load_for_synthesis",
 ]
 
@@ -505,4 +507,21 @@ def load_for_synthesis(path: str, circuit_id: str) -> Any:
         log.warning("compiled circuit %s not used: %s", circuit_id, err)
         with _LOADED_LOCK:
             _LOADED.pop((path, circuit_id), None)
+        return None
+
+
+def header_for_synthesis(path: str, circuit_id: str) -> Any:
+    """The header of the compiled circuit at `path` (`CompiledHeader`: counts, `check_witness`), for a
+    synthesis process whose prover evaluates a, b, c: it never reads the matrices, so it neither maps
+    nor verifies them (PoRep-32GiB: 6.1 GB, 13 s of hashing per process); the prover's process loads
+    and verifies them (`load_for_synthesis`). None, logged, when the file is unusable."""
+    from cuzk.groth16.synthesis import synthesis_code_digest
+    from cuzk.r1cs.compiled_file import read_header
+
+    try:
+        header = read_header(path)
+        header.check_expected(circuit_id, synthesis_code_digest())
+        return header
+    except (OSError, CuzkError) as err:
+        log.warning("compiled circuit %s not used: %s", circuit_id, err)
         return None

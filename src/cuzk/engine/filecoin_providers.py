@@ -318,6 +318,12 @@ class FilecoinPartitionRecipe(CircuitRecipe):
     def build(self) -> Any:
         return self.circuit
 
+    @property
+    def batched_witness(self) -> bool:
+        """Whether the circuit has a batched witness generator (`generated_witness`), whose memory
+        needs on the compiled path are a fraction of WitnessCS's (`PartitionEstimate.compiled`)."""
+        return callable(getattr(self.circuit, "witness_arrays", None))
+
     def compiled_only(self) -> FilecoinPartitionRecipe:
         return replace(self, fallback=False) if self.compiled_path is not None else self
 
@@ -356,13 +362,15 @@ class FilecoinPartitionRecipe(CircuitRecipe):
                 f"derived from the public data at {len(diff)} position(s) (first: {diff[:8]})")
 
     def _compiled_assignment(self) -> Any:
-        from cuzk.engine.compiled_store import load_for_synthesis
+        from cuzk.engine.compiled_store import header_for_synthesis, load_for_synthesis
         from cuzk.field.limbs import limbs_to_ints
         from cuzk.groth16.assignment import Assignment
         from cuzk.groth16.synthesis import generated_witness, synthesize_witness
         from cuzk.r1cs.compiled import CompiledMismatchError
 
-        compiled = load_for_synthesis(self.compiled_path, self.circuit_id)
+        # With the products on the prover only the counts are used here: the header, not the matrices.
+        load = header_for_synthesis if self.sparse_products == "prover" else load_for_synthesis
+        compiled = load(self.compiled_path, self.circuit_id)
         if compiled is None:
             return None
         generated = generated_witness(self.circuit)

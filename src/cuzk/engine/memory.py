@@ -29,9 +29,12 @@ SYNTH_BYTES_PER_VARIABLE = 120
 #: Prover working set (NTT buffers, native scalar objects): measured ~620 B per domain element.
 PROVE_BYTES_PER_DOMAIN_ELEMENT = 800
 PROVE_BYTES_PER_VARIABLE = 256
-#: Compiled path, synthesis side: the witness as (·, 4) uint64 limbs plus the generators' temporaries
-#: (a PoRep-32GiB partition's batched generator peaked at 39 B per variable) or WitnessCS's Python ints.
+#: Compiled path, synthesis side, for circuits without a batched generator: WitnessCS's Python ints.
 COMPILED_WITNESS_BYTES_PER_VARIABLE = 120
+#: The same with the circuit's batched generator: the witness as (·, 4) uint64 limbs plus the
+#: generator's temporaries (a PoRep-32GiB partition peaked at 39 B per variable, beyond the file's
+#: mapped pages), rounded up.
+BATCHED_WITNESS_BYTES_PER_VARIABLE = 64
 #: a, b, c as (·, 4) uint64 limbs, where the sparse products are evaluated on the host.
 PRODUCTS_BYTES_PER_CONSTRAINT = 3 * 32
 #: A GPU prover fed the witness alone: its host side holds density masks and fixed pinned staging.
@@ -72,17 +75,20 @@ class PartitionEstimate:
         )
 
     @classmethod
-    def compiled(cls, shape: CircuitShape, *, products_on_prover: bool, device_prover: bool) -> PartitionEstimate:
+    def compiled(cls, shape: CircuitShape, *, products_on_prover: bool, device_prover: bool,
+                 batched_witness: bool = False) -> PartitionEstimate:
         """The compiled path (`cuzk.r1cs.compiled`): no constraint system in memory. The witness comes
         from the circuit's generator; a, b, c are the sparse products, evaluated in the synthesis
         process or (`products_on_prover`) by the prover's backend; a `device_prover` (GPU) keeps
         a, b, c, the NTTs and the MSMs in device memory, so only its host-side staging counts here.
-        porep-32g on a GPU: 15.6 GB (synthesis) + 4.2 GB (shared) + 3.2 GB (proving), against
-        215 GB for the constraint-system path on the CPU."""
+        `batched_witness`: the circuit has a batched witness generator (`witness_arrays`), which needs
+        far less than WitnessCS. porep-32g on a GPU: 8.3 GB (synthesis) + 4.2 GB (shared) + 3.2 GB
+        (proving), against 215 GB for the constraint-system path on the CPU."""
         n = shape.num_constraints
         variables = shape.num_inputs + shape.num_aux
         domain = 1 << max(0, (max(n, 1) - 1).bit_length())
-        synthesis = variables * COMPILED_WITNESS_BYTES_PER_VARIABLE
+        synthesis = variables * (BATCHED_WITNESS_BYTES_PER_VARIABLE if batched_witness
+                                 else COMPILED_WITNESS_BYTES_PER_VARIABLE)
         if products_on_prover:
             shared = _pages(32 * variables + 64)
         else:

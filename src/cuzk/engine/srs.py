@@ -5,7 +5,9 @@ Tiers (the cuzk.v1 SRSStatus.Tier values):
 - WARM: the file is memory-mapped in every device process (`read_params`): its pages are the page
   cache's, read once; the file size is reserved against the budget.
 - HOT: additionally resident for the backend (`backend.load_key`: decoded points on the CPU,
-  uploaded on a GPU); the estimated resident bytes (per device) are reserved as well.
+  uploaded on a GPU). The decoded copies the CPU backends keep in host memory are reserved as well
+  (`resident_bytes`); a GPU backend's copy lives in device memory, which the device's own memory plan
+  governs, so it takes nothing more from this (host) budget.
 
 Jobs take a reference (`acquire`) for their whole life, which makes the entry hot and keeps it from
 being evicted; `release` drops it. Under budget pressure the budget's evictor calls `evict_idle`:
@@ -55,6 +57,9 @@ class Loader(Protocol):
     """What the manager needs from the device processes (see workers.DevicePool)."""
 
     devices: list[Any]
+    #: How many device processes keep a hot key decoded in host memory (CPU backends; a GPU backend
+    #: uploads the file's bytes and converts them on the device).
+    host_key_copies: int
 
     def load_all(self, circuit_id: str, path: str, *, hot: bool) -> float: ...
 
@@ -84,14 +89,15 @@ class SrsLease:
     load_s: float
 
 
-def resident_estimate(path: str | os.PathLike, devices: int) -> int:
-    """Bytes `backend.load_key` adds per the whole daemon: decoded points, once per device process."""
+def resident_estimate(path: str | os.PathLike, host_copies: int) -> int:
+    """Host bytes `backend.load_key` adds for the whole daemon: decoded points, once per device process
+    that keeps them in host memory (`Loader.host_key_copies`)."""
     from cuzk.groth16.params_file import scan_layout
 
     layout = scan_layout(path)
     g1 = sum(v.count for v in layout.vectors if v.name != "b_g2") + layout.num_ic
     g2 = sum(v.count for v in layout.vectors if v.name == "b_g2")
-    return (g1 * converted_bytes_per_point(False) + g2 * converted_bytes_per_point(True)) * max(1, devices)
+    return (g1 * converted_bytes_per_point(False) + g2 * converted_bytes_per_point(True)) * max(0, host_copies)
 
 
 class SrsManager:
@@ -134,7 +140,7 @@ class SrsManager:
                 if not entry.source.path.is_file():
                     self._materialize(entry.source)
                 entry.file_bytes = entry.source.path.stat().st_size
-                entry.resident_bytes = resident_estimate(path, len(self.loader.devices))
+                entry.resident_bytes = resident_estimate(path, self.loader.host_key_copies)
                 entry.mapped = self._reserve(entry.file_bytes, f"srs:{cid}:mapped", cancelled)
             try:
                 if entry.resident is None:
@@ -150,8 +156,8 @@ class SrsManager:
             with self._lock:
                 entry.tier = SrsTier.HOT
             entry.load_s = self._clock() - start
-            log.info("SRS %s hot in %.0f ms (%s bytes file, ~%s bytes resident)", cid, entry.load_s * 1000,
-                     f"{entry.file_bytes:,}", f"{entry.resident_bytes:,}")
+            log.info("SRS %s hot in %.0f ms (%s bytes file, ~%s bytes resident in host memory)", cid,
+                     entry.load_s * 1000, f"{entry.file_bytes:,}", f"{entry.resident_bytes:,}")
             return entry.load_s
 
     def _reserve(self, nbytes: int, label: str, cancelled: Callable[[], bool] | None) -> Reservation:

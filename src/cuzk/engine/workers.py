@@ -376,6 +376,12 @@ class DevicePool:
             self.devices.append(device)
         self.workers_per_device = workers_per_device
 
+    @property
+    def host_key_copies(self) -> int:
+        """Device processes whose backend keeps a hot key decoded in host memory (the CPU's); a CUDA
+        backend uploads the file's bytes and keeps its copy in device memory."""
+        return sum(1 for d in self.devices if d.spec.kind == "cpu")
+
     def _restarted(self, device: Device) -> Callable[[WorkerProcess], None]:
         def hook(proc: WorkerProcess) -> None:
             device.info = proc.info["devices"]

@@ -212,13 +212,9 @@ class CompiledCircuit:
     # -- evaluation -------------------------------------------------------------------------------
     def check_witness(self, num_inputs: int, num_aux: int, num_constraints: int | None = None) -> None:
         """Refuse a witness of other counts than the compiled circuit (CompiledMismatchError)."""
-        got = (num_inputs, num_aux, self.num_constraints if num_constraints is None else num_constraints)
         want = (self.num_inputs, self.num_aux, self.num_constraints)
-        if got != want:
-            raise CompiledMismatchError(
-                f"compiled circuit {self.circuit_id!r} has {want[0]} inputs, {want[1]} aux variables and {want[2]} "
-                f"constraints; the witness has {got[0]}, {got[1]} and {got[2]} (another circuit, or the compiled "
-                "file is stale)")
+        check_witness_counts(self.circuit_id, want, (num_inputs, num_aux, want[2] if num_constraints is None
+                                                     else num_constraints))
 
     def evaluate(self, inputs: np.ndarray, aux: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """a, b, c (canonical (constraints, 4) uint64) for the witness (canonical limb arrays)."""
@@ -235,6 +231,15 @@ class CompiledCircuit:
             raise SynthesisError(f"compiled circuit {self.circuit_id!r}: {bad.size} of {self.num_constraints} "
                                  f"constraints are not satisfied by the witness (rows {rows}"
                                  f"{', ...' if bad.size > 8 else ''})")
+
+
+def check_witness_counts(circuit_id: str, want: tuple[int, int, int], got: tuple[int, int, int]) -> None:
+    """CompiledMismatchError unless a witness's (inputs, aux, constraints) are the compiled circuit's."""
+    if got != want:
+        raise CompiledMismatchError(
+            f"compiled circuit {circuit_id!r} has {want[0]} inputs, {want[1]} aux variables and {want[2]} "
+            f"constraints; the witness has {got[0]}, {got[1]} and {got[2]} (another circuit, or the compiled "
+            "file is stale)")
 
 
 def array_digest(arr: np.ndarray) -> str:

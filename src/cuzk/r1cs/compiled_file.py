@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from cuzk.errors import FormatError
-from cuzk.r1cs.compiled import CompiledCircuit, array_digest
+from cuzk.r1cs.compiled import CompiledCircuit, array_digest, check_witness_counts
 
 __all__ = [
     "FORMAT_VERSION",
@@ -94,6 +94,25 @@ class CompiledHeader:
     @property
     def file_size(self) -> int:
         return int(self.meta["file_size"])
+
+    @property
+    def num_constraints(self) -> int:
+        return int(self.meta["counts"]["num_constraints"])
+
+    def check_witness(self, num_inputs: int, num_aux: int, num_constraints: int | None = None) -> None:
+        """`CompiledCircuit.check_witness` from the header alone (CompiledMismatchError)."""
+        c = self.counts
+        want = (int(c["num_inputs"]), int(c["num_aux"]), int(c["num_constraints"]))
+        check_witness_counts(self.circuit_id, want,
+                             (num_inputs, num_aux, want[2] if num_constraints is None else num_constraints))
+
+    def check_expected(self, circuit_id: str | None = None, code_digest: str | None = None) -> None:
+        """CompiledFileError unless the file holds `circuit_id`, compiled from synthesis code `code_digest`."""
+        if circuit_id is not None and self.circuit_id != circuit_id:
+            raise CompiledFileError(f"holds circuit {self.circuit_id!r}, not {circuit_id!r}", source=str(self.path))
+        if code_digest is not None and self.code_digest != code_digest:
+            raise CompiledFileError(f"was compiled from other synthesis code (digest {self.code_digest[:16]}…, this "
+                                    f"code is {code_digest[:16]}…): stale, rebuild it", source=str(self.path))
 
     def summary(self) -> dict[str, Any]:
         """A JSON-friendly description (for status and logs)."""
@@ -242,11 +261,7 @@ def load_compiled(path: str | Path, *, expect_circuit_id: str | None = None, exp
     (a pass over the file at hash speed, ~1 GB/s); the header and structure are always checked."""
     header = read_header(path)
     path = header.path
-    if expect_circuit_id is not None and header.circuit_id != expect_circuit_id:
-        raise CompiledFileError(f"holds circuit {header.circuit_id!r}, not {expect_circuit_id!r}", source=str(path))
-    if expect_code_digest is not None and header.code_digest != expect_code_digest:
-        raise CompiledFileError(f"was compiled from other synthesis code (digest {header.code_digest[:16]}…, this "
-                                f"code is {expect_code_digest[:16]}…): stale, rebuild it", source=str(path))
+    header.check_expected(expect_circuit_id, expect_code_digest)
     mm = np.memmap(path, dtype=np.uint8, mode="r") if header.file_size else np.zeros(0, np.uint8)
     arrays = {}
     for name, entry in header.meta["arrays"].items():
