@@ -34,14 +34,18 @@ def hardware() -> dict[str, Any]:
 
 
 def git_revision() -> str:
-    """`git describe` of this tree; in a copy without .git (a device run), $CUZK_COMMIT when set."""
+    """`git describe` of this tree. $CUZK_COMMIT, when set, is the revision the runner declares (a
+    device copy's git metadata can be older than its files); both are named when they differ."""
     try:
         out = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True,
                              check=False, cwd=Path(__file__).parent)
         revision = out.stdout.strip()
     except OSError:
         revision = ""
-    return revision or os.environ.get("CUZK_COMMIT") or "unknown"
+    declared = os.environ.get("CUZK_COMMIT", "")
+    if declared and revision and not revision.startswith(declared):
+        return f"{declared} (declared by CUZK_COMMIT; git describes this tree as {revision})"
+    return revision or declared or "unknown"
 
 
 def envelope(name: str, results: Any, **extra: Any) -> dict[str, Any]:

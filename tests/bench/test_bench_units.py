@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import random
 import re
 from pathlib import Path
@@ -246,7 +247,17 @@ def test_record_is_json_with_hardware_and_commit(tmp_path: Path) -> None:
     info = host_info()
     assert info["cores"] >= 1 and info["memory_bytes"] > 0 and info["python"]
     assert re.fullmatch(r"([0-9a-f]{40}(\+dirty)?)?", info["commit"])
+    assert "declared_commit" not in info or os.environ.get("CUZK_COMMIT")
     json.dumps(copy.deepcopy(info))
+
+
+def test_a_declared_commit_is_recorded_beside_gits(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A device copy's git metadata can be older than its files: the runner's CUZK_COMMIT goes beside it."""
+    from cuzk.bench.record import host_info
+
+    monkeypatch.setenv("CUZK_COMMIT", "c7c439d")
+    info = host_info()
+    assert info["declared_commit"] == "c7c439d" and "commit" in info
 
 
 def test_overlapping_device_phases_get_no_false_other() -> None:

@@ -60,11 +60,14 @@ def host_info() -> dict[str, Any]:
 
     return {"hostname": platform.node(), "cpu": cpu_model(), "cores": os.cpu_count(),
             "memory_bytes": psutil.virtual_memory().total, "gpus": _gpus(), "os": platform.platform(),
-            "python": platform.python_version(), "cuzk_version": __version__, "commit": git_commit()}
+            "python": platform.python_version(), "cuzk_version": __version__, "commit": git_commit(),
+            **({"declared_commit": os.environ["CUZK_COMMIT"]} if os.environ.get("CUZK_COMMIT") else {})}
 
 
 def git_commit() -> str:
-    """The cuzk checkout's commit (with "+dirty" for local changes), or "" outside a git checkout."""
+    """The cuzk checkout's commit (with "+dirty" for local changes), or "" outside a git checkout. A
+    runner whose copy's git metadata may be stale (a device machine) also sets $CUZK_COMMIT, recorded
+    beside it as `declared_commit`."""
     root = Path(__file__).resolve().parents[3]
     try:
         head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
