@@ -41,7 +41,7 @@ import numpy as np
 
 from cuzk.backends.base import DeviceInfo, ProverBackend
 from cuzk.backends.cuda import cuda_available
-from cuzk.backends.cuda.device import MemoryPlan, memory_info, properties
+from cuzk.backends.cuda.device import MemoryPlan, ahead_fits, memory_info, properties
 from cuzk.backends.cuda.fixed_base import DeviceFixedBase
 from cuzk.backends.cuda.module import get_module
 from cuzk.backends.cuda.msm import AFFINE_WORDS, RAW_BYTES, DeviceMsm, working_bytes
@@ -213,6 +213,8 @@ class CudaBackend(ProverBackend):
         self._lanes: list[_Lane] = []  # idle lanes, reused by later proofs
         self._lanes_lock = threading.Lock()  # the lanes and the two byte counts below
         self._running_reserve = 0  # proof_working_bytes of the proof holding the device (0: none)
+        self._running_base = 0  # the pool's bytes in use when that proof took the device
+        self._ahead_since_begin = 0  # bytes staged ahead by other proofs since then
         self._ahead_bytes = 0  # device bytes staged by proofs still waiting for the device
         self.current_job: str | None = None
 
@@ -462,15 +464,21 @@ class CudaBackend(ProverBackend):
     def _stage_ahead(self, pk: ProvingKey, asg: Assignment | _CompiledWitness,
                      lane: _Lane) -> tuple[_Staged | None, int]:
         """Stage before taking the device when the memory plan leaves room for it beside the proof
-        holding the device (its whole reserve) and the proofs already staged ahead; returns what was
-        staged (None: stage with the device held) and the bytes counted for it until then."""
+        holding the device (what its reserve still lets it take: `ahead_fits`) and the proofs already
+        staged ahead; returns what was staged (None: stage with the device held) and the bytes counted
+        for it until then."""
         need = self._staging_bytes(pk, asg)
         with self._lanes_lock:
-            if not self.plan.fits(need, self._running_reserve + self._ahead_bytes):
+            grown = self.plan.pool_used() - self._running_base - self._ahead_since_begin
+            if not ahead_fits(need, self.plan.available(), ahead_pending=self._ahead_bytes,
+                              running_reserve=self._running_reserve, running_grown=grown):
                 return None, 0
             self._ahead_bytes += need
         try:
-            return self._stage(asg, pk.domain_size, lane), need
+            staged = self._stage(asg, pk.domain_size, lane)
+            with self._lanes_lock:
+                self._ahead_since_begin += need
+            return staged, need
         except self._cp.cuda.memory.OutOfMemoryError:
             # The memory went to the proof on the device meanwhile: drop what was allocated (the
             # lane's queued copies end before its next use) and stage with the device held.
@@ -515,6 +523,9 @@ class CudaBackend(ProverBackend):
                 with self._lanes_lock:
                     self._ahead_bytes -= ahead
                     self._running_reserve = self.proof_working_bytes(pk)
+                    # Inputs this proof staged ahead are in use already: held out of its reserve.
+                    self._running_base = self.plan.pool_used() - ahead
+                    self._ahead_since_begin = 0
                 ahead = 0
                 self.current_job = job
                 try:

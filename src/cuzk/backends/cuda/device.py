@@ -67,8 +67,29 @@ class MemoryPlan:
         """Whether nbytes can be taken while still leaving `reserve` bytes for later work."""
         return nbytes + reserve <= self.available()
 
+    def pool_used(self) -> int:
+        """Bytes of CuPy's pool held by live arrays of this process."""
+        cp = _cupy()
+        with cp.cuda.Device(self.device_id):
+            return int(cp.get_default_memory_pool().used_bytes())
+
     def release_cached(self) -> None:
         """Return CuPy's unused pool blocks to the driver (before large one-off allocations)."""
         cp = _cupy()
         with cp.cuda.Device(self.device_id):
             cp.get_default_memory_pool().free_all_blocks()
+
+
+def ahead_fits(need: int, available: int, *, ahead_pending: int, running_reserve: int, running_grown: int) -> bool:
+    """Whether a proof waiting for the device may stage `need` bytes now, beside the proof holding it.
+
+    `available` (free memory) already lacks what the running proof holds, so that proof is charged
+    only what its reserve (`proof_working_bytes`, an upper bound of its peak) still allows it to take:
+    the reserve less its growth since it took the device (`running_grown`: the pool's bytes in use now,
+    less at that moment, less what proofs staged ahead since). Charging its whole reserve again would
+    count its held memory twice and refuse most stagings mid-proof. Negative growth (it freed staged
+    inputs) charges the whole reserve: the safe side. `ahead_pending` is what other waiting proofs
+    have staged or are staging."""
+    remaining = running_reserve - min(running_reserve, max(0, running_grown))
+    return need + ahead_pending + remaining <= available
+
