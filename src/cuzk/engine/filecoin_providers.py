@@ -113,7 +113,7 @@ import json
 import logging
 import re
 from abc import abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -337,11 +337,16 @@ class FilecoinPartitionRecipe(CircuitRecipe):
         it is logged and the constraint-system path below runs instead, as without the file. With
         `sparse_products = "prover"` the witness alone comes back (`CompiledWitness`): the prover
         computes the products and checks the rows, and a failed row check fails the partition."""
+        return self.assignment_into(None)
+
+    def assignment_into(self, segment: Callable[[int, int], Any] | None) -> Any:
+        """`assignment`; on the prover-products path a circuit that states its witness counts (PoRep)
+        writes inputs and aux straight into `segment(num_inputs, num_aux)` (a `WitnessSegment`)."""
         from cuzk.groth16.assignment import Assignment
         from cuzk.groth16.synthesis import synthesize_for_proving
 
         if self.compiled_path is not None:
-            asg = self._compiled_assignment()
+            asg = self._compiled_assignment(segment)
             if asg is not None:
                 return asg
             if not self.fallback:
@@ -361,42 +366,66 @@ class FilecoinPartitionRecipe(CircuitRecipe):
                 f"{self.circuit_id} {self.label}: the witness allocates public inputs that differ from the ones "
                 f"derived from the public data at {len(diff)} position(s) (first: {diff[:8]})")
 
-    def _compiled_assignment(self) -> Any:
+    def _compiled_assignment(self, make_segment: Callable[[int, int], Any] | None) -> Any:
         from cuzk.engine.compiled_store import header_for_synthesis, load_for_synthesis
         from cuzk.field.limbs import limbs_to_ints
         from cuzk.groth16.assignment import Assignment
-        from cuzk.groth16.synthesis import generated_witness, synthesize_witness
+        from cuzk.groth16.synthesis import generated_witness, generated_witness_shape, synthesize_witness
         from cuzk.r1cs.compiled import CompiledMismatchError
 
+        on_prover = self.sparse_products == "prover"
         # With the products on the prover only the counts are used here: the header, not the matrices.
-        load = header_for_synthesis if self.sparse_products == "prover" else load_for_synthesis
-        compiled = load(self.compiled_path, self.circuit_id)
+        compiled = (header_for_synthesis if on_prover else load_for_synthesis)(self.compiled_path, self.circuit_id)
         if compiled is None:
             return None
-        generated = generated_witness(self.circuit)
-        witness: Any
-        if generated is not None:  # the circuit's batched generator: limb arrays, no constraint system
-            witness, counts = generated, (generated[0].shape[0], generated[1].shape[0], None)
-            self._check_inputs(limbs_to_ints(generated[0]))
-        else:
-            witness = synthesize_witness(self.circuit)
-            counts = (witness.num_inputs, witness.num_aux, witness.num_constraints)
-            self._check_inputs(witness.input_assignment)
+        segment = None
         try:
-            compiled.check_witness(*counts)
-            if self.sparse_products == "prover":
-                from cuzk.engine.synthesis import CompiledWitness
-                from cuzk.field.limbs import ints_to_limbs
+            shape = generated_witness_shape(self.circuit) if on_prover and make_segment is not None else None
+            if shape is not None:  # generated in place, into a segment of the stated counts
+                try:
+                    compiled.check_witness(*shape)
+                except CompiledMismatchError as err:
+                    return self._compiled_not_used(err)
+                segment = make_segment(*shape)
+            generated = generated_witness(self.circuit, None if segment is None else segment.aux)
+            witness: Any
+            if generated is not None:  # the circuit's batched generator: limb arrays, no constraint system
+                witness, counts = generated, (generated[0].shape[0], generated[1].shape[0], None)
+                self._check_inputs(limbs_to_ints(generated[0]))
+            else:
+                witness = synthesize_witness(self.circuit)
+                counts = (witness.num_inputs, witness.num_aux, witness.num_constraints)
+                self._check_inputs(witness.input_assignment)
+            try:
+                compiled.check_witness(*counts)
+                if on_prover:
+                    asg = self._witness_for_prover(generated, witness, compiled.num_constraints, segment)
+                    segment = None  # it travels with the witness now
+                    return asg
+                return Assignment.from_compiled(compiled, witness, check=True)
+            except (CompiledMismatchError, SynthesisError) as err:
+                return self._compiled_not_used(err)
+        finally:
+            if segment is not None:  # not handed over: failed, or not used
+                segment.discard()
 
-                inputs, aux = (generated if generated is not None else
-                               (ints_to_limbs(witness.input_assignment), ints_to_limbs(witness.aux_assignment)))
-                return CompiledWitness(inputs, aux, self.compiled_path, compiled.num_constraints)
-            return Assignment.from_compiled(compiled, witness, check=True)
-        except (CompiledMismatchError, SynthesisError) as err:
-            log.warning("%s %s: compiled circuit %s not used (%s); synthesizing with the constraint system",
-                        self.circuit_id, self.label, self.compiled_path, err)
-            return None
+    def _compiled_not_used(self, err: Exception) -> None:
+        log.warning("%s %s: compiled circuit %s not used (%s); synthesizing with the constraint system",
+                    self.circuit_id, self.label, self.compiled_path, err)
 
+    def _witness_for_prover(self, generated: Any, witness: Any, num_constraints: int, segment: Any) -> Any:
+        """The `CompiledWitness`: in `segment` when it was generated there (the segment then travels
+        with it), else as limb arrays of its own."""
+        from cuzk.engine.synthesis import CompiledWitness
+        from cuzk.field.limbs import ints_to_limbs
+
+        assert self.compiled_path is not None
+        if segment is not None:
+            segment.inputs[...] = generated[0]
+            return CompiledWitness(segment.inputs, segment.aux, self.compiled_path, num_constraints, segment)
+        inputs, aux = (generated if generated is not None else
+                       (ints_to_limbs(witness.input_assignment), ints_to_limbs(witness.aux_assignment)))
+        return CompiledWitness(inputs, aux, self.compiled_path, num_constraints)
 
 def _differences(a: Sequence[int], b: Sequence[int]) -> list[int]:
     n = min(len(a), len(b))

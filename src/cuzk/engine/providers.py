@@ -40,6 +40,7 @@ import random
 import re
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -67,6 +68,12 @@ class PartitionRecipe(ABC):
     @abstractmethod
     def assignment(self) -> Any:
         """The partition's `cuzk.groth16.assignment.Assignment`."""
+
+    def assignment_into(self, segment: Callable[[int, int], Any]) -> Any:
+        """`assignment()`, where a recipe that can generate its witness in place may call
+        `segment(num_inputs, num_aux)` for a `cuzk.engine.synthesis.WitnessSegment` and write it
+        there (the synthesis processes pass one; nothing is then copied at the hand-off)."""
+        return self.assignment()
 
     def compiled_only(self) -> PartitionRecipe:
         """This recipe, never falling back from a compiled circuit to the constraint system (the engine

@@ -173,15 +173,28 @@ def record_block_versions(versions: BlockVersions, *, parallel: bool = False,
     return one, two, moving
 
 
-def generated_witness(circuit: Circuit) -> tuple[np.ndarray, np.ndarray] | None:
+def generated_witness(circuit: Circuit, aux_out: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray] | None:
     """(inputs, aux) canonical limbs from the circuit's own batched witness generator (a
     `witness_arrays()` method, as the Filecoin circuits have), or None when it has none.
+
+    `aux_out`, for a circuit that states its counts (`generated_witness_shape`), is the
+    (num_aux, 4) uint64 array the generator fills and returns as aux (a shared-memory segment, so
+    the hand-off to the prover copies nothing).
 
     The generator must equal `synthesize_witness` element by element; its tests hold it to that,
     and the compiled path's row check refuses any witness that does not satisfy the circuit.
     """
     generate = getattr(circuit, "witness_arrays", None)
-    return None if generate is None else generate()
+    if generate is None:
+        return None
+    return generate() if aux_out is None else generate(out=aux_out)
+
+
+def generated_witness_shape(circuit: Circuit) -> tuple[int, int] | None:
+    """(num_inputs, num_aux) of the batched generator's output, for a circuit that states them before
+    generating (a `witness_shape()` method: PoRep's), else None."""
+    shape = getattr(circuit, "witness_shape", None)
+    return None if shape is None else shape()
 
 
 def synthesize_compiled(circuit: Circuit, compiled: CompiledCircuit, *, check: bool = True) -> Assignment:

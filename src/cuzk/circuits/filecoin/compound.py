@@ -178,10 +178,15 @@ class PartitionInstance:
         return list(self.inputs)
 
     @property
-    def witness_arrays(self) -> Callable[[], tuple[np.ndarray, np.ndarray]]:
+    def witness_arrays(self) -> Callable[..., tuple[np.ndarray, np.ndarray]]:
         """The wrapped circuit's batched witness generator (`synthesize_compiled` uses it); an
         AttributeError, as for any circuit without one, when the wrapped circuit has none."""
         return self.circuit.witness_arrays  # type: ignore[attr-defined, no-any-return]
+
+    @property
+    def witness_shape(self) -> Callable[[], tuple[int, int]]:
+        """The wrapped circuit's `witness_shape` (an AttributeError when it has none)."""
+        return self.circuit.witness_shape  # type: ignore[attr-defined, no-any-return]
 
 
 class CompoundProof(ABC):

@@ -177,13 +177,21 @@ class StackedCircuit:
         proofs = [ChallengeProof.blank(config) for _ in range(config.challenges)]
         return cls(config, None, None, None, None, None, proofs)
 
-    def witness_arrays(self) -> tuple[np.ndarray, np.ndarray]:
+    def witness_arrays(self, out: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(inputs, aux) as canonical (n, 4) uint64 limbs, equal to what `synthesize` allocates under
-        `WitnessCS` (ONE first), from the batched witness generators: no constraint system. A blank
-        circuit raises SynthesisError naming the first missing value."""
+        `WitnessCS` (ONE first), from the batched witness generators: no constraint system. `out`: a
+        (num_aux, 4) uint64 array (`witness_shape`) filled and returned as aux. A blank circuit raises
+        SynthesisError naming the first missing value."""
         from cuzk.circuits.filecoin.porep_witness import porep_witness
 
-        return porep_witness(self)
+        return porep_witness(self, out=out)
+
+    def witness_shape(self) -> tuple[int, int]:
+        """(num_inputs, num_aux) of `witness_arrays`, from the configuration alone."""
+        from cuzk.circuits.filecoin.porep_witness import PorepLayout
+
+        layout = PorepLayout.of(self.config)
+        return layout.num_inputs, layout.num_aux
 
     def synthesize(self, cs: ConstraintSystem) -> None:
         config = self.config
