@@ -54,6 +54,12 @@ def test_post_partition_equals_witness_cs(circuit_id: str, seed: int) -> None:
     inputs, same_aux = compound.instance(0).witness_arrays()
     assert np.array_equal(aux, same_aux)
     assert np.array_equal(inputs[1:], ints_to_limbs(compound.public_inputs(0)))
+    # In place (a synthesis process's shared memory): the stated counts, every element overwritten.
+    assert compound.instance(0).witness_shape() == (inputs.shape[0], aux.shape[0])
+    buffer = np.full_like(aux, 7)
+    assert compound.instance(0).witness_arrays(out=buffer)[1] is buffer and np.array_equal(buffer, aux)
+    with pytest.raises(ValueError, match=rf"out must be a C-contiguous \({aux.shape[0]}, 4\) uint64 array"):
+        compound.instance(0).witness_arrays(out=buffer[:-1])
 
 
 def random_post(config: FallbackPoStConfig, seed: int) -> FallbackPoStCircuit:

@@ -236,6 +236,17 @@ def test_prover_products_hand_over_the_witness_alone(param_cache: Path, monkeypa
     finally:
         shared.unlink()
     assert hasattr(CpuBackend, "prove_compiled")
+    # In a synthesis process the PoSt witness is generated in a shared-memory segment, passed on as is.
+    from cuzk.engine.synthesis import WitnessSegment
+
+    made: list[WitnessSegment] = []
+    in_place = recipe.assignment_into(lambda i, a: made.append(WitnessSegment(i, a)) or made[-1])
+    assert len(made) == 1 and in_place.segment is made[0] and np.array_equal(in_place.aux, ref.aux)
+    shared = export_assignment(in_place)
+    try:
+        assert shared.shm_name == made[0]._shm.name
+    finally:
+        shared.unlink()
 
 
 def test_sparse_products_setting() -> None:

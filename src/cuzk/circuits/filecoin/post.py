@@ -173,12 +173,19 @@ class FallbackPoStCircuit:
             with cs.namespace(f"sector_{i}"):
                 _synthesize_sector(cs, tree_r, sector)
 
-    def witness_arrays(self) -> tuple[np.ndarray, np.ndarray]:
+    def witness_arrays(self, out: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(inputs, aux) as canonical limbs, equal to what `synthesize` allocates under WitnessCS,
-        from the batched generators (`post_witness`); SynthesisError naming a missing value."""
+        from the batched generators (`post_witness`; `out`: the aux array to fill); SynthesisError
+        naming a missing value."""
         from cuzk.circuits.filecoin.post_witness import post_witness
 
-        return post_witness(self)
+        return post_witness(self, out=out)
+
+    def witness_shape(self) -> tuple[int, int]:
+        """(num_inputs, num_aux) of `witness_arrays`, from the configuration alone."""
+        from cuzk.circuits.filecoin.post_witness import post_witness_shape
+
+        return post_witness_shape(self)
 
 
 def _synthesize_sector(cs: ConstraintSystem, tree_r: TreeShape, sector: PoStSector) -> None:

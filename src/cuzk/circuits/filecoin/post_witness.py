@@ -37,10 +37,17 @@ def post_aux_per_sector(circuit: FallbackPoStCircuit) -> int:
             + config.challenge_count * path_aux_count(config.tree_r, PathLayout.LEAF_FIRST))
 
 
-def post_witness(circuit: FallbackPoStCircuit) -> tuple[np.ndarray, np.ndarray]:
+def post_witness_shape(circuit: FallbackPoStCircuit) -> tuple[int, int]:
+    """(num_inputs, num_aux) of `post_witness`, from the configuration alone."""
+    config = circuit.config
+    return 1 + config.sector_count * config.inputs_per_sector, config.sector_count * post_aux_per_sector(circuit)
+
+
+def post_witness(circuit: FallbackPoStCircuit, *, out: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(inputs, aux) canonical limb arrays, equal to `synthesize_witness(circuit)`'s input and aux
     assignments. Refuses what `synthesize` refuses (ValueError for a wrong layout) and, as
-    WitnessCS does, a missing value (SynthesisError naming it)."""
+    WitnessCS does, a missing value (SynthesisError naming it). `out`, if given, is a C-contiguous
+    (num_aux, 4) uint64 array (`post_witness_shape`) to fill and return as aux."""
     config = circuit.config
     if len(circuit.sectors) != config.sector_count:
         raise ValueError(f"the circuit has {config.sector_count} sectors, got {len(circuit.sectors)}")
@@ -57,7 +64,12 @@ def post_witness(circuit: FallbackPoStCircuit) -> tuple[np.ndarray, np.ndarray]:
     indices, siblings = path_arrays(tree_r, [p for s in circuit.sectors for p in s.paths], "challenge path {}".format)
 
     hash_rows = poseidon_aux_count(poseidon_constants(2))
-    aux = np.empty((sectors, post_aux_per_sector(circuit), 4), dtype=np.uint64)
+    num_aux = post_witness_shape(circuit)[1]
+    if out is not None and (out.shape != (num_aux, 4) or out.dtype != np.uint64 or not out.flags.c_contiguous):
+        raise ValueError(f"out must be a C-contiguous ({num_aux}, 4) uint64 array, got {out.dtype} {out.shape}"
+                         f"{'' if out.flags.c_contiguous else ' (not C-contiguous)'}")
+    flat = np.empty((num_aux, 4), dtype=np.uint64) if out is None else out
+    aux = flat.reshape(sectors, post_aux_per_sector(circuit), 4)
     aux[:, :3] = commitments
     comm_r_hash = poseidon_witness(np.ascontiguousarray(commitments[:, [1, 0]]), poseidon_constants(2),
                                    merkle_tree_tag(2))
@@ -70,4 +82,4 @@ def post_witness(circuit: FallbackPoStCircuit) -> tuple[np.ndarray, np.ndarray]:
     per_sector = inputs[1:].reshape(sectors, config.inputs_per_sector, 4)
     per_sector[:, 0] = commitments[:, 2]
     per_sector[:, 1:, 0] = indices.reshape(sectors, challenges).astype(np.uint64)
-    return inputs, aux.reshape(-1, 4)
+    return inputs, flat
