@@ -522,7 +522,10 @@ class CudaBackend(ProverBackend):
                 t["device_begin"] = time.monotonic()
                 with self._lanes_lock:
                     self._ahead_bytes -= ahead
-                    self._running_reserve = self.proof_working_bytes(pk)
+                    # A compiled circuit's matrices that are not resident are uploaded by the proof.
+                    streamed = (matrix_bytes(prepared.compiled) if prepared is not None and not all(prepared.resident)
+                                else 0)
+                    self._running_reserve = self.proof_working_bytes(pk) + streamed
                     # Inputs this proof staged ahead are in use already: held out of its reserve.
                     self._running_base = self.plan.pool_used() - ahead
                     self._ahead_since_begin = 0
