@@ -5,6 +5,7 @@ generator's, and a segment that is not handed over is removed."""
 from __future__ import annotations
 
 import dataclasses
+import logging
 from multiprocessing import shared_memory
 from types import SimpleNamespace
 
@@ -55,7 +56,8 @@ def _exists(name: str) -> bool:
     return True
 
 
-def test_generated_in_place_and_handed_over_without_a_copy(porep_2k, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_generated_in_place_and_handed_over_without_a_copy(porep_2k, monkeypatch: pytest.MonkeyPatch,
+                                                           caplog: pytest.LogCaptureFixture) -> None:
     circuit, inputs, aux = porep_2k
     assert circuit.witness_shape() == (inputs.shape[0], aux.shape[0])
     recipe = _recipe(circuit, inputs, monkeypatch, circuit.witness_shape())
@@ -69,7 +71,9 @@ def test_generated_in_place_and_handed_over_without_a_copy(porep_2k, monkeypatch
     assert isinstance(witness, CompiledWitness) and witness.segment is made[0] and len(made) == 1
     assert np.array_equal(witness.inputs, inputs) and np.array_equal(witness.aux, aux)
     name = made[0]._shm.name
-    shared = export_assignment(witness)
+    with caplog.at_level(logging.WARNING, logger="cuzk.engine.synthesis"):
+        shared = export_assignment(witness)
+    assert "still referenced" not in caplog.text  # no view of the segment outlived the generator
     try:
         assert shared.shm_name == name  # the same segment: nothing copied
         assert (shared.compiled_path, shared.num_constraints) == ("/stand-in.cuzk-r1cs", NUM_CONSTRAINTS)

@@ -340,8 +340,8 @@ class FilecoinPartitionRecipe(CircuitRecipe):
         return self.assignment_into(None)
 
     def assignment_into(self, segment: Callable[[int, int], Any] | None) -> Any:
-        """`assignment`; on the prover-products path a circuit that states its witness counts (PoRep, PoSt)
-        writes inputs and aux straight into `segment(num_inputs, num_aux)` (a `WitnessSegment`)."""
+        """`assignment`; on the prover-products path a circuit that states its witness counts (PoRep,
+        PoSt) writes inputs and aux straight into `segment(num_inputs, num_aux)` (a `WitnessSegment`)."""
         from cuzk.groth16.assignment import Assignment
         from cuzk.groth16.synthesis import synthesize_for_proving
 
@@ -426,6 +426,7 @@ class FilecoinPartitionRecipe(CircuitRecipe):
         inputs, aux = (generated if generated is not None else
                        (ints_to_limbs(witness.input_assignment), ints_to_limbs(witness.aux_assignment)))
         return CompiledWitness(inputs, aux, self.compiled_path, num_constraints)
+
 
 def _differences(a: Sequence[int], b: Sequence[int]) -> list[int]:
     n = min(len(a), len(b))

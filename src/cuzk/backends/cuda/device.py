@@ -92,4 +92,3 @@ def ahead_fits(need: int, available: int, *, ahead_pending: int, running_reserve
     have staged or are staging."""
     remaining = running_reserve - min(running_reserve, max(0, running_grown))
     return need + ahead_pending + remaining <= available
-
