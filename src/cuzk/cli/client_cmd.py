@@ -248,7 +248,7 @@ def _print_status(s: pb.GetStatusResponse) -> None:
         print(f"device {g.ordinal} [{g.device_kind}] {g.name}: {g.busy_workers}/{g.workers} workers busy, {job}")
     for e in s.loaded_srs:
         print(f"srs {e.circuit_id}: {TIER_NAMES.get(e.tier, e.tier)}, {e.size_bytes:,} bytes file, "
-              f"{e.resident_bytes:,} resident, {e.ref_count} refs")
+              f"{e.resident_bytes:,} resident in host memory, {e.ref_count} refs")
     for q in s.queues:
         if q.pending or q.in_progress:
             print(f"queue {q.proof_kind}: {q.pending} pending, {q.in_progress} in progress (planning {q.planning}, "
