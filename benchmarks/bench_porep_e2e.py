@@ -35,14 +35,14 @@ class StepTimeoutError(Exception):
     """A step ran past its --*-timeout and was stopped (SIGTERM, then SIGKILL)."""
 
 
-def _cuzk(*args: str, log: Path | None = None, timeout: float | None = None) -> float:
-    """Run one cuzk command; its seconds. Output goes to `log` (appended) or through. Past `timeout`
-    the command gets SIGTERM (20 s to leave cleanly), then SIGKILL, and StepTimeoutError is raised."""
+def _cuzk(*args: str, log: Path, timeout: float | None = None) -> float:
+    """Run one cuzk command, its output appended to `log`; its seconds. Past `timeout` the command
+    gets SIGTERM (20 s to leave cleanly), then SIGKILL, and StepTimeoutError is raised."""
     cmd = [sys.executable, "-m", "cuzk.cli.main", *args]
     print("+ cuzk", " ".join(args), flush=True)
     start = time.perf_counter()
-    with open(log, "ab") if log is not None else open("/dev/null", "wb") as f:
-        proc = subprocess.Popen(cmd, **({"stdout": f, "stderr": subprocess.STDOUT} if log is not None else {}))
+    with open(log, "ab") as f:
+        proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT)
         try:
             returncode = proc.wait(timeout)
         except subprocess.TimeoutExpired:
@@ -52,11 +52,9 @@ def _cuzk(*args: str, log: Path | None = None, timeout: float | None = None) -> 
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
-            raise StepTimeoutError(f"cuzk {args[0]} {args[1] if len(args) > 1 else ''} stopped after {timeout:.0f} s"
-                              ) from None
+            raise StepTimeoutError(f"cuzk {' '.join(args[:2])} stopped after {timeout:.0f} s") from None
     if returncode:
-        if log is not None:
-            sys.stdout.write(log.read_text(errors="replace")[-4000:])
+        sys.stdout.write(log.read_text(errors="replace")[-4000:])
         raise subprocess.CalledProcessError(returncode, cmd)
     return time.perf_counter() - start
 

@@ -51,6 +51,17 @@ def as_limb_array(a: np.ndarray, name: str = "a") -> np.ndarray:
     return np.ascontiguousarray(a)
 
 
+def limb_rows_out(out: np.ndarray | None, rows: int) -> np.ndarray:
+    """A (rows, 4) uint64 array to write limbs into: `out` when it is one (C-contiguous), else a new
+    array when `out` is None; ValueError naming the problem for any other `out`."""
+    if out is None:
+        return np.empty((rows, FR_LIMBS), dtype=np.uint64)
+    if out.shape != (rows, FR_LIMBS) or out.dtype != np.uint64 or not out.flags.c_contiguous:
+        raise ValueError(f"out must be a C-contiguous ({rows}, {FR_LIMBS}) uint64 array, got {out.dtype} "
+                         f"{out.shape}{'' if out.flags.c_contiguous else ' (not C-contiguous)'}")
+    return out
+
+
 def _first_bad_value(values: Sequence[int]) -> tuple[int, object]:
     """Slow path of :func:`ints_to_limbs`: locate the first value that is not an int in [0, r)."""
     for i, v in enumerate(values):

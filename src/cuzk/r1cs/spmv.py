@@ -24,7 +24,7 @@ from numba import njit, prange
 from cuzk.field import _mont64 as m
 from cuzk.field.constants import FR_LIMBS
 from cuzk.field.fr_vec import from_montgomery
-from cuzk.field.limbs import as_limb_array
+from cuzk.field.limbs import as_limb_array, limb_rows_out
 
 __all__ = ["COEFF_MINUS_ONE", "COEFF_ONE", "check_rows", "spmv_table", "spmv_table_transpose"]
 
@@ -133,10 +133,7 @@ def spmv_table(row_ptr: np.ndarray, cols: np.ndarray, coeff_idx: np.ndarray, tab
         raise ValueError(f"cols {cols.shape} and coeff_idx {coeff_idx.shape} must be equal 1-D shapes")
     if table.shape[0] < 2:
         raise ValueError("a coefficient table holds at least 1 and -1")
-    if out is None:
-        out = np.empty((rows, FR_LIMBS), dtype=np.uint64)
-    elif out.shape != (rows, FR_LIMBS) or out.dtype != np.uint64 or not out.flags.c_contiguous:
-        raise ValueError(f"out must be a C-contiguous ({rows}, {FR_LIMBS}) uint64 array")
+    out = limb_rows_out(out, rows)
     _spmv_table(row_ptr, cols, coeff_idx, table, canonical, inputs, aux, out)
     return out
 

@@ -46,7 +46,7 @@ from cuzk.circuits.filecoin.porep import (
 )
 from cuzk.errors import SynthesisError
 from cuzk.field.constants import FR_BITS, R_MODULUS
-from cuzk.field.limbs import ints_to_limbs
+from cuzk.field.limbs import ints_to_limbs, limb_rows_out
 from cuzk.gadgets.boolean import IS_KIND, AllocatedBit, Boolean, reverse_bit_numbering
 from cuzk.gadgets.por import PathLevel, TreeShape
 from cuzk.hashes.poseidon_constants import merkle_tree_tag, poseidon_constants
@@ -247,13 +247,7 @@ def porep_witness(circuit: StackedCircuit, timings: dict[str, float] | None = No
                            + [v for i in range(count)
                               for v in (int(d_indices[i]), *parent_indices[i * _PARENTS:(i + 1) * _PARENTS].tolist(),
                                         challenges[i], int(tail_indices[i]), int(tail_indices[count + i]))])
-    if out is None:
-        aux = np.empty((layout.num_aux, 4), dtype=np.uint64)
-    elif out.shape != (layout.num_aux, 4) or out.dtype != np.uint64 or not out.flags.c_contiguous:
-        raise ValueError(f"out must be a C-contiguous ({layout.num_aux}, 4) uint64 array, got {out.dtype} "
-                         f"{out.shape}{'' if out.flags.c_contiguous else ' (not C-contiguous)'}")
-    else:
-        aux = out
+    aux = limb_rows_out(out, layout.num_aux)
     per = aux[layout.header:].reshape(count, layout.per_challenge, 4)
     lap("inputs")
 

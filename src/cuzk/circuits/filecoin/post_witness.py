@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from cuzk.circuits.filecoin.post import FallbackPoStCircuit
-from cuzk.field.limbs import ints_to_limbs
+from cuzk.field.limbs import ints_to_limbs, limb_rows_out
 from cuzk.hashes.poseidon_constants import merkle_tree_tag, poseidon_constants
 from cuzk.witness_gen.merkle import PathLayout, merkle_path_witness, path_arrays, path_aux_count
 from cuzk.witness_gen.poseidon import poseidon_aux_count, poseidon_witness
@@ -64,11 +64,7 @@ def post_witness(circuit: FallbackPoStCircuit, *, out: np.ndarray | None = None)
     indices, siblings = path_arrays(tree_r, [p for s in circuit.sectors for p in s.paths], "challenge path {}".format)
 
     hash_rows = poseidon_aux_count(poseidon_constants(2))
-    num_aux = post_witness_shape(circuit)[1]
-    if out is not None and (out.shape != (num_aux, 4) or out.dtype != np.uint64 or not out.flags.c_contiguous):
-        raise ValueError(f"out must be a C-contiguous ({num_aux}, 4) uint64 array, got {out.dtype} {out.shape}"
-                         f"{'' if out.flags.c_contiguous else ' (not C-contiguous)'}")
-    flat = np.empty((num_aux, 4), dtype=np.uint64) if out is None else out
+    flat = limb_rows_out(out, post_witness_shape(circuit)[1])
     aux = flat.reshape(sectors, post_aux_per_sector(circuit), 4)
     aux[:, :3] = commitments
     comm_r_hash = poseidon_witness(np.ascontiguousarray(commitments[:, [1, 0]]), poseidon_constants(2),
