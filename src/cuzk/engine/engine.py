@@ -619,7 +619,7 @@ class Engine:
         plan.partitions = [replace(p, recipe=p.recipe.compiled_only()) for p in plan.partitions]
         on_prover = self.sparse_products == "prover"
         device = bool(self.device_specs) and all(spec.kind == "cuda" for spec in self.device_specs)
-        batched = all(getattr(p.recipe, "batched_witness", False) for p in plan.partitions)
+        batched = all(p.recipe.batched_witness for p in plan.partitions)
         return PartitionEstimate.compiled(shape, products_on_prover=on_prover, device_prover=device,
                                           batched_witness=batched).at_least(plan.min_partition_bytes)
 

@@ -69,6 +69,12 @@ class PartitionRecipe(ABC):
     def assignment(self) -> Any:
         """The partition's `cuzk.groth16.assignment.Assignment`."""
 
+    @property
+    def batched_witness(self) -> bool:
+        """Whether the witness comes from a batched generator, whose memory needs on the compiled path
+        are a fraction of WitnessCS's (`PartitionEstimate.compiled`). False unless a recipe knows."""
+        return False
+
     def assignment_into(self, segment: Callable[[int, int], Any]) -> Any:
         """`assignment()`, where a recipe that can generate its witness in place may call
         `segment(num_inputs, num_aux)` for a `cuzk.engine.synthesis.WitnessSegment` and write it

@@ -120,6 +120,16 @@ class AttachedAssignment:
         self.close()
 
 
+def _layout(arrays: list[tuple[str, tuple[int, ...], np.dtype]]) -> tuple[tuple[ArraySpec, ...], int]:
+    """Where each (name, shape, dtype) goes in one segment (_ALIGN-aligned, in order) and its size."""
+    specs, offset = [], 0
+    for name, shape, dtype in arrays:
+        offset = -(-offset // _ALIGN) * _ALIGN
+        specs.append(ArraySpec(name, offset, shape, dtype.str))
+        offset += int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    return tuple(specs), max(offset, 1)
+
+
 class WitnessSegment:
     """A new shared-memory segment laid out for a `CompiledWitness` ((num_inputs, 4) inputs, then
     (num_aux, 4) aux, uint64), for the witness generator to write into in place: the hand-off then
@@ -128,16 +138,11 @@ class WitnessSegment:
     then on), `discard` removes it (synthesis failed)."""
 
     def __init__(self, num_inputs: int, num_aux: int) -> None:
-        specs, offset = [], 0
-        for name, rows in (("inputs", num_inputs), ("aux", num_aux)):
-            offset = -(-offset // _ALIGN) * _ALIGN
-            specs.append(ArraySpec(name, offset, (rows, 4), np.dtype(np.uint64).str))
-            offset += rows * 32
-        self.specs = tuple(specs)
-        self.size = max(offset, 1)
+        limbs = np.dtype(np.uint64)
+        self.specs, self.size = _layout([("inputs", (num_inputs, 4), limbs), ("aux", (num_aux, 4), limbs)])
         self._shm = shared_memory.SharedMemory(create=True, size=self.size)
-        self.inputs: np.ndarray | None = np.ndarray((num_inputs, 4), np.uint64, self._shm.buf, specs[0].offset)
-        self.aux: np.ndarray | None = np.ndarray((num_aux, 4), np.uint64, self._shm.buf, specs[1].offset)
+        self.inputs: np.ndarray | None = np.ndarray((num_inputs, 4), limbs, self._shm.buf, self.specs[0].offset)
+        self.aux: np.ndarray | None = np.ndarray((num_aux, 4), limbs, self._shm.buf, self.specs[1].offset)
 
     def _close(self) -> None:
         self.inputs = self.aux = None
@@ -166,12 +171,7 @@ def export_assignment(asg: Any) -> SharedAssignment:
         return segment.share(asg.compiled_path, asg.num_constraints)
     arrays = [(name, np.ascontiguousarray(getattr(asg, name))) for name in
               (_WITNESS_FIELDS if witness_only else _FIELDS)]
-    specs, offset = [], 0
-    for name, arr in arrays:
-        offset = -(-offset // _ALIGN) * _ALIGN
-        specs.append(ArraySpec(name, offset, tuple(arr.shape), arr.dtype.str))
-        offset += arr.nbytes
-    size = max(offset, 1)
+    specs, size = _layout([(name, tuple(arr.shape), arr.dtype) for name, arr in arrays])
     shm = shared_memory.SharedMemory(create=True, size=size)
     try:
         for spec, (_, arr) in zip(specs, arrays, strict=True):
@@ -185,8 +185,8 @@ def export_assignment(asg: Any) -> SharedAssignment:
         raise
     shm.close()
     if witness_only:
-        return SharedAssignment(shm.name, size, tuple(specs), asg.compiled_path, asg.num_constraints)
-    return SharedAssignment(shm.name, size, tuple(specs))
+        return SharedAssignment(shm.name, size, specs, asg.compiled_path, asg.num_constraints)
+    return SharedAssignment(shm.name, size, specs)
 
 
 # -- the child process ------------------------------------------------------------------------------
