@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-__all__ = ["spread_bits"]
+__all__ = ["spread_bits", "spread_rows"]
 
 #: Columns per parallel task: large enough to amortise the task, small enough to balance few rows.
 _CHUNK = 1 << 14
@@ -41,3 +41,31 @@ def spread_bits(bits: np.ndarray, out: np.ndarray, offset: int) -> None:
     if offset < 0 or offset + bits.shape[1] > out.shape[1]:
         raise ValueError(f"spread_bits: columns {offset}..{offset + bits.shape[1]} outside out's {out.shape[1]}")
     _spread(np.ascontiguousarray(bits, dtype=np.uint8), out, offset)
+
+
+@njit(parallel=True, cache=True)
+def _spread_rows(bits, out, rows):  # type: ignore[no-untyped-def]
+    count = bits.shape[1]
+    chunks = (count + _CHUNK - 1) // _CHUNK
+    for task in prange(bits.shape[0] * chunks):
+        c = task // chunks
+        start = (task % chunks) * _CHUNK
+        stop = min(start + _CHUNK, count)
+        base = rows[c]
+        for j in range(start, stop):
+            out[base + j, 0] = bits[c, j]
+            out[base + j, 1] = 0
+            out[base + j, 2] = 0
+            out[base + j, 3] = 0
+
+
+def spread_rows(bits: np.ndarray, out: np.ndarray, rows: np.ndarray) -> None:
+    """out[rows[c] + j] = (bits[c, j], 0, 0, 0) for (N, count) uint8 0/1 `bits`, an (n, 4) uint64
+    `out` (a flat aux vector) and (N,) starting rows."""
+    rows = np.ascontiguousarray(rows, dtype=np.int64)
+    if bits.ndim != 2 or out.ndim != 2 or out.shape[1] != 4 or rows.shape != (bits.shape[0],):
+        raise ValueError(f"spread_rows: bits {bits.shape}, rows {rows.shape} do not fit out {out.shape}")
+    if rows.size and (int(rows.min()) < 0 or int(rows.max()) + bits.shape[1] > out.shape[0]):
+        raise ValueError(f"spread_rows: rows {int(rows.min())}..{int(rows.max()) + bits.shape[1]} outside out's "
+                         f"{out.shape[0]}")
+    _spread_rows(np.ascontiguousarray(bits, dtype=np.uint8), out, rows)

@@ -57,6 +57,7 @@ from cuzk.r1cs.lc import LinearCombination, Term
 from cuzk.r1cs.system import Annotation, ConstraintSystem, Value
 from cuzk.r1cs.variable import ONE, Variable
 from cuzk.witness_gen.bits import spread_bits
+from cuzk.witness_gen.deferred import DeferredSha256
 from cuzk.witness_gen.poseidon import HashPlan, hash_plan
 from cuzk.witness_gen.sha256 import Sha256WitnessPlan
 from cuzk.witness_gen.values import required_value, required_values
@@ -310,7 +311,8 @@ def _limb_array(name: str, values: np.ndarray, shape: tuple[int, ...]) -> np.nda
 
 
 def merkle_path_witness(shape: TreeShape, layout: PathLayout, leaves: np.ndarray, indices: np.ndarray,
-                        siblings: np.ndarray) -> MerklePathWitness:
+                        siblings: np.ndarray, *, out: np.ndarray | None = None,
+                        deferred: DeferredSha256 | None = None, rows: np.ndarray | None = None) -> MerklePathWitness:
     """The aux values of N openings of a tree of `shape`, as the por gadget allocates them.
 
     `leaves`: (N, 4) leaf values; `indices`: (N,) leaf indices (their bits, LSB first, are the
@@ -320,6 +322,11 @@ def merkle_path_witness(shape: TreeShape, layout: PathLayout, leaves: np.ndarray
     root) is not checked here, so compare `roots` with the expected root where that matters. In
     `SIBLINGS_FIRST`, aux[:, :S] are the siblings: a caller that allocated them apart from the path
     (SnapDeals' apex path) takes aux[:, S:].
+
+    `out`, if given, is the (N, path_aux_count, 4) uint64 array (a view into a partition's aux will
+    do) to fill and return as aux. With `deferred` (SHA-256 trees), each node hash's SHA-256 aux bits
+    are left unwritten and recorded there instead, path n's aux[n, 0] being aux row `rows[n]` of the
+    vector the device completes (`cuzk.witness_gen.deferred`).
     """
     arities = shape.arities
     count = leaves.shape[0] if isinstance(leaves, np.ndarray) and leaves.ndim >= 1 else 0
@@ -339,9 +346,24 @@ def merkle_path_witness(shape: TreeShape, layout: PathLayout, leaves: np.ndarray
         positions[:, lvl] = rest & (arity - 1)
         rest = rest >> (arity.bit_length() - 1)
 
-    aux = np.empty((count, path_aux_count(shape, layout), 4), dtype=np.uint64)
+    aux_shape = (count, path_aux_count(shape, layout), 4)
+    if out is None:
+        aux = np.empty(aux_shape, dtype=np.uint64)
+    elif not isinstance(out, np.ndarray) or out.dtype != np.uint64 or out.shape != aux_shape:
+        raise ValueError(f"out must be a {aux_shape} uint64 array, got {getattr(out, 'dtype', type(out).__name__)} "
+                         f"{getattr(out, 'shape', '')}")
+    else:
+        aux = out
+    if deferred is not None:
+        if shape.hasher != SHA256:
+            raise ValueError(f"only SHA-256 paths defer their hashes' aux, not {shape.hasher} ones")
+        rows = np.asarray(rows, dtype=np.int64) if rows is not None else None
+        if rows is None or rows.shape != (count,):
+            raise ValueError(f"deferred SHA-256 aux need one aux row per path ({count}), got "
+                             f"{None if rows is None else rows.shape}")
     if shape.hasher == SHA256:
-        return MerklePathWitness(aux, _sha256_paths(arities, layout, leaves, positions, siblings, aux))
+        return MerklePathWitness(aux, _sha256_paths(arities, layout, leaves, positions, siblings, aux,
+                                                    deferred, rows))
     roots = np.empty((count, 4), dtype=np.uint64)
     if count:
         _poseidon_paths(arities, layout, leaves, positions, siblings, aux, roots)
@@ -382,7 +404,8 @@ def _run_insertion(program: InsertionProgram, slots: np.ndarray, base: int) -> N
 
 
 def _sha256_paths(arities: tuple[int, ...], layout: PathLayout, leaves: np.ndarray, positions: np.ndarray,
-                  siblings: np.ndarray, aux: np.ndarray) -> np.ndarray:
+                  siblings: np.ndarray, aux: np.ndarray, deferred: DeferredSha256 | None,
+                  rows: np.ndarray | None) -> np.ndarray:
     """Fill `aux` level by level, each level one batched step over all paths; returns the roots."""
     count = leaves.shape[0]
     row = 0
@@ -418,12 +441,18 @@ def _sha256_paths(arities: tuple[int, ...], layout: PathLayout, leaves: np.ndarr
         spread_bits(le_bits.reshape(count, arity * FR_BITS), aux, row)
         row += arity * FR_BITS
         plan = sha256_node_plan(arity)
-        witness = plan.generate_hash_circuit(np.unpackbits(child_bytes, axis=2).reshape(count, arity * 256))
-        spread_bits(witness.aux, aux, row)
+        message = np.unpackbits(child_bytes, axis=2).reshape(count, arity * 256)
+        if deferred is None:
+            witness = plan.generate_hash_circuit(message)
+            spread_bits(witness.aux, aux, row)
+            packed = witness.packed
+        else:
+            assert rows is not None
+            packed = deferred.hash_circuit(plan, message, rows + row)
         row += plan.num_aux
-        aux[:, row] = witness.packed
+        aux[:, row] = packed
         row += 1
-        current = witness.packed
+        current = packed
     assert row == aux.shape[1]
     return np.ascontiguousarray(current)
 

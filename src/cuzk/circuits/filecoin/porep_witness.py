@@ -52,6 +52,7 @@ from cuzk.gadgets.por import PathLevel, TreeShape
 from cuzk.hashes.poseidon_constants import merkle_tree_tag, poseidon_constants
 from cuzk.r1cs.variable import Variable
 from cuzk.witness_gen.bits import spread_bits
+from cuzk.witness_gen.deferred import DeferredSha256
 from cuzk.witness_gen.merkle import PathLayout, merkle_path_witness, path_arrays, path_aux_count
 from cuzk.witness_gen.poseidon import poseidon_aux_count, poseidon_witness
 from cuzk.witness_gen.sha256 import Sha256WitnessPlan
@@ -190,13 +191,17 @@ def _add_mod_r(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 # -- the witness ----------------------------------------------------------------------------------
 
 def porep_witness(circuit: StackedCircuit, timings: dict[str, float] | None = None, *,
-                  out: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+                  out: np.ndarray | None = None,
+                  deferred: DeferredSha256 | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(inputs, aux) of `circuit` as canonical (n, 4) uint64 limbs, element for element what
     `synthesize_witness(circuit)` allocates (ONE first among the inputs).
 
     `timings`, if given, accumulates seconds per step (`GADGET_KINDS`). `out`, if given, is a
     C-contiguous (`PorepLayout.of(config).num_aux`, 4) uint64 array to fill and return as aux: a
     buffer kept from partition to partition saves the page faults of a fresh 4 GB (32GiB) array.
+    `deferred`, if given, receives the SHA-256 gadgets (labels, tree_d nodes: 98% of a 32GiB
+    partition's aux) instead of their aux bits, which stay unwritten for a device to fill
+    (`cuzk.witness_gen.deferred`); every other aux is written.
     Raises SynthesisError naming the first missing or malformed value (a blank circuit has none),
     ValueError on a wrong layout or `out`.
     """
@@ -249,6 +254,8 @@ def porep_witness(circuit: StackedCircuit, timings: dict[str, float] | None = No
                                         challenges[i], int(tail_indices[i]), int(tail_indices[count + i]))])
     aux = limb_rows_out(out, layout.num_aux)
     per = aux[layout.header:].reshape(count, layout.per_challenge, 4)
+    # Aux row of each challenge's first aux, for the SHA-256 gadgets left to a device.
+    challenge_rows = layout.header + np.arange(count, dtype=np.int64) * layout.per_challenge
     lap("inputs")
 
     # -- header -----------------------------------------------------------------------------------
@@ -264,8 +271,9 @@ def porep_witness(circuit: StackedCircuit, timings: dict[str, float] | None = No
 
     # -- a: data leaf and tree_d path -----------------------------------------------------------------
     per[:, 0] = data_leaves
-    tree_d = merkle_path_witness(config.tree_d, PathLayout.INCLUSION, data_leaves, d_indices, d_siblings)
-    per[:, layout.tree_d_path:layout.parents] = tree_d.aux
+    merkle_path_witness(config.tree_d, PathLayout.INCLUSION, data_leaves, d_indices, d_siblings,
+                        out=per[:, layout.tree_d_path:layout.parents], deferred=deferred,
+                        rows=challenge_rows + layout.tree_d_path)
     lap("merkle_sha256")
 
     # -- b: parent columns, their hashes and tree_c paths ---------------------------------------------
@@ -309,12 +317,17 @@ def porep_witness(circuit: StackedCircuit, timings: dict[str, float] | None = No
         stream = np.stack([column_stream[:, j, r] for j, r in rows], axis=1)  # (count, decomposed, 256)
         message[:, 512:] = stream[:, _expanded(layer)].reshape(count, -1)
         lap("bits")
-        witness = plan.generate_hash_circuit(message)
-        lap("sha256_label")
         offset += decomposed * FR_BITS
-        spread_bits(witness.aux, per, offset)
-        per[:, offset + plan.num_aux] = witness.packed
-        labels[:, layer - 1] = witness.packed
+        if deferred is None:
+            witness = plan.generate_hash_circuit(message)
+            lap("sha256_label")
+            spread_bits(witness.aux, per, offset)
+            packed = witness.packed
+        else:
+            packed = deferred.hash_circuit(plan, message, challenge_rows + offset)
+            lap("sha256_label")
+        per[:, offset + plan.num_aux] = packed
+        labels[:, layer - 1] = packed
         lap("assemble")
 
     # -- e, f: the replica node's tree_r_last path and the labels' column in tree_c --------------------
