@@ -103,3 +103,30 @@ def test_empty_batch_and_bad_input(device_sha: DeviceSha256Witness) -> None:
         device_sha.generate(plan, bits)
     with pytest.raises(ValueError, match="shape"):
         device_sha.generate(plan, np.zeros((2, 8), dtype=np.uint8))
+
+
+@pytest.mark.parametrize("which", ["porep-2k", "32GiB, one challenge"])
+def test_deferred_partition_completed_on_the_device_equals_the_full_generator(device_sha: DeviceSha256Witness,
+                                                                               which: str) -> None:
+    """A PoRep partition generated with its SHA-256 gadgets deferred, completed on the device: the
+    device aux vector equals the CPU generator's, element for element."""
+    import dataclasses
+
+    from cuzk.circuits.filecoin.compound import sample_compound
+    from cuzk.circuits.filecoin.porep import PRODUCTION_CONFIGS
+    from cuzk.circuits.filecoin.porep_witness import PorepLayout, porep_witness, random_stacked_circuit
+    from cuzk.witness_gen.deferred import DeferredSha256
+
+    circuit = (sample_compound("porep-2k", 5).partition_circuit(0) if which == "porep-2k" else
+               random_stacked_circuit(dataclasses.replace(PRODUCTION_CONFIGS[32 << 30], challenges=1), seed=32))
+    _, expected = porep_witness(circuit)
+    host = np.full((PorepLayout.of(circuit.config).num_aux, 4), 0xDEAD, dtype=np.uint64)
+    deferred = DeferredSha256()
+    porep_witness(circuit, out=host, deferred=deferred)
+    out = device_sha.xp.full((host.shape[0], 8), 0xBEEF, dtype=device_sha.xp.uint32)
+    device_sha.complete(deferred, host, out)
+    got = device_sha.kernels.to_host(out).view(np.uint64).reshape(-1, 4)
+    differing = np.flatnonzero((got != expected).any(axis=1))
+    assert differing.size == 0, f"{differing.size} aux differ, first at {differing[:8].tolist()}"
+    with pytest.raises(ValueError, match="out must be"):
+        device_sha.complete(deferred, host, out[:-1])

@@ -9,15 +9,22 @@ allocated it. The plan's tables go up once per plan.
     gen = DeviceSha256Witness(get_module(0, "witness"))
     digest = gen.generate_into(plan, message_bits, aux_vector, dst)    # device arrays
     aux, digest = gen.generate(plan, message_bits)                     # (N, num_aux, 8) u32
+    gen.complete(deferred, host_aux, aux_vector)   # a generator's deferred SHA-256 gadgets (below)
+
+`complete` finishes an aux vector whose generator left its SHA-256 gadgets to the device
+(`cuzk.witness_gen.deferred`): only the rows the host wrote go up (~2% of a PoRep partition), the
+rest is written here.
 """
 
 from __future__ import annotations
 
+import threading
 import weakref
 from typing import Any
 
 import numpy as np
 
+from cuzk.witness_gen.deferred import DeferredSha256
 from cuzk.witness_gen.sha256 import Sha256DeviceTables, Sha256WitnessPlan
 
 __all__ = ["DeviceSha256Witness"]
@@ -34,14 +41,18 @@ class DeviceSha256Witness:
         self.kernels = kernels
         self.xp = kernels.xp
         self._tables: weakref.WeakKeyDictionary[Sha256WitnessPlan, Sha256DeviceTables] = weakref.WeakKeyDictionary()
+        self._tables_lock = threading.Lock()  # two provers' staging threads may complete witnesses at once
 
     def _device_tables(self, plan: Sha256WitnessPlan) -> Sha256DeviceTables:
-        tables = self._tables.get(plan)
-        if tables is None:
-            host = plan.device_tables()
-            tables = self._tables[plan] = Sha256DeviceTables(
-                *(self.kernels.to_device(np.ascontiguousarray(a)) for a in host))
-        return tables
+        with self._tables_lock:
+            tables = self._tables.get(plan)
+            if tables is None:
+                host = plan.device_tables()
+                tables = Sha256DeviceTables(*(self.kernels.to_device(np.ascontiguousarray(a)) for a in host))
+                # Complete before any stream (another prover's) reads them: a pageable upload may not be.
+                self.xp.cuda.get_current_stream().synchronize()
+                self._tables[plan] = tables
+            return tables
 
     def generate_into(self, plan: Sha256WitnessPlan, message_bits: np.ndarray, out: Any, dst: np.ndarray) -> Any:
         """Write the aux of N messages ((N, message_bits) bool/0-1 integers, stream order) into `out`
@@ -74,3 +85,21 @@ class DeviceSha256Witness:
         aux = self.xp.empty((n * plan.num_aux, 8), dtype=self.xp.uint32)
         digest = self.generate_into(plan, message_bits, aux, np.arange(n, dtype=np.int64) * plan.num_aux)
         return aux.reshape(n, plan.num_aux, 8), digest
+
+    def complete(self, deferred: DeferredSha256, aux: np.ndarray, out: Any) -> None:
+        """`out` (a (num_aux, 8) uint32 device array) := the aux vector `aux` ((num_aux, 4) uint64 on
+        the host, its SHA-256 gadgets' rows unwritten) with `deferred`'s gadgets completed: the host's
+        rows are copied into place range by range (a PoRep-32GiB partition: ~740 ranges, 2% of the
+        rows), the gadgets' bits written by the kernel. Queued on the current stream."""
+        num_aux = aux.shape[0]
+        if aux.ndim != 2 or aux.shape[1] != 4 or aux.dtype != np.uint64:
+            raise ValueError(f"aux must be (num_aux, 4) uint64 limbs, got {aux.dtype} {aux.shape}")
+        if tuple(out.shape) != (num_aux, 8) or out.dtype != self.xp.uint32 or not out.flags.c_contiguous:
+            raise ValueError(f"out must be a C-contiguous ({num_aux}, 8) uint32 array, got {out.dtype} "
+                             f"{tuple(out.shape)}")
+        starts, lengths = deferred.host_ranges(num_aux)
+        words = aux.view(np.uint32).reshape(num_aux, 8)
+        for start, length in zip(starts.tolist(), lengths.tolist(), strict=True):
+            out[start:start + length].set(words[start:start + length])
+        for job in deferred.jobs:
+            self.generate_into(job.plan, job.message_bits, out, job.rows)
