@@ -107,3 +107,49 @@ def test_counts_that_differ_make_no_segment(porep_2k, monkeypatch: pytest.Monkey
     with pytest.raises(SynthesisError, match="reserved for the compiled path"):
         recipe.assignment_into(lambda i, a: made.append(WitnessSegment(i, a)) or made[-1])
     assert made == [] and "aux variables" in caplog.text
+
+
+def test_sha256_left_to_the_device_travels_with_the_segment(porep_2k, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`device_sha256`: the generator leaves its SHA-256 gadgets' rows unwritten and records them; the
+    record travels with the segment, and completing it (here on the host, as the CPU backend's
+    `prove_compiled` does) gives the full witness."""
+    circuit, inputs, aux = porep_2k
+    recipe = dataclasses.replace(_recipe(circuit, inputs, monkeypatch, circuit.witness_shape()), device_sha256=True)
+    witness = recipe.assignment_into(lambda i, a: WitnessSegment(i, a))
+    assert witness.deferred is not None and witness.deferred.num_rows > 0.9 * aux.shape[0]
+    shared = export_assignment(witness)
+    try:
+        assert shared.deferred is not None
+        with shared.attach() as att:
+            got = att.assignment
+            assert isinstance(got, CompiledWitness) and got.deferred is not None
+            assert np.array_equal(got.inputs, inputs)
+            completed = np.array(got.aux)
+            got.deferred.complete_on_host(completed)
+            assert np.array_equal(completed, aux)
+            del got
+    finally:
+        shared.unlink()
+    # Outside a synthesis process (arrays of its own) the record comes along too.
+    plain = recipe.assignment()
+    assert plain.segment is None and plain.deferred is not None
+    plain.deferred.complete_on_host(plain.aux)
+    assert np.array_equal(plain.aux, aux)
+    # Without device_sha256 nothing is deferred.
+    assert _recipe(circuit, inputs, monkeypatch, circuit.witness_shape()).assignment().deferred is None
+
+
+def test_device_witness_setting() -> None:
+    from cuzk.engine.config import ConfigError, config_from_dict
+    from cuzk.engine.workers import DeviceSpec, device_witness_enabled
+
+    cuda, cpu = DeviceSpec(0, "cuda"), DeviceSpec(0, "cpu")
+    assert device_witness_enabled("auto", "prover", [cuda, DeviceSpec(1, "cuda")])
+    assert not device_witness_enabled("auto", "synthesis", [cuda])  # a, b, c made before the device
+    assert not device_witness_enabled("auto", "prover", [cpu])
+    assert not device_witness_enabled("auto", "prover", [])
+    assert not device_witness_enabled("off", "prover", [cuda])
+    assert config_from_dict({}).synthesis.device_witness == "auto"
+    assert config_from_dict({"synthesis": {"device_witness": "off"}}).synthesis.device_witness == "off"
+    with pytest.raises(ConfigError, match="device_witness"):
+        config_from_dict({"synthesis": {"device_witness": "gpu"}})

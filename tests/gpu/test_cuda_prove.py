@@ -162,3 +162,27 @@ def test_staging_falls_back_to_the_device_lock_when_memory_goes(backend, bits_pa
     assert backend.prove(pk, asg, r=8, s=9, timings=timings) == expected
     assert len(calls) == 2 and timings["stage_ahead"] == 0
     assert backend._ahead_bytes == 0
+
+
+def test_deferred_sha256_witness_is_completed_on_the_device(backend) -> None:
+    """A witness whose SHA-256 aux rows were left unwritten (`deferred`) is completed at staging on
+    the device: the proof equals the CPU's from the complete witness (same r, s) and verifies."""
+    import numpy as np
+    from deferred_circuit import HashesCircuit
+
+    from cuzk.field.limbs import limbs_to_ints
+    from cuzk.groth16.setup import ToxicWaste, generate_insecure_parameters
+    from cuzk.groth16.synthesis import compile_circuit
+    from cuzk.witness_gen.deferred import DeferredSha256
+
+    blank = HashesCircuit(2, None)
+    pk = generate_insecure_parameters(blank, waste=ToxicWaste.random(random.Random(6)))
+    compiled = compile_circuit(blank, "hashes-2")
+    for seed in (1, 2):
+        circuit = HashesCircuit.random(2, seed)
+        inputs, full = circuit.witness_arrays()
+        deferred = DeferredSha256()
+        _, partial = circuit.witness_arrays(out=np.full_like(full, 0xDEAD), deferred=deferred)
+        proof = backend.prove_compiled(pk, compiled, inputs, partial, r=5, s=6, deferred=deferred)
+        assert proof == CpuBackend().prove_compiled(pk, compiled, inputs, full, r=5, s=6)
+        assert verify_proof(pk.vk, proof, limbs_to_ints(inputs)[1:])

@@ -32,6 +32,7 @@ from cuzk.groth16.proof import Proof
 
 if TYPE_CHECKING:
     from cuzk.r1cs.compiled import CompiledCircuit
+    from cuzk.witness_gen.deferred import DeferredSha256
 
 
 @dataclass(frozen=True)
@@ -63,15 +64,27 @@ class ProverBackend(ABC):
               timings: MutableMapping[str, float] | None = None) -> Proof:
         """One proof; r and s default to fresh randomness."""
 
+    #: Whether `prove_compiled` writes deferred SHA-256 aux on a device (the engine then leaves them
+    #: to it); every backend accepts `deferred`, this one completes them on the CPU.
+    writes_deferred_sha256: bool = False
+
     def prove_compiled(self, pk: ProvingKey, compiled: CompiledCircuit, inputs: np.ndarray, aux: np.ndarray, *,
                        r: int | None = None, s: int | None = None, check: bool = True,
-                       timings: MutableMapping[str, float] | None = None) -> Proof:
+                       timings: MutableMapping[str, float] | None = None,
+                       deferred: DeferredSha256 | None = None) -> Proof:
         """One proof from a compiled circuit and its witness (canonical (n, 4) uint64 limb arrays):
         the same proof as `prove` on `Assignment.from_compiled(compiled, (inputs, aux))`. `check`
-        refuses rows with a·b != c (SynthesisError). This default evaluates a, b, c on the CPU
-        (`timings["spmv"]`: products and check); device backends override it."""
+        refuses rows with a·b != c (SynthesisError). `deferred`: SHA-256 gadgets whose aux rows the
+        generator left unwritten (`cuzk.witness_gen.deferred`), completed here first, on a copy of
+        `aux` (`timings["witness"]`). This default evaluates a, b, c on the CPU (`timings["spmv"]`:
+        products and check); device backends override it."""
         t = timings if timings is not None else {}
         start = time.perf_counter()
+        if deferred is not None:
+            aux = np.array(aux, dtype=np.uint64, copy=True)
+            deferred.complete_on_host(aux)
+            t["witness"] = time.perf_counter() - start
+            start = time.perf_counter()
         asg = Assignment.from_compiled(compiled, (inputs, aux), check=check)
         t["spmv"] = time.perf_counter() - start
         return self.prove(pk, asg, r=r, s=s, timings=t)

@@ -48,6 +48,7 @@ RESTART_POLICIES = ("requeue", "fail")
 BACKENDS = ("auto", "cpu", "cuda")
 COMPILED_MODES = ("off", "use", "build")
 SPARSE_PRODUCTS = ("auto", "synthesis", "prover")
+DEVICE_WITNESS = ("auto", "off")
 
 
 class ConfigError(CuzkError):
@@ -246,6 +247,10 @@ class SynthesisConfig:
     #: processes (numba), by the "prover" (its backend: on the GPU with CUDA, so a, b, c never exist in
     #: host memory), or "auto" (the prover when every device is a GPU).
     sparse_products: str = "auto"
+    #: cuzk-py: "auto": with the products on the prover and every device a GPU, PoRep's SHA-256 gadgets
+    #: (98% of its witness) are written on the GPU, the synthesis process writing the rest; "off": the
+    #: synthesis process writes the whole witness.
+    device_witness: str = "auto"
 
 
 @dataclass
@@ -461,6 +466,8 @@ def _apply(config: Config, section: str, key: str, value: Any) -> None:
         value = _choice(value, what, COMPILED_MODES)
     elif what == "synthesis.sparse_products":
         value = _choice(value, what, SPARSE_PRODUCTS)
+    elif what == "synthesis.device_witness":
+        value = _choice(value, what, DEVICE_WITNESS)
     elif what == "gpus.devices":
         _expect(list, value, what, "a list of device ordinals")
         value = [_non_negative_int(v, what) for v in value]

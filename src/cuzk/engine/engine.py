@@ -61,7 +61,7 @@ from cuzk.engine.providers import CircuitProvider, InvalidRequestError, SrsSourc
 from cuzk.engine.scheduler import BatchCollector, Scheduler
 from cuzk.engine.srs import SrsManager
 from cuzk.engine.synthesis import synthesis_worker_main
-from cuzk.engine.workers import Device, DevicePool, detect_devices, sparse_products_where
+from cuzk.engine.workers import Device, DevicePool, detect_devices, device_witness_enabled, sparse_products_where
 from cuzk.errors import CuzkError
 
 log = logging.getLogger("cuzk.engine")
@@ -206,8 +206,11 @@ class Engine:
                                       auto_build=mode == "build")
         self.device_specs = detect_devices(config)
         self.sparse_products = sparse_products_where(config.synthesis.sparse_products, self.device_specs)
+        self.device_sha256 = device_witness_enabled(config.synthesis.device_witness, self.sparse_products,
+                                                    self.device_specs)
         self.providers = build_providers(config.srs.param_cache, test_circuits=config.debug.test_circuits,
-                                         compiled=self.compiled, sparse_products=self.sparse_products)
+                                         compiled=self.compiled, sparse_products=self.sparse_products,
+                                         device_sha256=self.device_sha256)
         for circuit_id in config.srs.preload:  # fail before any process is spawned
             try:
                 self.providers.srs_source(circuit_id)

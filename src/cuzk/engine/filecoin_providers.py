@@ -314,6 +314,9 @@ class FilecoinPartitionRecipe(CircuitRecipe):
     #: False when the engine reserved memory for the compiled path only: a compiled circuit that cannot
     #: be used then fails the partition instead of falling back to the (much larger) constraint system.
     fallback: bool = True
+    #: With the products on the prover: leave a generator's SHA-256 gadgets (PoRep's labels and tree_d
+    #: paths, 98% of its aux) for the prover's device to write (`cuzk.witness_gen.deferred`).
+    device_sha256: bool = False
 
     def build(self) -> Any:
         return self.circuit
@@ -370,8 +373,14 @@ class FilecoinPartitionRecipe(CircuitRecipe):
         from cuzk.engine.compiled_store import header_for_synthesis, load_for_synthesis
         from cuzk.field.limbs import limbs_to_ints
         from cuzk.groth16.assignment import Assignment
-        from cuzk.groth16.synthesis import generated_witness, generated_witness_shape, synthesize_witness
+        from cuzk.groth16.synthesis import (
+            defers_sha256,
+            generated_witness,
+            generated_witness_shape,
+            synthesize_witness,
+        )
         from cuzk.r1cs.compiled import CompiledMismatchError
+        from cuzk.witness_gen.deferred import DeferredSha256
 
         on_prover = self.sparse_products == "prover"
         # With the products on the prover only the counts are used here: the header, not the matrices.
@@ -387,7 +396,9 @@ class FilecoinPartitionRecipe(CircuitRecipe):
                 except CompiledMismatchError as err:
                     return self._compiled_not_used(err)
                 segment = make_segment(*shape)
-            generated = generated_witness(self.circuit, None if segment is None else segment.aux)
+            deferred = (DeferredSha256() if on_prover and self.device_sha256 and defers_sha256(self.circuit)
+                        else None)
+            generated = generated_witness(self.circuit, None if segment is None else segment.aux, deferred)
             witness: Any
             if generated is not None:  # the circuit's batched generator: limb arrays, no constraint system
                 witness, counts = generated, (generated[0].shape[0], generated[1].shape[0], None)
@@ -399,7 +410,7 @@ class FilecoinPartitionRecipe(CircuitRecipe):
             try:
                 compiled.check_witness(*counts)
                 if on_prover:
-                    asg = self._witness_for_prover(generated, witness, compiled.num_constraints, segment)
+                    asg = self._witness_for_prover(generated, witness, compiled.num_constraints, segment, deferred)
                     segment = None  # it travels with the witness now
                     return asg
                 return Assignment.from_compiled(compiled, witness, check=True)
@@ -413,19 +424,20 @@ class FilecoinPartitionRecipe(CircuitRecipe):
         log.warning("%s %s: compiled circuit %s not used (%s); synthesizing with the constraint system",
                     self.circuit_id, self.label, self.compiled_path, err)
 
-    def _witness_for_prover(self, generated: Any, witness: Any, num_constraints: int, segment: Any) -> Any:
+    def _witness_for_prover(self, generated: Any, witness: Any, num_constraints: int, segment: Any,
+                            deferred: Any) -> Any:
         """The `CompiledWitness`: in `segment` when it was generated there (the segment then travels
-        with it), else as limb arrays of its own."""
+        with it), else as limb arrays of its own; with the SHA-256 gadgets `deferred` left out of aux."""
         from cuzk.engine.synthesis import CompiledWitness
         from cuzk.field.limbs import ints_to_limbs
 
         assert self.compiled_path is not None
         if segment is not None:
             segment.inputs[...] = generated[0]
-            return CompiledWitness(segment.inputs, segment.aux, self.compiled_path, num_constraints, segment)
+            return CompiledWitness(segment.inputs, segment.aux, self.compiled_path, num_constraints, segment, deferred)
         inputs, aux = (generated if generated is not None else
                        (ints_to_limbs(witness.input_assignment), ints_to_limbs(witness.aux_assignment)))
-        return CompiledWitness(inputs, aux, self.compiled_path, num_constraints)
+        return CompiledWitness(inputs, aux, self.compiled_path, num_constraints, deferred=deferred)
 
 
 def _differences(a: Sequence[int], b: Sequence[int]) -> list[int]:
@@ -482,12 +494,14 @@ class FilecoinProvider(CircuitProvider):
     kind: ProofKind
 
     def __init__(self, param_cache: str | Path, *, compiled: CompiledStore | None = None,
-                 sparse_products: str = "synthesis") -> None:
+                 sparse_products: str = "synthesis", device_sha256: bool = False) -> None:
         self.param_cache = Path(param_cache)
         #: Compiled circuits: used when ready; built on first use only if the store says so.
         self.compiled = compiled if compiled is not None else CompiledStore(self.param_cache / "compiled")
         #: Where compiled circuits' a, b, c are computed (`FilecoinPartitionRecipe.sparse_products`).
         self.sparse_products = sparse_products
+        #: Whether the prover's device writes SHA-256 aux (`FilecoinPartitionRecipe.device_sha256`).
+        self.device_sha256 = device_sha256
 
     @property
     def where(self) -> str:
@@ -544,7 +558,7 @@ class FilecoinProvider(CircuitProvider):
                                           f"public inputs differ, first at position {positions[0]})")
             recipe = FilecoinPartitionRecipe(cid, k, compound.partition_circuit(k), tuple(inputs),
                                              f"{request.request_id} partition {k}", compiled_path,
-                                             self.sparse_products)
+                                             self.sparse_products, device_sha256=self.device_sha256)
             partitions.append(PartitionPlan(k, recipe, inputs))
         return JobPlan(cid, partitions, compiled=compiled_path is not None)
 
@@ -903,10 +917,11 @@ class SnapProvider(FilecoinProvider):
 
 
 def filecoin_providers(param_cache: str | Path, *, compiled: CompiledStore | None = None,
-                       sparse_products: str = "synthesis") -> list[CircuitProvider]:
+                       sparse_products: str = "synthesis", device_sha256: bool = False) -> list[CircuitProvider]:
     """The four Filecoin providers of a daemon whose parameters live in `param_cache`, sharing one
     compiled-circuit store (default: `<param_cache>/compiled/`, used when present, never built);
-    `sparse_products` says where compiled circuits' a, b, c are computed ("synthesis" or "prover")."""
+    `sparse_products` says where compiled circuits' a, b, c are computed ("synthesis" or "prover"),
+    `device_sha256` whether the prover's device writes their SHA-256 aux."""
     store = compiled if compiled is not None else CompiledStore(Path(param_cache) / "compiled")
-    return [cls(param_cache, compiled=store, sparse_products=sparse_products)
+    return [cls(param_cache, compiled=store, sparse_products=sparse_products, device_sha256=device_sha256)
             for cls in (PorepProvider, SnapProvider, WindowPostProvider, WinningPostProvider)]

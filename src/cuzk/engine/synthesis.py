@@ -28,6 +28,8 @@ from typing import Any
 
 import numpy as np
 
+from cuzk.witness_gen.deferred import DeferredSha256
+
 log = logging.getLogger("cuzk.engine.synthesis")
 
 _FIELDS = ("a", "b", "c", "inputs", "aux", "a_aux_density", "b_input_density", "b_aux_density")
@@ -47,6 +49,9 @@ class CompiledWitness:
     #: Set when inputs and aux were generated in place in a shared-memory segment (`WitnessSegment`):
     #: the hand-off then passes the segment on instead of copying.
     segment: WitnessSegment | None = None
+    #: SHA-256 gadgets whose aux rows the generator left unwritten, for the prover's device to write
+    #: (`cuzk.witness_gen.deferred`); None when aux is complete.
+    deferred: DeferredSha256 | None = None
 
 
 @dataclass(frozen=True)
@@ -67,6 +72,8 @@ class SharedAssignment:
     #: Set for a `CompiledWitness`: the segment holds inputs and aux only.
     compiled_path: str | None = None
     witness_constraints: int = 0
+    #: A `CompiledWitness`'s deferred SHA-256 gadgets (small: messages and rows), pickled with this.
+    deferred: DeferredSha256 | None = None
 
     @property
     def num_constraints(self) -> int:
@@ -102,7 +109,7 @@ class AttachedAssignment:
             v.flags.writeable = False
         if shared.compiled_path is not None:
             self.assignment: Any = CompiledWitness(views["inputs"], views["aux"], shared.compiled_path,
-                                                   shared.witness_constraints)
+                                                   shared.witness_constraints, deferred=shared.deferred)
         else:
             self.assignment = Assignment(**views)
 
@@ -151,10 +158,11 @@ class WitnessSegment:
         except BufferError:  # a view escaped: the mapping goes when it does
             log.warning("witness segment %s still referenced; mapping kept", self._shm.name)
 
-    def share(self, compiled_path: str, num_constraints: int) -> SharedAssignment:
+    def share(self, compiled_path: str, num_constraints: int,
+              deferred: DeferredSha256 | None = None) -> SharedAssignment:
         """The descriptor of the filled segment; this process's mapping is closed."""
         self._close()
-        return SharedAssignment(self._shm.name, self.size, self.specs, compiled_path, num_constraints)
+        return SharedAssignment(self._shm.name, self.size, self.specs, compiled_path, num_constraints, deferred)
 
     def discard(self) -> None:
         self._close()
@@ -168,7 +176,7 @@ def export_assignment(asg: Any) -> SharedAssignment:
     if witness_only and asg.segment is not None:
         segment, asg.segment = asg.segment, None
         asg.inputs = asg.aux = None  # the segment's views: gone before its mapping closes
-        return segment.share(asg.compiled_path, asg.num_constraints)
+        return segment.share(asg.compiled_path, asg.num_constraints, asg.deferred)
     arrays = [(name, np.ascontiguousarray(getattr(asg, name))) for name in
               (_WITNESS_FIELDS if witness_only else _FIELDS)]
     specs, size = _layout([(name, tuple(arr.shape), arr.dtype) for name, arr in arrays])
@@ -185,7 +193,7 @@ def export_assignment(asg: Any) -> SharedAssignment:
         raise
     shm.close()
     if witness_only:
-        return SharedAssignment(shm.name, size, specs, asg.compiled_path, asg.num_constraints)
+        return SharedAssignment(shm.name, size, specs, asg.compiled_path, asg.num_constraints, asg.deferred)
     return SharedAssignment(shm.name, size, specs)
 
 

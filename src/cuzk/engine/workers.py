@@ -123,6 +123,13 @@ def sparse_products_where(setting: str, specs: list[DeviceSpec]) -> str:
     return "prover" if specs and all(spec.kind == "cuda" for spec in specs) else "synthesis"
 
 
+def device_witness_enabled(setting: str, sparse_products: str, specs: list[DeviceSpec]) -> bool:
+    """`synthesis.device_witness` resolved: "auto" leaves PoRep's SHA-256 aux to the devices when the
+    products are on the prover and every device is a GPU (the CUDA backend writes them there)."""
+    return (setting == "auto" and sparse_products == "prover" and bool(specs)
+            and all(spec.kind == "cuda" for spec in specs))
+
+
 def make_backend(kind: str, ordinal: int) -> Any:
     """The backend object for a device (device-process side)."""
     if kind == "cpu":
@@ -228,7 +235,8 @@ class _DeviceState:
                     try:
                         asg = att.assignment
                         if compiled is not None:
-                            proofs[k] = self.backend.prove_compiled(pk, compiled, asg.inputs, asg.aux, timings=phases)
+                            proofs[k] = self.backend.prove_compiled(pk, compiled, asg.inputs, asg.aux, timings=phases,
+                                                                    deferred=asg.deferred)
                         else:
                             proofs[k] = self.backend.prove(pk, asg, timings=phases)
                         # The device phase began when the backend took the device, after staging.

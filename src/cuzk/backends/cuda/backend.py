@@ -46,6 +46,7 @@ from cuzk.backends.cuda.fixed_base import DeviceFixedBase
 from cuzk.backends.cuda.module import get_module
 from cuzk.backends.cuda.msm import AFFINE_WORDS, RAW_BYTES, DeviceMsm, working_bytes
 from cuzk.backends.cuda.ntt import DeviceNtt
+from cuzk.backends.cuda.sha256_witness import DeviceSha256Witness
 from cuzk.backends.cuda.spmv import DeviceCompiled, DeviceSpmv, matrix_bytes
 from cuzk.curve.points import G1Point, G2Point
 from cuzk.errors import CuzkError
@@ -56,6 +57,7 @@ from cuzk.groth16.assignment import Assignment
 from cuzk.groth16.keys import HBasis, ProvingKey
 from cuzk.groth16.proof import Proof
 from cuzk.r1cs.compiled import CompiledCircuit
+from cuzk.witness_gen.deferred import DeferredSha256
 
 _STAGE_BYTES = 64 << 20
 _STAGE_THREADS = 8
@@ -88,6 +90,8 @@ class _CompiledWitness:
     inputs: np.ndarray
     aux: np.ndarray
     check: bool
+    #: SHA-256 gadgets whose aux rows `aux` leaves unwritten: written on the device at staging.
+    deferred: DeferredSha256 | None = None
 
     @property
     def num_constraints(self) -> int:
@@ -206,6 +210,7 @@ class CudaBackend(ProverBackend):
         self.props = properties(device_id)
         self._keys: weakref.WeakKeyDictionary[ProvingKey, _DeviceKey] = weakref.WeakKeyDictionary()
         self._spmv: DeviceSpmv | None = None
+        self._sha256_witness: DeviceSha256Witness | None = None
         self._fixed_base: DeviceFixedBase | None = None
         #: Compiled circuits by fingerprint (CompiledCircuit holds arrays: it cannot be a dict key itself).
         self._compiled: dict[str, DeviceCompiled] = {}
@@ -311,6 +316,14 @@ class CudaBackend(ProverBackend):
                 self._spmv = DeviceSpmv(get_module(self.device_id, "synthesis"))
         return self._spmv
 
+    @property
+    def sha256_witness(self) -> DeviceSha256Witness:
+        """The SHA-256 witness kernels (the "witness" unit, compiled on first use: seconds)."""
+        if self._sha256_witness is None:
+            with self._device:
+                self._sha256_witness = DeviceSha256Witness(get_module(self.device_id, "witness"))
+        return self._sha256_witness
+
     @staticmethod
     def _compiled_key(compiled: CompiledCircuit) -> str:
         return compiled.fingerprint or compiled.compute_fingerprint()
@@ -353,16 +366,21 @@ class CudaBackend(ProverBackend):
         self._copy.synchronize()
         return dst
 
+    writes_deferred_sha256 = True
+
     def prove_compiled(self, pk: ProvingKey, compiled: CompiledCircuit, inputs: np.ndarray, aux: np.ndarray, *,
                        r: int | None = None, s: int | None = None, check: bool = True,
-                       timings: MutableMapping[str, float] | None = None) -> Proof:
+                       timings: MutableMapping[str, float] | None = None,
+                       deferred: DeferredSha256 | None = None) -> Proof:
         """One proof from a compiled circuit and its witness, a, b, c computed on the device (see the
         module docstring); the same proof as `prove` on `Assignment.from_compiled`. `timings` gets
         `prove`'s keys (h2d_abc = 0) plus spmv (device time of the three products) and check (host
-        time of the canonical-witness and, with `check`, a·b = c checks)."""
+        time of the canonical-witness and, with `check`, a·b = c checks). With `deferred` only the
+        aux rows the generator wrote go up, and the SHA-256 gadgets' bits are written on the device
+        (`DeviceSha256Witness.complete`; part of h2d_witness)."""
         inputs, aux = as_limb_array(inputs, "inputs"), as_limb_array(aux, "aux")
         compiled.check_witness(inputs.shape[0], aux.shape[0])
-        return self._guarded(pk, _CompiledWitness(compiled, inputs, aux, check), r, s, timings,
+        return self._guarded(pk, _CompiledWitness(compiled, inputs, aux, check, deferred), r, s, timings,
                              f"prove: {compiled.num_constraints} constraints (compiled {compiled.circuit_id})")
 
     def prove(self, pk: ProvingKey, asg: Assignment, *, r: int | None = None, s: int | None = None,
@@ -453,7 +471,10 @@ class CudaBackend(ProverBackend):
             copy_begin = lane.copy.record()
             if isinstance(asg, _CompiledWitness):
                 for name, v in host_wit.items():
-                    lane.uploader.upload(wit[name], v)
+                    if name == "aux" and asg.deferred is not None:
+                        self.sha256_witness.complete(asg.deferred, asg.aux, wit[name])
+                    else:
+                        lane.uploader.upload(wit[name], v)
             else:
                 for dst, src in zip(abc, (asg.a, asg.b, asg.c), strict=True):
                     if nc:

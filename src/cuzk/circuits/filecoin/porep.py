@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 
@@ -33,6 +34,7 @@ from cuzk.gadgets.por import POSEIDON, PathLevel, TreeShape, enforce_inclusion, 
 from cuzk.gadgets.sha256 import hash_circuit
 from cuzk.gadgets.uint32 import UInt32
 from cuzk.r1cs import ConstraintSystem
+from cuzk.witness_gen.deferred import DeferredSha256
 
 __all__ = [
     "BASE_DEGREE",
@@ -171,20 +173,24 @@ class StackedCircuit:
     comm_r_last: int | None
     comm_c: int | None
     proofs: Sequence[ChallengeProof] = field(default_factory=list)
+    #: `witness_arrays` can leave its SHA-256 gadgets' aux to a device (`generated_witness`'s `deferred`).
+    DEFERS_SHA256: ClassVar[bool] = True
 
     @classmethod
     def blank(cls, config: StackedConfig) -> StackedCircuit:
         proofs = [ChallengeProof.blank(config) for _ in range(config.challenges)]
         return cls(config, None, None, None, None, None, proofs)
 
-    def witness_arrays(self, out: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    def witness_arrays(self, out: np.ndarray | None = None,
+                       deferred: DeferredSha256 | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(inputs, aux) as canonical (n, 4) uint64 limbs, equal to what `synthesize` allocates under
         `WitnessCS` (ONE first), from the batched witness generators: no constraint system. `out`: a
-        (num_aux, 4) uint64 array (`witness_shape`) filled and returned as aux. A blank circuit raises
-        SynthesisError naming the first missing value."""
+        (num_aux, 4) uint64 array (`witness_shape`) filled and returned as aux. `deferred`: receives
+        the SHA-256 gadgets instead of their aux bits (`cuzk.witness_gen.deferred`). A blank circuit
+        raises SynthesisError naming the first missing value."""
         from cuzk.circuits.filecoin.porep_witness import porep_witness
 
-        return porep_witness(self, out=out)
+        return porep_witness(self, out=out, deferred=deferred)
 
     def witness_shape(self) -> tuple[int, int]:
         """(num_inputs, num_aux) of `witness_arrays`, from the configuration alone."""
