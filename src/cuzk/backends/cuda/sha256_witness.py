@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from cuzk.witness_gen.deferred import DeferredSha256
+from cuzk.witness_gen.deferred import DeferredSha256, Sha256Job
 from cuzk.witness_gen.sha256 import Sha256DeviceTables, Sha256WitnessPlan
 
 __all__ = ["DeviceSha256Witness"]
@@ -32,6 +32,8 @@ __all__ = ["DeviceSha256Witness"]
 #: Instances per block (one warp each) and the kernel's shared memory: 896 registers + 8 state words.
 _WARPS = 4
 _SMEM = _WARPS * (896 + 8) * 8
+#: Streams `complete` spreads its launches over (a PoRep partition has 12 plans: 11 layers, tree_d).
+_SIDE_STREAMS = 16
 
 
 class DeviceSha256Witness:
@@ -42,6 +44,7 @@ class DeviceSha256Witness:
         self.xp = kernels.xp
         self._tables: weakref.WeakKeyDictionary[Sha256WitnessPlan, Sha256DeviceTables] = weakref.WeakKeyDictionary()
         self._tables_lock = threading.Lock()  # two provers' staging threads may complete witnesses at once
+        self._streams: list[Any] = []  # `complete`'s side streams, made on first use
 
     def _device_tables(self, plan: Sha256WitnessPlan) -> Sha256DeviceTables:
         with self._tables_lock:
@@ -89,8 +92,9 @@ class DeviceSha256Witness:
     def complete(self, deferred: DeferredSha256, aux: np.ndarray, out: Any) -> None:
         """`out` (a (num_aux, 8) uint32 device array) := the aux vector `aux` ((num_aux, 4) uint64 on
         the host, its SHA-256 gadgets' rows unwritten) with `deferred`'s gadgets completed: the host's
-        rows are copied into place range by range (a PoRep-32GiB partition: ~740 ranges, 2% of the
-        rows), the gadgets' bits written by the kernel. Queued on the current stream."""
+        rows (a PoRep-32GiB partition: 2% of them, in ~740 ranges) are gathered and uploaded in one
+        copy, then moved into place by device-to-device copies; the gadgets' bits are written by the
+        kernel. Queued on the current stream."""
         num_aux = aux.shape[0]
         if aux.ndim != 2 or aux.shape[1] != 4 or aux.dtype != np.uint64:
             raise ValueError(f"aux must be (num_aux, 4) uint64 limbs, got {aux.dtype} {aux.shape}")
@@ -98,8 +102,36 @@ class DeviceSha256Witness:
             raise ValueError(f"out must be a C-contiguous ({num_aux}, 8) uint32 array, got {out.dtype} "
                              f"{tuple(out.shape)}")
         starts, lengths = deferred.host_ranges(num_aux)
-        words = aux.view(np.uint32).reshape(num_aux, 8)
-        for start, length in zip(starts.tolist(), lengths.tolist(), strict=True):
-            out[start:start + length].set(words[start:start + length])
+        if int(lengths.sum()):
+            # One upload: hundreds of small pageable copies cost ~0.2 ms each.
+            rows = self.kernels.to_device(np.concatenate(
+                [aux[s:s + n] for s, n in zip(starts.tolist(), lengths.tolist(), strict=True)]))
+            stream = self.xp.cuda.get_current_stream()
+            offset = 0
+            for start, length in zip(starts.tolist(), lengths.tolist(), strict=True):
+                (out.data + start * 32).copy_from_device_async(rows.data + offset * 32, length * 32, stream)
+                offset += length
+            del rows  # its memory returns to this stream's pool: a later use is ordered after the copies
+        # One launch per plan (a PoRep partition's 30 tree_d levels share one), each on a side stream
+        # of its own: a label launch holds only 18 instances, so launches in a row would idle the GPU.
+        groups: dict[int, list[Sha256Job]] = {}
         for job in deferred.jobs:
-            self.generate_into(job.plan, job.message_bits, out, job.rows)
+            groups.setdefault(id(job.plan), []).append(job)
+        main = self.xp.cuda.get_current_stream()
+        ready = main.record()
+        done = []
+        for k, jobs in enumerate(groups.values()):
+            side = self._side_streams()[k % _SIDE_STREAMS]
+            side.wait_event(ready)
+            with side:
+                self.generate_into(jobs[0].plan, np.concatenate([j.message_bits for j in jobs]), out,
+                                   np.concatenate([j.rows for j in jobs]))
+            done.append(side.record())
+        for event in done:
+            main.wait_event(event)
+
+    def _side_streams(self) -> list[Any]:
+        with self._tables_lock:
+            if not self._streams:
+                self._streams = [self.xp.cuda.Stream(non_blocking=True) for _ in range(_SIDE_STREAMS)]
+            return self._streams
