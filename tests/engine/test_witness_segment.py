@@ -139,17 +139,20 @@ def test_sha256_left_to_the_device_travels_with_the_segment(porep_2k, monkeypatc
     assert _recipe(circuit, inputs, monkeypatch, circuit.witness_shape()).assignment().deferred is None
 
 
-def test_device_witness_setting() -> None:
+def test_device_witness_setting(caplog: pytest.LogCaptureFixture) -> None:
     from cuzk.engine.config import ConfigError, config_from_dict
     from cuzk.engine.workers import DeviceSpec, device_witness_enabled
 
     cuda, cpu = DeviceSpec(0, "cuda"), DeviceSpec(0, "cpu")
-    assert device_witness_enabled("auto", "prover", [cuda, DeviceSpec(1, "cuda")])
-    assert not device_witness_enabled("auto", "synthesis", [cuda])  # a, b, c made before the device
-    assert not device_witness_enabled("auto", "prover", [cpu])
-    assert not device_witness_enabled("auto", "prover", [])
+    assert device_witness_enabled("on", "prover", [cuda, DeviceSpec(1, "cuda")])
     assert not device_witness_enabled("off", "prover", [cuda])
-    assert config_from_dict({}).synthesis.device_witness == "auto"
-    assert config_from_dict({"synthesis": {"device_witness": "off"}}).synthesis.device_witness == "off"
+    assert not caplog.records
+    with caplog.at_level(logging.WARNING, logger="cuzk.engine.workers"):
+        assert not device_witness_enabled("on", "synthesis", [cuda])  # a, b, c made before the device
+        assert not device_witness_enabled("on", "prover", [cpu])
+        assert not device_witness_enabled("on", "prover", [])
+    assert len(caplog.records) == 3 and "devices: cpu:0" in caplog.records[1].getMessage()
+    assert config_from_dict({}).synthesis.device_witness == "off"
+    assert config_from_dict({"synthesis": {"device_witness": "on"}}).synthesis.device_witness == "on"
     with pytest.raises(ConfigError, match="device_witness"):
-        config_from_dict({"synthesis": {"device_witness": "gpu"}})
+        config_from_dict({"synthesis": {"device_witness": "auto"}})

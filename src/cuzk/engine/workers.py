@@ -124,10 +124,17 @@ def sparse_products_where(setting: str, specs: list[DeviceSpec]) -> str:
 
 
 def device_witness_enabled(setting: str, sparse_products: str, specs: list[DeviceSpec]) -> bool:
-    """`synthesis.device_witness` resolved: "auto" leaves PoRep's SHA-256 aux to the devices when the
-    products are on the prover and every device is a GPU (the CUDA backend writes them there)."""
-    return (setting == "auto" and sparse_products == "prover" and bool(specs)
-            and all(spec.kind == "cuda" for spec in specs))
+    """`synthesis.device_witness` resolved: "on" leaves PoRep's SHA-256 aux to the devices when the
+    products are on the prover and every device is a GPU (the CUDA backend writes them there); else
+    the synthesis processes write whole witnesses (said in the log when "on" cannot apply)."""
+    if setting != "on":
+        return False
+    if sparse_products == "prover" and specs and all(spec.kind == "cuda" for spec in specs):
+        return True
+    log.warning("synthesis.device_witness = \"on\" needs sparse products on the prover and every device a GPU "
+                "(sparse_products resolves to %r, devices: %s): synthesis writes whole witnesses", sparse_products,
+                ", ".join(f"{spec.kind}:{spec.ordinal}" for spec in specs) or "none")
+    return False
 
 
 def make_backend(kind: str, ordinal: int) -> Any:
