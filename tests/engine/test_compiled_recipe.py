@@ -308,3 +308,37 @@ def test_live_daemon_computes_the_products_in_the_prover(tmp_path: Path, tmp_pat
     finally:
         code = daemon.stop()
     assert code == 0, daemon.log()
+
+
+@pytest.mark.slow
+def test_preload_verifies_the_compiled_circuit_before_ready(tmp_path: Path,
+                                                             tmp_path_factory: pytest.TempPathFactory) -> None:
+    """With the products on the prover and `srs.preload`, the device process verifies (and with a
+    GPU, uploads) the ready compiled circuit as it makes the key hot, before the daemon says ready,
+    rather than during the first proof (PoRep-32GiB: ~15 s of digests); the proof still completes."""
+    from fixture_params import official_params
+    from server.conftest import start_daemon
+
+    from cuzk.server._gen import proving_pb2 as pb
+
+    params = tmp_path_factory.mktemp("compiled-winning-params-preload")
+    official_params(params, "winning-2k", 11)
+    CompiledStore(tmp_path / "daemon" / "params" / "compiled").build("winning-2k")  # ready before the start
+    daemon = start_daemon(tmp_path / "daemon", params, synthesis={"sparse_products": "prover"},
+                          srs={"preload": ["winning-2k"]})
+    req = winning_request()
+    try:
+        lines = daemon.log().splitlines()
+        verified = [i for i, line in enumerate(lines) if "compiled circuit winning-2k verified with its key" in line]
+        preloaded = [i for i, line in enumerate(lines) if "srs.preload: winning-2k" in line]
+        assert verified and preloaded and verified[0] < preloaded[0], daemon.log()
+        submit = pb.SubmitProofRequest(request_id="preloaded-1", proof_kind=int(req.proof_kind),
+                                       priority=int(req.priority), sector_size=req.sector_size,
+                                       registered_proof=req.registered_proof, vanilla_proofs=req.vanilla_proofs,
+                                       miner_id=req.miner_id, randomness=req.randomness)
+        with daemon.client(timeout=30) as client:
+            result = client.prove(submit, timeout=600)
+        assert result.status == pb.AwaitProofResponse.COMPLETED, result.error_message
+    finally:
+        code = daemon.stop()
+    assert code == 0, daemon.log()

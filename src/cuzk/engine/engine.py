@@ -238,6 +238,9 @@ class Engine:
         cores = os.cpu_count() or 1
         self.devices = DevicePool(self.device_specs, workers_per_device=config.gpus.gpu_workers_per_device,
                                   threads=config.gpus.gpu_threads, on_restart=self._device_restarted)
+        if self.sparse_products == "prover" and self.compiled.enabled:
+            # Verified and prepared with the key (preload: before the daemon says ready), not by a first proof.
+            self.devices.compiled_for = self.compiled.ready_path
         synth_count = max(1, min(config.pipeline.max_parallel_synthesis or 18, cores))
         synth_threads = config.synthesis.threads or max(1, cores // synth_count)
         self.synth_procs = [WorkerProcess(f"cuzk-synth-{k}", synthesis_worker_main, (synth_threads,))

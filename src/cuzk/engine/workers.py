@@ -168,7 +168,10 @@ class _DeviceState:
         self.keys_lock = threading.Lock()
         self.device_lock = threading.Lock()
 
-    def load(self, circuit_id: str, path: str, hot: bool) -> dict[str, Any]:
+    def load(self, circuit_id: str, path: str, hot: bool, compiled_path: str | None = None) -> dict[str, Any]:
+        """Read a key (and with `hot`, make it resident on the device). `compiled_path`: the circuit's
+        compiled file when the prover computes the products, verified and prepared here with the key
+        (`_prepare_compiled`) so the first proof does not pay for it."""
         from cuzk.groth16.params_file import read_params
         from cuzk.groth16.verifier import prepare_verifying_key
 
@@ -185,7 +188,23 @@ class _DeviceState:
             self.backend.load_key(pk)
             with self.keys_lock:
                 self.hot.add(circuit_id)
-        return {"load_s": time.monotonic() - start}
+        reply: dict[str, Any] = {}
+        if hot and compiled_path is not None:
+            reply["compiled"] = self._prepare_compiled(circuit_id, compiled_path, pk)
+        reply["load_s"] = time.monotonic() - start
+        return reply
+
+    def _prepare_compiled(self, circuit_id: str, compiled_path: str, pk: Any) -> dict[str, Any]:
+        """Map and verify the compiled circuit (PoRep-32GiB: 6.1 GB of digests, ~15 s) and, with a
+        device backend, make its matrices resident; what happened, for the daemon's log. A file
+        found unusable fails nothing here: its jobs then find it so too, as they would without this."""
+        start = time.monotonic()
+        compiled = load_for_synthesis(compiled_path, circuit_id)  # cached in this process once verified
+        if compiled is None:
+            return {"usable": False, "seconds": time.monotonic() - start}
+        prepare = getattr(self.backend, "load_compiled", None)
+        resident = None if prepare is None else list(prepare(compiled, pk))
+        return {"usable": True, "resident": resident, "seconds": time.monotonic() - start}
 
     def unload(self, circuit_id: str, tier: str) -> None:
         with self.keys_lock:
@@ -340,7 +359,7 @@ def device_worker_main(name: str, control: Connection, *rest: Any) -> None:
             return
         try:
             if msg[0] == "load":
-                reply: Any = ("ok", state.load(msg[1], msg[2], msg[3]))
+                reply: Any = ("ok", state.load(*msg[1:]))
             elif msg[0] == "unload":
                 state.unload(msg[1], msg[2])
                 reply = ("ok", None)
@@ -390,6 +409,9 @@ class DevicePool:
             proc.on_restart = self._restarted(device)
             self.devices.append(device)
         self.workers_per_device = workers_per_device
+        #: The ready compiled file of a circuit, when the prover computes the products (the engine
+        #: sets it): device processes then verify and prepare it as they make the key hot.
+        self.compiled_for: Callable[[str], str | None] | None = None
 
     @property
     def host_key_copies(self) -> int:
@@ -423,7 +445,18 @@ class DevicePool:
         return reply[1]
 
     def load(self, device: Device, circuit_id: str, path: str, *, hot: bool) -> float:
-        return self._control(device, ("load", circuit_id, path, hot))["load_s"]
+        compiled = self.compiled_for(circuit_id) if hot and self.compiled_for is not None else None
+        reply = self._control(device, ("load", circuit_id, path, hot, compiled))
+        prepared = reply.get("compiled")
+        if prepared is not None and prepared["usable"]:
+            where = "" if prepared["resident"] is None else \
+                f"; A, B, C resident on the device: {', '.join(map(str, prepared['resident']))}"
+            log.info("%s: compiled circuit %s verified with its key in %.1f s%s", device.name, circuit_id,
+                     prepared["seconds"], where)
+        elif prepared is not None:
+            log.warning("%s: compiled circuit %s (%s) is not usable; its jobs will say why", device.name,
+                        circuit_id, compiled)
+        return reply["load_s"]
 
     def load_all(self, circuit_id: str, path: str, *, hot: bool) -> float:
         """Load on every device at once; returns the slowest load's seconds."""
