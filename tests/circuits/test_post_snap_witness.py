@@ -43,6 +43,12 @@ def assert_witness_equal(circuit: FallbackPoStCircuit | EmptySectorUpdateCircuit
     assert aux.shape == expected.shape
     differ = np.flatnonzero((aux != expected).any(axis=1))
     assert differ.size == 0, f"{differ.size} aux values differ, first at {differ[:8].tolist()}"
+    # The counts are known before generating, and a given buffer (a shared-memory segment) is filled whole.
+    assert circuit.witness_shape() == (inputs.shape[0], aux.shape[0])
+    buffer = np.full_like(aux, 7)
+    assert circuit.witness_arrays(out=buffer)[1] is buffer and np.array_equal(buffer, aux)
+    with pytest.raises(ValueError, match=rf"out must be a C-contiguous \({aux.shape[0]}, 4\) uint64 array"):
+        circuit.witness_arrays(out=buffer[:-1])
     return inputs, aux
 
 

@@ -156,3 +156,23 @@ def test_device_witness_setting(caplog: pytest.LogCaptureFixture) -> None:
     assert config_from_dict({"synthesis": {"device_witness": "on"}}).synthesis.device_witness == "on"
     with pytest.raises(ConfigError, match="device_witness"):
         config_from_dict({"synthesis": {"device_witness": "auto"}})
+
+
+def test_snapdeals_witness_is_generated_in_place_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    """SnapDeals states its counts up front as well (`witness_shape`), so its witness goes straight
+    into the segment and the hand-off copies nothing."""
+    from cuzk.circuits.filecoin.compound import sample_compound
+
+    circuit = sample_compound("snap-2k", 1).partition_circuit(0)
+    inputs, aux = circuit.witness_arrays()
+    recipe = _recipe(circuit, inputs, monkeypatch, circuit.witness_shape())
+    made: list[WitnessSegment] = []
+    witness = recipe.assignment_into(lambda i, a: made.append(WitnessSegment(i, a)) or made[-1])
+    assert witness.segment is made[0] and np.array_equal(witness.aux, aux)
+    shared = export_assignment(witness)
+    try:
+        assert shared.shm_name == made[0]._shm.name
+        with shared.attach() as att:
+            assert np.array_equal(att.assignment.inputs, inputs) and np.array_equal(att.assignment.aux, aux)
+    finally:
+        shared.unlink()

@@ -344,7 +344,8 @@ class FilecoinPartitionRecipe(CircuitRecipe):
 
     def assignment_into(self, segment: Callable[[int, int], Any] | None) -> Any:
         """`assignment`; on the prover-products path a circuit that states its witness counts (PoRep,
-        PoSt) writes inputs and aux straight into `segment(num_inputs, num_aux)` (a `WitnessSegment`)."""
+        PoSt, SnapDeals) writes inputs and aux straight into `segment(num_inputs, num_aux)` (a
+        `WitnessSegment`)."""
         from cuzk.groth16.assignment import Assignment
         from cuzk.groth16.synthesis import synthesize_for_proving
 

@@ -5,7 +5,7 @@ synthesis), and writes the resulting arrays (a, b, c, inputs, aux and the three 
 one POSIX shared-memory segment. A recipe whose sparse products are left to the prover
 (`synthesis.sparse_products`) returns a `CompiledWitness` instead: only inputs and aux go into the
 segment, with the compiled circuit's path, and the prover's backend evaluates a, b, c itself; a
-circuit whose generator states its counts up front (PoRep, PoSt) writes them there in place
+circuit whose generator states its counts up front (PoRep, PoSt, SnapDeals) writes them there in place
 (`WitnessSegment`, given to `PartitionRecipe.assignment_into`), so nothing is copied.
 Only a small `SharedAssignment` descriptor travels back through the pipe; the prover process maps
 the same segment and reads the arrays in place, so gigabytes of a/b/c are never pickled or copied

@@ -207,7 +207,7 @@ def defers_sha256(circuit: Circuit) -> bool:
 
 def generated_witness_shape(circuit: Circuit) -> tuple[int, int] | None:
     """(num_inputs, num_aux) of the batched generator's output, for a circuit that states them before
-    generating (a `witness_shape()` method: PoRep's), else None."""
+    generating (a `witness_shape()` method: PoRep's, PoSt's, SnapDeals'), else None."""
     shape = getattr(circuit, "witness_shape", None)
     return None if shape is None else shape()
 

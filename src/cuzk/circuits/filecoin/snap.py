@@ -322,12 +322,19 @@ class EmptySectorUpdateCircuit:
             return None
         return self.config.k_and_h_select(self.k, self.h)
 
-    def witness_arrays(self) -> tuple[np.ndarray, np.ndarray]:
+    def witness_arrays(self, out: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(inputs, aux) as canonical limbs, equal to what `synthesize` allocates under WitnessCS,
-        from the batched generators (`snap_witness`); SynthesisError naming a missing value."""
+        from the batched generators (`snap_witness`; `out`: the aux array to fill); SynthesisError
+        naming a missing value."""
         from cuzk.circuits.filecoin.snap_witness import snap_witness
 
-        return snap_witness(self)
+        return snap_witness(self, out=out)
+
+    def witness_shape(self) -> tuple[int, int]:
+        """(num_inputs, num_aux) of `witness_arrays`, from the configuration alone."""
+        from cuzk.circuits.filecoin.snap_witness import snap_witness_shape
+
+        return snap_witness_shape(self.config)
 
     def synthesize(self, cs: ConstraintSystem) -> None:
         self._synthesize(cs, range(self.config.challenge_count))

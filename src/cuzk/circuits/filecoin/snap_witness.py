@@ -32,7 +32,7 @@ import numpy as np
 from cuzk.circuits.filecoin.snap import GEN_RANDOMNESS_TAG, EmptySectorUpdateCircuit, EmptySectorUpdateConfig
 from cuzk.errors import SynthesisError
 from cuzk.field.constants import FR_BITS, R_MODULUS
-from cuzk.field.limbs import ints_to_limbs, limbs_to_ints
+from cuzk.field.limbs import ints_to_limbs, limb_rows_out, limbs_to_ints
 from cuzk.gadgets.por import TreeShape
 from cuzk.hashes.poseidon_constants import merkle_tree_tag, poseidon_constants
 from cuzk.witness_gen.merkle import PathLayout, merkle_path_witness, path_aux_count, sha256_node_plan
@@ -98,10 +98,11 @@ def _as_limbs(small: np.ndarray) -> np.ndarray:
 
 
 class _Cursor:
-    """Appends consecutive aux segments to a preallocated vector, checking it fills exactly."""
+    """Appends consecutive aux segments to a preallocated vector (`out` when given), checking it fills
+    exactly."""
 
-    def __init__(self, total: int) -> None:
-        self.aux = np.empty((total, 4), dtype=np.uint64)
+    def __init__(self, total: int, out: np.ndarray | None = None) -> None:
+        self.aux = limb_rows_out(out, total)
         self.row = 0
 
     def put(self, values: np.ndarray) -> None:
@@ -116,11 +117,27 @@ class _Cursor:
         return view
 
 
-def snap_witness(circuit: EmptySectorUpdateCircuit) -> tuple[np.ndarray, np.ndarray]:
+def _head_aux(config: EmptySectorUpdateConfig) -> int:
+    """Aux values before the first challenge's."""
+    pb, hs, apex_count = config.partition_bit_len, config.hs, config.apex_leaf_count
+    hash_rows = poseidon_aux_count(poseidon_constants(2))
+    return (1 + pb + len(hs) + 1 + 3 + hash_rows + 3 + apex_count + pb + 2 * hash_rows
+            + (apex_count - 1) * _hash2_aux() + _opening_aux(_tree_d_part(pb)) - pb
+            + config.digests_per_partition * (1 + hash_rows + FR_BITS))
+
+
+def snap_witness_shape(config: EmptySectorUpdateConfig) -> tuple[int, int]:
+    """(num_inputs, num_aux) of `snap_witness`, from the configuration alone: ONE, k_and_h_select and
+    the three commitments; the header and the challenges' aux."""
+    return 5, _head_aux(config) + config.challenge_count * snap_aux_per_challenge(config)
+
+
+def snap_witness(circuit: EmptySectorUpdateCircuit, *, out: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(inputs, aux) canonical limb arrays, equal to `synthesize_witness(circuit)`'s input and aux
     assignments. Refuses what `synthesize` refuses: a wrong layout (ValueError), a leaf_r_new that
     is not the encoding (SynthesisError) and, as WitnessCS does, a missing value (SynthesisError
-    naming it)."""
+    naming it). `out`, if given, is a C-contiguous (num_aux, 4) uint64 array (`snap_witness_shape`)
+    to fill and return as aux (a shared-memory segment: no copy at the hand-off)."""
     config = circuit.config
     partition_path_values = circuit._validated_partition_path()
     kh = required_value(circuit._k_and_h_select(), "k_and_h_select (k and h)")
@@ -147,39 +164,37 @@ def snap_witness(circuit: EmptySectorUpdateCircuit) -> tuple[np.ndarray, np.ndar
     hash_rows = poseidon_aux_count(poseidon_constants(2))
     apex_shape, low_shape = _tree_d_part(pb), _tree_d_part(low)
     per_challenge = snap_aux_per_challenge(config)
-    head = (1 + pb + len(hs) + 1 + 3 + hash_rows + 3 + apex_count + pb + 2 * hash_rows
-            + (apex_count - 1) * _hash2_aux() + _opening_aux(apex_shape) - pb + digests * (1 + hash_rows + FR_BITS))
-    out = _Cursor(head + challenges * per_challenge)
+    cursor = _Cursor(snap_witness_shape(config)[1], out)
 
     # 1-4. k_and_h_select and its bits, partition; the public commitments; phi.
-    out.put(_as_limbs(np.array([kh, *(kh >> i & 1 for i in range(pb + len(hs))), k], dtype=np.int64)))
+    cursor.put(_as_limbs(np.array([kh, *(kh >> i & 1 for i in range(pb + len(hs))), k], dtype=np.int64)))
     public = ints_to_limbs([comm_r_old, comm_d_new, comm_r_new])
-    out.put(public)
+    cursor.put(public)
     phi = _gen_randomness(public[1:2], public[0:1])
-    out.put(phi)
+    cursor.put(phi)
     # 5-6. Private values; comm_r_old / comm_r_new from comm_c and the roots.
     private = ints_to_limbs([comm_c, root_r_old, root_r_new])
-    out.put(private)
-    out.put(apex_leaves)
-    out.put(partition_path)
-    out.put(poseidon_witness(np.ascontiguousarray(np.stack([private[[0, 0]], private[1:]], axis=1)),
+    cursor.put(private)
+    cursor.put(apex_leaves)
+    cursor.put(partition_path)
+    cursor.put(poseidon_witness(np.ascontiguousarray(np.stack([private[[0, 0]], private[1:]], axis=1)),
                              poseidon_constants(2), merkle_tree_tag(2)).aux)
     # 7. The apex tree, row by row, and its opening by the partition bits.
     row = apex_leaves
     while row.shape[0] > 1:
         hashed = _hash2(row.reshape(-1, 2, 4))
-        out.put(hashed)
+        cursor.put(hashed)
         row = np.ascontiguousarray(hashed[:, -1])
     if apex_shape is not None:
         opening = merkle_path_witness(apex_shape, PathLayout.SIBLINGS_FIRST, row, np.array([k]),
                                       partition_path.reshape(1, pb, 4))
-        out.put(opening.aux[:, pb:])
+        cursor.put(opening.aux[:, pb:])
     # 8. The challenge digests and their bits.
     digest_index = _as_limbs(np.array([(k * digests + j) % R_MODULUS for j in range(digests)], dtype=np.int64))
     digest_hashes = _gen_randomness(np.broadcast_to(public[2], (digests, 4)), digest_index)
     digest_values = limbs_to_ints(np.ascontiguousarray(digest_hashes[:, -1]))
     digest_bits = np.array([[v >> i & 1 for i in range(FR_BITS)] for v in digest_values], dtype=np.uint64)
-    digest_block = out.take(digests * (1 + hash_rows + FR_BITS)).reshape(digests, -1, 4)
+    digest_block = cursor.take(digests * (1 + hash_rows + FR_BITS)).reshape(digests, -1, 4)
     digest_block[:, 0] = digest_index
     digest_block[:, 1:1 + hash_rows] = digest_hashes
     digest_block[:, 1 + hash_rows:] = _as_limbs(digest_bits)
@@ -187,7 +202,7 @@ def snap_witness(circuit: EmptySectorUpdateCircuit) -> tuple[np.ndarray, np.ndar
     challenge = np.array(randoms, dtype=np.int64) | (k << rb)
 
     # 9. The challenges, one column group at a time.
-    block = out.take(challenges * per_challenge).reshape(challenges, per_challenge, 4)
+    block = cursor.take(challenges * per_challenge).reshape(challenges, per_challenge, 4)
     col = 0
     selected = np.zeros(challenges, dtype=np.int64)  # at most len(hs) values below 2^challenge_bit_len
     for h, bit in zip(hs, h_select, strict=True):
@@ -241,9 +256,9 @@ def snap_witness(circuit: EmptySectorUpdateCircuit) -> tuple[np.ndarray, np.ndar
                                       path_d_low.reshape(challenges, low, 4))
         block[:, col:col + opening.aux.shape[1]] = opening.aux
         col += opening.aux.shape[1]
-    if col != per_challenge or out.row != out.aux.shape[0]:
+    if col != per_challenge or cursor.row != cursor.aux.shape[0]:
         raise RuntimeError(f"SnapDeals witness layout: {col} of {per_challenge} aux per challenge, "
-                           f"{out.row} of {out.aux.shape[0]} in all")
+                           f"{cursor.row} of {cursor.aux.shape[0]} in all")
 
     inputs = np.concatenate([_as_limbs(np.array([1, kh], dtype=np.int64)), public])
-    return inputs, out.aux
+    return inputs, cursor.aux
