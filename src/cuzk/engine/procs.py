@@ -22,6 +22,7 @@ from collections.abc import Callable
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
+from cuzk.engine.child_logs import forward_child_logs, log_forwarder
 from cuzk.errors import CuzkError
 
 log = logging.getLogger("cuzk.engine.procs")
@@ -71,10 +72,12 @@ class WorkerProcess:
             a, b = SPAWN.Pipe(duplex=True)
             parent_ends.append(a)
             child_ends.append(b)
-        proc = SPAWN.Process(target=self._target, args=(self.name, *child_ends, *self._args), name=self.name,
-                             daemon=True)
+        logs = log_forwarder(SPAWN).new_pipe(self.name)
+        proc = SPAWN.Process(target=_child_main,
+                             args=(logs, logging.getLogger().getEffectiveLevel(), self._target, self.name,
+                                   *child_ends, *self._args), name=self.name, daemon=True)
         proc.start()
-        for end in child_ends:
+        for end in (*child_ends, logs):
             end.close()
         self.process = proc
         self.control = parent_ends[0]
@@ -173,6 +176,12 @@ class WorkerProcess:
         except (EOFError, BrokenPipeError, ConnectionResetError, OSError):
             proc.join(1.0)
             raise WorkerCrashedError(self.name, proc.exitcode) from None
+
+
+def _child_main(logs: Connection, level: int, target: Callable[..., None], *args: Any) -> None:
+    """A child's entry: its log records go to the daemon (`cuzk.engine.child_logs`), then `target`."""
+    forward_child_logs(logs, level)
+    target(*args)
 
 
 def resolve_call(ref: str) -> Callable[..., Any]:
