@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import envelope, write
+from _common import envelope, median_time, write
 
 from cuzk.backends.cuda.module import get_module
 from cuzk.backends.cuda.sha256_witness import DeviceSha256Witness
@@ -41,12 +41,7 @@ from cuzk.witness_gen.deferred import DeferredSha256
 
 def samples(fn: Callable[[], object], reps: int) -> list[float]:
     fn()  # warm-up
-    out = []
-    for _ in range(reps):
-        start = time.perf_counter()
-        fn()
-        out.append(time.perf_counter() - start)
-    return out
+    return median_time(fn, reps)[1]
 
 
 def main() -> None:

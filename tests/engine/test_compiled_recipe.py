@@ -9,6 +9,7 @@ import functools
 import logging
 import pickle
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -35,6 +36,19 @@ def winning_request() -> ProofRequest:
     return ProofRequest("winning-1", ProofKind.WINNING_POST, Priority.CRITICAL, sector_size=SIZE.sector_bytes,
                         registered_proof=0, vanilla_proofs=[p.to_bincode() for p in proofs], randomness=RANDOMNESS,
                         miner_id=MINER)
+
+
+def submit_winning(daemon: Any, request_id: str) -> Any:
+    """`winning_request()` proven through a live daemon's gRPC client: its AwaitProofResponse."""
+    from cuzk.server._gen import proving_pb2 as pb
+
+    req = winning_request()
+    submit = pb.SubmitProofRequest(request_id=request_id, proof_kind=int(req.proof_kind), priority=int(req.priority),
+                                   sector_size=req.sector_size, registered_proof=req.registered_proof,
+                                   vanilla_proofs=req.vanilla_proofs, miner_id=req.miner_id,
+                                   randomness=req.randomness)
+    with daemon.client(timeout=30) as client:
+        return client.prove(submit, timeout=600)
 
 
 @pytest.fixture
@@ -169,15 +183,8 @@ def test_live_daemon_proves_through_a_compiled_circuit(tmp_path: Path, tmp_path_
     store = CompiledStore(cache / "compiled")
     path = store.build("winning-2k")
     vk = read_vk(cache / parameter_file_name(CircuitKind.WINNING, SIZE, "vk"))
-    req = winning_request()
-
     def prove(request_id: str) -> bytes:
-        submit = pb.SubmitProofRequest(request_id=request_id, proof_kind=int(req.proof_kind),
-                                       priority=int(req.priority), sector_size=req.sector_size,
-                                       registered_proof=req.registered_proof, vanilla_proofs=req.vanilla_proofs,
-                                       miner_id=req.miner_id, randomness=req.randomness)
-        with daemon.client(timeout=30) as client:
-            result = client.prove(submit, timeout=600)
+        result = submit_winning(daemon, request_id)
         assert result.status == pb.AwaitProofResponse.COMPLETED, result.error_message
         return result.proof
 
@@ -283,15 +290,8 @@ def test_live_daemon_computes_the_products_in_the_prover(tmp_path: Path, tmp_pat
     cache = tmp_path / "daemon" / "params"
     path = CompiledStore(cache / "compiled").build("winning-2k")
     vk = read_vk(cache / parameter_file_name(CircuitKind.WINNING, SIZE, "vk"))
-    req = winning_request()
-
     def prove(request_id: str) -> pb.AwaitProofResponse:
-        submit = pb.SubmitProofRequest(request_id=request_id, proof_kind=int(req.proof_kind),
-                                       priority=int(req.priority), sector_size=req.sector_size,
-                                       registered_proof=req.registered_proof, vanilla_proofs=req.vanilla_proofs,
-                                       miner_id=req.miner_id, randomness=req.randomness)
-        with daemon.client(timeout=30) as client:
-            return client.prove(submit, timeout=600)
+        return submit_winning(daemon, request_id)
 
     try:
         result = prove("prover-1")
@@ -326,18 +326,12 @@ def test_preload_verifies_the_compiled_circuit_before_ready(tmp_path: Path,
     CompiledStore(tmp_path / "daemon" / "params" / "compiled").build("winning-2k")  # ready before the start
     daemon = start_daemon(tmp_path / "daemon", params, synthesis={"sparse_products": "prover"},
                           srs={"preload": ["winning-2k"]})
-    req = winning_request()
     try:
         lines = daemon.log().splitlines()
         verified = [i for i, line in enumerate(lines) if "compiled circuit winning-2k verified with its key" in line]
         preloaded = [i for i, line in enumerate(lines) if "srs.preload: winning-2k" in line]
         assert verified and preloaded and verified[0] < preloaded[0], daemon.log()
-        submit = pb.SubmitProofRequest(request_id="preloaded-1", proof_kind=int(req.proof_kind),
-                                       priority=int(req.priority), sector_size=req.sector_size,
-                                       registered_proof=req.registered_proof, vanilla_proofs=req.vanilla_proofs,
-                                       miner_id=req.miner_id, randomness=req.randomness)
-        with daemon.client(timeout=30) as client:
-            result = client.prove(submit, timeout=600)
+        result = submit_winning(daemon, "preloaded-1")
         assert result.status == pb.AwaitProofResponse.COMPLETED, result.error_message
     finally:
         code = daemon.stop()
