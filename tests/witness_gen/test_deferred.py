@@ -95,8 +95,10 @@ def test_host_ranges_refuse_overlapping_or_outside_jobs() -> None:
     deferred.hash_circuit(plan, message, np.array([0, plan.num_aux - 1]))
     with pytest.raises(ValueError, match="overlap at aux row"):
         deferred.host_ranges(10 * plan.num_aux)
+    beyond = DeferredSha256()
+    beyond.hash_circuit(plan, message[:1], np.array([5]))
     with pytest.raises(ValueError, match="outside the aux vector"):
-        deferred.shifted(5).host_ranges(2 * plan.num_aux)
+        beyond.host_ranges(plan.num_aux)
     with pytest.raises(ValueError, match="one aux row per message"):
         DeferredSha256().hash_circuit(plan, message, np.array([0]))
     starts, lengths = DeferredSha256().host_ranges(7)

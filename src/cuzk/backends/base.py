@@ -64,10 +64,6 @@ class ProverBackend(ABC):
               timings: MutableMapping[str, float] | None = None) -> Proof:
         """One proof; r and s default to fresh randomness."""
 
-    #: Whether `prove_compiled` writes deferred SHA-256 aux on a device (the engine then leaves them
-    #: to it); every backend accepts `deferred`, this one completes them on the CPU.
-    writes_deferred_sha256: bool = False
-
     def prove_compiled(self, pk: ProvingKey, compiled: CompiledCircuit, inputs: np.ndarray, aux: np.ndarray, *,
                        r: int | None = None, s: int | None = None, check: bool = True,
                        timings: MutableMapping[str, float] | None = None,

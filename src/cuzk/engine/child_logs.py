@@ -78,7 +78,11 @@ class LogForwarder:
                         self._pipes.pop(conn, None)
                     conn.close()
                     continue
-                self._emit(pipes[conn], name, level, message, created)
+                try:
+                    self._emit(pipes[conn], name, level, message, created)
+                except Exception:  # a malformed record must not end the forwarding for every child
+                    logging.getLogger(__name__).exception("a log record from %s could not be re-emitted",
+                                                          pipes[conn])
 
     @staticmethod
     def _emit(worker: str, name: str, level: int, message: str, created: float) -> None:

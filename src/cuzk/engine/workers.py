@@ -201,9 +201,12 @@ class _DeviceState:
         start = time.monotonic()
         compiled = load_for_synthesis(compiled_path, circuit_id)  # cached in this process once verified
         if compiled is None:
-            return {"usable": False, "seconds": time.monotonic() - start}
+            return {"usable": False, "error": "see the warning above", "seconds": time.monotonic() - start}
         prepare = getattr(self.backend, "load_compiled", None)
-        resident = None if prepare is None else list(prepare(compiled, pk))
+        try:
+            resident = None if prepare is None else list(prepare(compiled, pk))
+        except Exception as err:  # the key is hot all the same; a proof retries the upload (and reports)
+            return {"usable": False, "error": f"{type(err).__name__}: {err}", "seconds": time.monotonic() - start}
         return {"usable": True, "resident": resident, "seconds": time.monotonic() - start}
 
     def unload(self, circuit_id: str, tier: str) -> None:
@@ -454,8 +457,8 @@ class DevicePool:
             log.info("%s: compiled circuit %s verified with its key in %.1f s%s", device.name, circuit_id,
                      prepared["seconds"], where)
         elif prepared is not None:
-            log.warning("%s: compiled circuit %s (%s) is not usable; its jobs will say why", device.name,
-                        circuit_id, compiled)
+            log.warning("%s: compiled circuit %s (%s) could not be prepared with its key (%s); its jobs will "
+                        "try again", device.name, circuit_id, compiled, prepared["error"])
         return reply["load_s"]
 
     def load_all(self, circuit_id: str, path: str, *, hot: bool) -> float:

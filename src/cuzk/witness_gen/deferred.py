@@ -72,10 +72,6 @@ class DeferredSha256:
         self.jobs.append(Sha256Job(plan, bits, rows))
         return fr32_packed_limbs(np.unpackbits(digests, axis=1))
 
-    def shifted(self, by: int) -> DeferredSha256:
-        """The same jobs with every row moved by `by` (a generator's rows were relative to a slice)."""
-        return DeferredSha256([Sha256Job(j.plan, j.message_bits, j.rows + by) for j in self.jobs])
-
     @property
     def num_rows(self) -> int:
         """Aux rows the jobs cover."""

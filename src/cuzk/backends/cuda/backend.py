@@ -366,8 +366,6 @@ class CudaBackend(ProverBackend):
         self._copy.synchronize()
         return dst
 
-    writes_deferred_sha256 = True
-
     def prove_compiled(self, pk: ProvingKey, compiled: CompiledCircuit, inputs: np.ndarray, aux: np.ndarray, *,
                        r: int | None = None, s: int | None = None, check: bool = True,
                        timings: MutableMapping[str, float] | None = None,
