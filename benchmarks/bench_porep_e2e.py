@@ -15,6 +15,9 @@ each run writes its own (a resumed run's record holds the steps it ran).
 
     python benchmarks/bench_porep_e2e.py --sector-size 32GiB --backend cuda --root /data/e2e -c 5 -j 2
     python benchmarks/bench_porep_e2e.py --sector-size 2KiB --backend cpu --root /tmp/e2e -c 2 -j 1
+
+With `--device-witness on` the daemon writes PoRep's SHA-256 aux on the GPU (files tagged "-dw"): run it
+after a run without, on the same --root and machine, for a side-by-side comparison.
 """
 
 from __future__ import annotations
@@ -72,7 +75,10 @@ def main() -> int:
     p.add_argument("--bench-timeout", type=float, default=None, help="seconds before `cuzk bench batch` is stopped")
     p.add_argument("--stop-after", choices=("compile", "params", "vanilla"),
                    help="prepare only up to this step (a later run resumes from there)")
-    p.add_argument("--tag", default="", help="file name tag (default: backend and sector size)")
+    p.add_argument("--device-witness", default="off", choices=("off", "on"),
+                   help="the daemon's [synthesis] device_witness (on: PoRep's SHA-256 aux written on the GPU)")
+    p.add_argument("--tag", default="", help="file name tag (default: backend and sector size, '-dw' with "
+                                             "--device-witness on)")
     p.add_argument("--out", type=Path, default=RESULTS)
     args = p.parse_args()
     # `timeout` (or a device call's limit) sends SIGTERM: leave through the finally blocks, so the daemon
@@ -90,13 +96,13 @@ def main() -> int:
     params_dir, vanilla_dir = root / "params", root / "vanilla"
     params_dir.mkdir(parents=True, exist_ok=True)
     args.out.mkdir(parents=True, exist_ok=True)
-    tag = args.tag or f"{args.backend}-{size.short}"
+    tag = args.tag or f"{args.backend}-{size.short}{'-dw' if args.device_witness == 'on' else ''}"
     stamp = dt.date.today().isoformat()
     log = args.out / f"porep-e2e-{tag}-{stamp}.log"
     record: dict = {"benchmark": "bench_porep_e2e", "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
                     "git": git_revision(), "hardware": hardware(), "gpu": nvidia_smi(), "circuit_id": cid,
                     "backend": args.backend, "count": args.count, "concurrency": args.concurrency,
-                    "warmup": args.warmup, "steps": {}}
+                    "warmup": args.warmup, "device_witness": args.device_witness, "steps": {}}
     steps = record["steps"]
     record_path = args.out / f"porep-e2e-{tag}-{stamp}.json"
 
@@ -151,6 +157,7 @@ def main() -> int:
         "daemon": {"listen": [addr], "state_dir": str(root / "state"), "shutdown_grace": "0s"},
         "srs": {"param_cache": str(params_dir), "preload": [cid]},
         "gpus": {"backend": args.backend, "gpu_workers_per_device": args.workers_per_device},
+        "synthesis": {"device_witness": args.device_witness},
     })
     (root / "cuzk.toml").write_text(config.to_toml())
     record["daemon_config_toml"] = config.to_toml()
