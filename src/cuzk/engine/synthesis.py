@@ -24,11 +24,12 @@ import traceback
 from dataclasses import dataclass
 from multiprocessing import shared_memory
 from multiprocessing.connection import Connection
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from cuzk.witness_gen.deferred import DeferredSha256
+if TYPE_CHECKING:  # not at import: it imports numba, which a worker may import only after set_thread_env
+    from cuzk.witness_gen.deferred import DeferredSha256
 
 log = logging.getLogger("cuzk.engine.synthesis")
 
