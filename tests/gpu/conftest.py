@@ -2,14 +2,19 @@
 
 `CUZK_TEST_KERNEL_MODULE=/path/to/file.py` runs the kernel-level tests against another
 implementation of the `KernelModule` interface defined there as `EmuModule` (a host emulation of the
-same CUDA sources, for working on machines without a GPU); the full-proof tests still need a GPU.
+same CUDA sources, for working on machines without a GPU; tests/gpu/kernel_emulator.py); the full-proof
+tests still need a GPU. The `unit_kernels` fixture gives any kernel unit's module (`EmuModule(unit)`
+when emulating), `kernels` the "curve" unit's.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -29,12 +34,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
-def _load_emulator():
+def _load_emulator() -> Callable[[str], Any]:
     spec = importlib.util.spec_from_file_location("cuzk_kernel_emulator", EMULATOR)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.EmuModule()
+    return module.EmuModule
 
 
 @pytest.fixture(scope="session")
@@ -43,12 +48,18 @@ def emulated() -> bool:
 
 
 @pytest.fixture(scope="session")
-def kernels(emulated: bool):
+def unit_kernels(emulated: bool) -> Callable[[str], Any]:
+    """unit -> its kernel module: the emulator's `EmuModule(unit)` when emulating, else the GPU's; one per unit."""
     if emulated:
-        return _load_emulator()
+        return functools.cache(_load_emulator())
     from cuzk.backends.cuda.module import get_module
 
-    return get_module(0)
+    return functools.partial(get_module, 0)
+
+
+@pytest.fixture(scope="session")
+def kernels(unit_kernels: Callable[[str], Any]):
+    return unit_kernels("curve")
 
 
 @pytest.fixture(scope="session")

@@ -3,15 +3,12 @@
 of the kernels (empty rows, rows longer than a warp and than a block, all-zero witness, coefficients
 and values near the modulus, every index width); whole proofs through `prove_compiled` equal the CPU's.
 
-`CUZK_TEST_SYNTHESIS_KERNEL_MODULE=/path/to/file.py` runs the kernel-level tests here against an
-emulation of the "synthesis" kernel unit (an `EmuModule` defined in that file), next to
-`CUZK_TEST_KERNEL_MODULE` for the curve unit (tests/gpu/conftest.py).
+With `CUZK_TEST_KERNEL_MODULE=tests/gpu/kernel_emulator.py` the kernel-level tests run against the
+host emulation of the "synthesis" kernel unit (tests/gpu/conftest.py).
 """
 
 from __future__ import annotations
 
-import importlib.util
-import os
 import random
 
 import numpy as np
@@ -33,19 +30,8 @@ pytestmark = pytest.mark.gpu
 
 
 @pytest.fixture(scope="module")
-def kernels(emulated: bool):
-    if emulated:
-        path = os.environ.get("CUZK_TEST_SYNTHESIS_KERNEL_MODULE")
-        if not path:
-            pytest.skip("set CUZK_TEST_SYNTHESIS_KERNEL_MODULE to an emulation of the synthesis kernel unit")
-        spec = importlib.util.spec_from_file_location("cuzk_synthesis_emulator", path)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module.EmuModule()
-    from cuzk.backends.cuda.module import get_module
-
-    return get_module(0, "synthesis")
+def kernels(unit_kernels):  # type: ignore[no-untyped-def]
+    return unit_kernels("synthesis")
 
 
 @pytest.fixture(scope="module")
