@@ -44,28 +44,14 @@ sys.path.insert(0, str(Path(__file__).parent))
 from _common import envelope, write
 
 from cuzk.circuits.filecoin.compound import sample_compound
-from cuzk.circuits.filecoin.post import FallbackPoStCircuit, FallbackPoStConfig, PoStSector
+from cuzk.circuits.filecoin.post import FallbackPoStConfig
+from cuzk.circuits.filecoin.post_witness import random_post_circuit
 from cuzk.circuits.filecoin.snap import EmptySectorUpdateCircuit, EmptySectorUpdateConfig, UpdateChallengeProof
 from cuzk.field.constants import R_MODULUS
 from cuzk.field.limbs import ints_to_limbs
-from cuzk.gadgets.por import PathLevel
 from cuzk.groth16.synthesis import synthesize_witness
 
 GIB32 = 32 << 30
-
-
-def random_post(config: FallbackPoStConfig, seed: int) -> FallbackPoStCircuit:
-    """Every sector its own random commitments, leaves and paths (the layout of `config`)."""
-    rng = random.Random(seed)
-
-    def fr() -> int:
-        return rng.randrange(R_MODULUS)
-
-    sectors = [PoStSector(fr(), fr(), fr(), [fr() for _ in range(config.challenge_count)],
-                          [[PathLevel([fr() for _ in range(arity - 1)], rng.randrange(arity))
-                            for arity in config.tree_r.arities] for _ in range(config.challenge_count)])
-               for _ in range(config.sector_count)]
-    return FallbackPoStCircuit(config, sectors)
 
 
 def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
@@ -153,9 +139,9 @@ def main() -> None:
         elif name == "snap-32g":
             circuit, witness_cs = random_snap(snap32, 3), False
         elif name == "winning-32g":
-            circuit = random_post(FallbackPoStConfig.winning(GIB32), 1)
+            circuit = random_post_circuit(FallbackPoStConfig.winning(GIB32), 1)
         elif name == "wpost-32g-sectors":
-            circuit = random_post(dataclasses.replace(window, sector_count=args.wpost_sectors), 2)
+            circuit = random_post_circuit(dataclasses.replace(window, sector_count=args.wpost_sectors), 2)
             name = f"wpost-32g-{args.wpost_sectors}-sectors"
             scale = (f"wpost-32g ({window.sector_count} sectors)", window.sector_count / args.wpost_sectors)
         else:

@@ -14,7 +14,7 @@ import numpy as np
 from cuzk.gadgets.boolean import AllocatedBit, Is
 from cuzk.gadgets.sha256 import hash_circuit
 from cuzk.r1cs import ConstraintSystem
-from cuzk.witness_gen.deferred import DeferredSha256
+from cuzk.witness_gen.deferred import DeferredWitness
 from cuzk.witness_gen.sha256 import Sha256WitnessPlan
 
 MESSAGE_BITS = 256
@@ -26,7 +26,7 @@ class HashesCircuit:
     count: int
     messages: np.ndarray | None  #: (count, 256) uint8 bits, stream order; None: the blank circuit
 
-    DEFERS_SHA256: ClassVar[bool] = True
+    DEFERS_WITNESS: ClassVar[bool] = True
 
     @classmethod
     def random(cls, count: int, seed: int) -> HashesCircuit:
@@ -45,7 +45,7 @@ class HashesCircuit:
         return MESSAGE_BITS + PLAN.num_aux + 1
 
     def witness_arrays(self, out: np.ndarray | None = None,
-                       deferred: DeferredSha256 | None = None) -> tuple[np.ndarray, np.ndarray]:
+                       deferred: DeferredWitness | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(inputs, aux) limbs: per message its bits, the SHA-256 aux (left unwritten with `deferred`)
         and the packed digest; the inputs are ONE and the digests."""
         assert self.messages is not None

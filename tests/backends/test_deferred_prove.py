@@ -14,9 +14,9 @@ from cuzk.backends import CpuBackend
 from cuzk.errors import SynthesisError
 from cuzk.field.limbs import ints_to_limbs, limbs_to_ints
 from cuzk.groth16.setup import ToxicWaste, generate_insecure_parameters
-from cuzk.groth16.synthesis import compile_circuit, defers_sha256, generated_witness, synthesize_witness
+from cuzk.groth16.synthesis import compile_circuit, defers_witness, generated_witness, synthesize_witness
 from cuzk.groth16.verifier import verify_proof
-from cuzk.witness_gen.deferred import DeferredSha256
+from cuzk.witness_gen.deferred import DeferredWitness
 
 
 @pytest.fixture(scope="module")
@@ -37,9 +37,9 @@ def test_the_test_circuits_generator_equals_witness_cs() -> None:
 def test_deferred_witness_proves_the_same(hashes: tuple) -> None:
     pk, compiled = hashes
     circuit = HashesCircuit.random(1, seed=2)
-    assert defers_sha256(circuit)
+    assert defers_witness(circuit)
     inputs, full = circuit.witness_arrays()
-    deferred = DeferredSha256()
+    deferred = DeferredWitness()
     generated = generated_witness(circuit, np.full_like(full, 0xDEAD), deferred)
     assert generated is not None
     _, partial = generated
@@ -59,6 +59,6 @@ def test_deferred_witness_proves_the_same(hashes: tuple) -> None:
 def test_a_generator_that_cannot_defer_is_refused() -> None:
     from cuzk.circuits.examples import BitsCircuit
 
-    with pytest.raises(ValueError, match="cannot leave its SHA-256 aux"):
+    with pytest.raises(ValueError, match="cannot leave part of its aux"):
         generated_witness(type("WithGenerator", (BitsCircuit,), {"witness_arrays": lambda self, **kw: None})
-                          .random(1), None, DeferredSha256())
+                          .random(1), None, DeferredWitness())

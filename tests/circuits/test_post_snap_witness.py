@@ -20,7 +20,8 @@ import pytest
 
 from cuzk.circuits.examples import MimcCircuit
 from cuzk.circuits.filecoin.compound import PartitionInstance, sample_compound
-from cuzk.circuits.filecoin.post import FallbackPoStCircuit, FallbackPoStConfig, PoStSector
+from cuzk.circuits.filecoin.post import FallbackPoStCircuit, FallbackPoStConfig
+from cuzk.circuits.filecoin.post_witness import random_post_circuit
 from cuzk.circuits.filecoin.snap import EmptySectorUpdateCircuit, EmptySectorUpdateConfig, UpdateChallengeProof
 from cuzk.errors import SynthesisError
 from cuzk.field.constants import R_MODULUS
@@ -68,22 +69,12 @@ def test_post_partition_equals_witness_cs(circuit_id: str, seed: int) -> None:
         compound.instance(0).witness_arrays(out=buffer[:-1])
 
 
-def random_post(config: FallbackPoStConfig, seed: int) -> FallbackPoStCircuit:
-    rng = random.Random(seed)
-    sectors = [PoStSector(rng.randrange(R_MODULUS), rng.randrange(R_MODULUS), rng.randrange(R_MODULUS),
-                          [rng.randrange(R_MODULUS) for _ in range(config.challenge_count)],
-                          [[PathLevel([rng.randrange(R_MODULUS) for _ in range(arity - 1)], rng.randrange(arity))
-                            for arity in config.tree_r.arities] for _ in range(config.challenge_count)])
-               for _ in range(config.sector_count)]
-    return FallbackPoStCircuit(config, sectors)
-
-
 def test_post_sectors_differ_and_repeat() -> None:
     """Distinct sectors side by side (each its own tree, commitments and challenges), the last one
     repeated as a short WindowPoSt partition pads it; a non-canonical sibling is reduced as
     WitnessCS reduces it."""
     config = FallbackPoStConfig(2048, 3, 4)
-    sectors = list(random_post(dataclasses.replace(config, sector_count=2), 7).sectors)
+    sectors = list(random_post_circuit(dataclasses.replace(config, sector_count=2), 7).sectors)
     sectors[0].paths[1][0].siblings[2] += R_MODULUS  # type: ignore[index]
     assert_witness_equal(FallbackPoStCircuit(config, [*sectors, sectors[-1]]))
 
@@ -94,7 +85,7 @@ def test_post_production_tree_shapes_with_synthetic_values(size: int) -> None:
     partition's sectors (the rest repeat the same per-sector layout), random well-formed values."""
     window = FallbackPoStConfig.window(size)
     assert window.sector_count > 2
-    assert_witness_equal(random_post(dataclasses.replace(window, sector_count=2), size.bit_length()))
+    assert_witness_equal(random_post_circuit(dataclasses.replace(window, sector_count=2), size.bit_length()))
 
 
 def test_blank_or_incomplete_circuits_name_the_missing_value() -> None:

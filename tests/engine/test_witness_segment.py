@@ -1,6 +1,7 @@
 """PoRep's witness generated in place in shared memory (`WitnessSegment`): the synthesis process's
 hand-off passes the segment on instead of copying 4.2 GB per 32GiB partition, the arrays are the
-generator's, and a segment that is not handed over is removed."""
+generator's, and a segment that is not handed over is removed. With `device_witness`, PoRep's and
+PoSt's deferred gadgets travel with the segment."""
 
 from __future__ import annotations
 
@@ -109,12 +110,24 @@ def test_counts_that_differ_make_no_segment(porep_2k, monkeypatch: pytest.Monkey
     assert made == [] and "aux variables" in caplog.text
 
 
-def test_sha256_left_to_the_device_travels_with_the_segment(porep_2k, monkeypatch: pytest.MonkeyPatch) -> None:
-    """`device_sha256`: the generator leaves its SHA-256 gadgets' rows unwritten and records them; the
-    record travels with the segment, and completing it (here on the host, as the CPU backend's
-    `prove_compiled` does) gives the full witness."""
-    circuit, inputs, aux = porep_2k
-    recipe = dataclasses.replace(_recipe(circuit, inputs, monkeypatch, circuit.witness_shape()), device_sha256=True)
+@pytest.fixture(scope="module")
+def wpost_2k() -> tuple[object, np.ndarray, np.ndarray]:
+    from cuzk.circuits.filecoin.post import FallbackPoStConfig
+    from cuzk.circuits.filecoin.post_witness import random_post_circuit
+
+    circuit = random_post_circuit(dataclasses.replace(FallbackPoStConfig.window(2 << 10), sector_count=3), 2)
+    inputs, aux = circuit.witness_arrays()
+    return circuit, inputs, aux
+
+
+@pytest.mark.parametrize("which", ["porep_2k", "wpost_2k"])
+def test_deferred_gadgets_travel_with_the_segment(which: str, request: pytest.FixtureRequest,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """`device_witness`: the generator leaves its SHA-256 gadgets' (PoRep) or openings' (PoSt) rows
+    unwritten and records them; the record travels with the segment, and completing it (here on the
+    host, as the CPU backend's `prove_compiled` does) gives the full witness."""
+    circuit, inputs, aux = request.getfixturevalue(which)
+    recipe = dataclasses.replace(_recipe(circuit, inputs, monkeypatch, circuit.witness_shape()), device_witness=True)
     witness = recipe.assignment_into(lambda i, a: WitnessSegment(i, a))
     assert witness.deferred is not None and witness.deferred.num_rows > 0.9 * aux.shape[0]
     shared = export_assignment(witness)
@@ -135,7 +148,7 @@ def test_sha256_left_to_the_device_travels_with_the_segment(porep_2k, monkeypatc
     assert plain.segment is None and plain.deferred is not None
     plain.deferred.complete_on_host(plain.aux)
     assert np.array_equal(plain.aux, aux)
-    # Without device_sha256 nothing is deferred.
+    # Without device_witness nothing is deferred.
     assert _recipe(circuit, inputs, monkeypatch, circuit.witness_shape()).assignment().deferred is None
 
 

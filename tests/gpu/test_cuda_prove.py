@@ -173,7 +173,7 @@ def test_deferred_sha256_witness_is_completed_on_the_device(backend) -> None:
     from cuzk.field.limbs import limbs_to_ints
     from cuzk.groth16.setup import ToxicWaste, generate_insecure_parameters
     from cuzk.groth16.synthesis import compile_circuit
-    from cuzk.witness_gen.deferred import DeferredSha256
+    from cuzk.witness_gen.deferred import DeferredWitness
 
     blank = HashesCircuit(2, None)
     pk = generate_insecure_parameters(blank, waste=ToxicWaste.random(random.Random(6)))
@@ -181,7 +181,7 @@ def test_deferred_sha256_witness_is_completed_on_the_device(backend) -> None:
     for seed in (1, 2):
         circuit = HashesCircuit.random(2, seed)
         inputs, full = circuit.witness_arrays()
-        deferred = DeferredSha256()
+        deferred = DeferredWitness()
         _, partial = circuit.witness_arrays(out=np.full_like(full, 0xDEAD), deferred=deferred)
         proof = backend.prove_compiled(pk, compiled, inputs, partial, r=5, s=6, deferred=deferred)
         assert proof == CpuBackend().prove_compiled(pk, compiled, inputs, full, r=5, s=6)

@@ -10,6 +10,8 @@ import hashlib
 import numpy as np
 import pytest
 
+from cuzk.backends.cuda.deferred import complete_on_device
+from cuzk.backends.cuda.poseidon_witness import DevicePoseidonPaths
 from cuzk.backends.cuda.sha256_witness import DeviceSha256Witness
 from cuzk.circuits.filecoin.porep_witness import label_plan
 from cuzk.errors import SynthesisError
@@ -115,18 +117,22 @@ def test_deferred_partition_completed_on_the_device_equals_the_full_generator(de
     from cuzk.circuits.filecoin.compound import sample_compound
     from cuzk.circuits.filecoin.porep import PRODUCTION_CONFIGS
     from cuzk.circuits.filecoin.porep_witness import PorepLayout, porep_witness, random_stacked_circuit
-    from cuzk.witness_gen.deferred import DeferredSha256
+    from cuzk.witness_gen.deferred import DeferredWitness
 
     circuit = (sample_compound("porep-2k", 5).partition_circuit(0) if which == "porep-2k" else
                random_stacked_circuit(dataclasses.replace(PRODUCTION_CONFIGS[32 << 30], challenges=1), seed=32))
     _, expected = porep_witness(circuit)
     host = np.full((PorepLayout.of(circuit.config).num_aux, 4), 0xDEAD, dtype=np.uint64)
-    deferred = DeferredSha256()
+    deferred = DeferredWitness()
     porep_witness(circuit, out=host, deferred=deferred)
     out = device_sha.xp.full((host.shape[0], 8), 0xBEEF, dtype=device_sha.xp.uint32)
-    device_sha.complete(deferred, host, out)
+    complete_on_device(deferred, host, out, device_sha.kernels, lambda: device_sha, _no_paths)
     got = device_sha.kernels.to_host(out).view(np.uint64).reshape(-1, 4)
     differing = np.flatnonzero((got != expected).any(axis=1))
     assert differing.size == 0, f"{differing.size} aux differ, first at {differing[:8].tolist()}"
     with pytest.raises(ValueError, match="out must be"):
-        device_sha.complete(deferred, host, out[:-1])
+        complete_on_device(deferred, host, out[:-1], device_sha.kernels, lambda: device_sha, _no_paths)
+
+
+def _no_paths() -> DevicePoseidonPaths:
+    raise AssertionError("a PoRep partition defers no Merkle paths")

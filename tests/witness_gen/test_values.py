@@ -45,6 +45,11 @@ def test_path_arrays_positions_siblings_and_reduction() -> None:
     assert limbs_to_ints(siblings[1]) == [*range(10, 17), *range(20, 27), 30]
     tree = NativeTree(shape, list(range(128)))
     assert path_arrays(shape, [tree.path(i) for i in (0, 77, 127)])[0].tolist() == [0, 77, 127]
+    # Canonical paths take one flat pass; a value to reduce sends the batch through the level-by-level
+    # walk: both give the same arrays.
+    canonical = [PathLevel([10 + j for j in range(7)], 5), PathLevel([20 + j for j in range(7)], 3), PathLevel([30], 1)]
+    flat, walked = path_arrays(shape, [canonical]), path_arrays(shape, [canonical, path])
+    assert np.array_equal(flat[0], walked[0][:1]) and np.array_equal(flat[1], walked[1][:1])
 
 
 def test_path_arrays_names_the_bad_path_level_and_value() -> None:

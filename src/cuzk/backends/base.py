@@ -32,7 +32,7 @@ from cuzk.groth16.proof import Proof
 
 if TYPE_CHECKING:
     from cuzk.r1cs.compiled import CompiledCircuit
-    from cuzk.witness_gen.deferred import DeferredSha256
+    from cuzk.witness_gen.deferred import DeferredWitness
 
 
 @dataclass(frozen=True)
@@ -67,10 +67,10 @@ class ProverBackend(ABC):
     def prove_compiled(self, pk: ProvingKey, compiled: CompiledCircuit, inputs: np.ndarray, aux: np.ndarray, *,
                        r: int | None = None, s: int | None = None, check: bool = True,
                        timings: MutableMapping[str, float] | None = None,
-                       deferred: DeferredSha256 | None = None) -> Proof:
+                       deferred: DeferredWitness | None = None) -> Proof:
         """One proof from a compiled circuit and its witness (canonical (n, 4) uint64 limb arrays):
         the same proof as `prove` on `Assignment.from_compiled(compiled, (inputs, aux))`. `check`
-        refuses rows with a·b != c (SynthesisError). `deferred`: SHA-256 gadgets whose aux rows the
+        refuses rows with a·b != c (SynthesisError). `deferred`: gadgets whose aux rows the
         generator left unwritten (`cuzk.witness_gen.deferred`), completed here first, on a copy of
         `aux` (`timings["witness"]`). This default evaluates a, b, c on the CPU (`timings["spmv"]`:
         products and check); device backends override it."""

@@ -248,9 +248,9 @@ class SynthesisConfig:
     #: host memory), or "auto" (the prover when every device is a GPU).
     sparse_products: str = "auto"
     #: cuzk-py: "on": with the products on the prover and every device a GPU, PoRep's SHA-256 gadgets
-    #: (98% of its witness) are written on the GPU, the synthesis process writing the rest (28x less
-    #: CPU time, ~6% more GPU time a partition: for hosts whose CPUs cannot keep the GPUs fed); "off":
-    #: the synthesis process writes the whole witness.
+    #: (98% of its witness) and PoSt's Merkle openings (99%) are written on the GPU, the synthesis
+    #: process writing the rest (PoRep: 28x less CPU time, ~6% more GPU time a partition: for hosts
+    #: whose CPUs cannot keep the GPUs fed); "off": the synthesis process writes the whole witness.
     device_witness: str = "off"
 
 

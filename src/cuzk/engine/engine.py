@@ -206,11 +206,11 @@ class Engine:
                                       auto_build=mode == "build")
         self.device_specs = detect_devices(config)
         self.sparse_products = sparse_products_where(config.synthesis.sparse_products, self.device_specs)
-        self.device_sha256 = device_witness_enabled(config.synthesis.device_witness, self.sparse_products,
+        self.device_witness = device_witness_enabled(config.synthesis.device_witness, self.sparse_products,
                                                     self.device_specs)
         self.providers = build_providers(config.srs.param_cache, test_circuits=config.debug.test_circuits,
                                          compiled=self.compiled, sparse_products=self.sparse_products,
-                                         device_sha256=self.device_sha256)
+                                         device_witness=self.device_witness)
         for circuit_id in config.srs.preload:  # fail before any process is spawned
             try:
                 self.providers.srs_source(circuit_id)

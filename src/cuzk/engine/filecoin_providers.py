@@ -314,9 +314,9 @@ class FilecoinPartitionRecipe(CircuitRecipe):
     #: False when the engine reserved memory for the compiled path only: a compiled circuit that cannot
     #: be used then fails the partition instead of falling back to the (much larger) constraint system.
     fallback: bool = True
-    #: With the products on the prover: leave a generator's SHA-256 gadgets (PoRep's labels and tree_d
-    #: paths, 98% of its aux) for the prover's device to write (`cuzk.witness_gen.deferred`).
-    device_sha256: bool = False
+    #: With the products on the prover: leave a generator's bulk (PoRep's SHA-256 gadgets, 98% of its
+    #: aux; PoSt's Merkle openings, 99%) for the prover's device to write (`cuzk.witness_gen.deferred`).
+    device_witness: bool = False
 
     def build(self) -> Any:
         return self.circuit
@@ -375,13 +375,13 @@ class FilecoinPartitionRecipe(CircuitRecipe):
         from cuzk.field.limbs import limbs_to_ints
         from cuzk.groth16.assignment import Assignment
         from cuzk.groth16.synthesis import (
-            defers_sha256,
+            defers_witness,
             generated_witness,
             generated_witness_shape,
             synthesize_witness,
         )
         from cuzk.r1cs.compiled import CompiledMismatchError
-        from cuzk.witness_gen.deferred import DeferredSha256
+        from cuzk.witness_gen.deferred import DeferredWitness
 
         on_prover = self.sparse_products == "prover"
         # With the products on the prover only the counts are used here: the header, not the matrices.
@@ -397,7 +397,7 @@ class FilecoinPartitionRecipe(CircuitRecipe):
                 except CompiledMismatchError as err:
                     return self._compiled_not_used(err)
                 segment = make_segment(*shape)
-            deferred = (DeferredSha256() if on_prover and self.device_sha256 and defers_sha256(self.circuit)
+            deferred = (DeferredWitness() if on_prover and self.device_witness and defers_witness(self.circuit)
                         else None)
             generated = generated_witness(self.circuit, None if segment is None else segment.aux, deferred)
             witness: Any
@@ -428,7 +428,7 @@ class FilecoinPartitionRecipe(CircuitRecipe):
     def _witness_for_prover(self, generated: Any, witness: Any, num_constraints: int, segment: Any,
                             deferred: Any) -> Any:
         """The `CompiledWitness`: in `segment` when it was generated there (the segment then travels
-        with it), else as limb arrays of its own; with the SHA-256 gadgets `deferred` left out of aux."""
+        with it), else as limb arrays of its own; with the gadgets `deferred` left out of aux."""
         from cuzk.engine.synthesis import CompiledWitness
         from cuzk.field.limbs import ints_to_limbs
 
@@ -495,14 +495,14 @@ class FilecoinProvider(CircuitProvider):
     kind: ProofKind
 
     def __init__(self, param_cache: str | Path, *, compiled: CompiledStore | None = None,
-                 sparse_products: str = "synthesis", device_sha256: bool = False) -> None:
+                 sparse_products: str = "synthesis", device_witness: bool = False) -> None:
         self.param_cache = Path(param_cache)
         #: Compiled circuits: used when ready; built on first use only if the store says so.
         self.compiled = compiled if compiled is not None else CompiledStore(self.param_cache / "compiled")
         #: Where compiled circuits' a, b, c are computed (`FilecoinPartitionRecipe.sparse_products`).
         self.sparse_products = sparse_products
-        #: Whether the prover's device writes SHA-256 aux (`FilecoinPartitionRecipe.device_sha256`).
-        self.device_sha256 = device_sha256
+        #: Whether the prover's device writes the deferred gadgets' aux (`FilecoinPartitionRecipe.device_witness`).
+        self.device_witness = device_witness
 
     @property
     def where(self) -> str:
@@ -559,7 +559,7 @@ class FilecoinProvider(CircuitProvider):
                                           f"public inputs differ, first at position {positions[0]})")
             recipe = FilecoinPartitionRecipe(cid, k, compound.partition_circuit(k), tuple(inputs),
                                              f"{request.request_id} partition {k}", compiled_path,
-                                             self.sparse_products, device_sha256=self.device_sha256)
+                                             self.sparse_products, device_witness=self.device_witness)
             partitions.append(PartitionPlan(k, recipe, inputs))
         return JobPlan(cid, partitions, compiled=compiled_path is not None)
 
@@ -918,11 +918,11 @@ class SnapProvider(FilecoinProvider):
 
 
 def filecoin_providers(param_cache: str | Path, *, compiled: CompiledStore | None = None,
-                       sparse_products: str = "synthesis", device_sha256: bool = False) -> list[CircuitProvider]:
+                       sparse_products: str = "synthesis", device_witness: bool = False) -> list[CircuitProvider]:
     """The four Filecoin providers of a daemon whose parameters live in `param_cache`, sharing one
     compiled-circuit store (default: `<param_cache>/compiled/`, used when present, never built);
     `sparse_products` says where compiled circuits' a, b, c are computed ("synthesis" or "prover"),
-    `device_sha256` whether the prover's device writes their SHA-256 aux."""
+    `device_witness` whether the prover's device writes their deferred gadgets' aux."""
     store = compiled if compiled is not None else CompiledStore(Path(param_cache) / "compiled")
-    return [cls(param_cache, compiled=store, sparse_products=sparse_products, device_sha256=device_sha256)
+    return [cls(param_cache, compiled=store, sparse_products=sparse_products, device_witness=device_witness)
             for cls in (PorepProvider, SnapProvider, WindowPostProvider, WinningPostProvider)]

@@ -388,17 +388,17 @@ class ProviderRegistry:
 
 
 def build_providers(param_cache: str, *, test_circuits: bool, compiled: Any = None,
-                    sparse_products: str = "synthesis", device_sha256: bool = False) -> ProviderRegistry:
+                    sparse_products: str = "synthesis", device_witness: bool = False) -> ProviderRegistry:
     """The providers of a daemon: the four Filecoin kinds always (a job whose parameters are missing
     from `param_cache` fails naming the file), test circuits when enabled. `compiled` is the
     Filecoin providers' CompiledStore (None: the default store, used when files are present);
     `sparse_products` where its circuits' a, b, c are computed ("synthesis" or "prover"),
-    `device_sha256` whether the prover's device writes their SHA-256 aux."""
+    `device_witness` whether the prover's device writes their deferred gadgets' aux."""
     from cuzk.engine.filecoin_providers import filecoin_providers  # it subclasses this module's classes
 
     providers: list[CircuitProvider] = filecoin_providers(param_cache, compiled=compiled,
                                                           sparse_products=sparse_products,
-                                                          device_sha256=device_sha256)
+                                                          device_witness=device_witness)
     if test_circuits:
         providers.append(DebugCircuitProvider(param_cache))
     return ProviderRegistry(providers, test_circuits_enabled=test_circuits)

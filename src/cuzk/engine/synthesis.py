@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 if TYPE_CHECKING:  # not at import: it imports numba, which a worker may import only after set_thread_env
-    from cuzk.witness_gen.deferred import DeferredSha256
+    from cuzk.witness_gen.deferred import DeferredWitness
 
 log = logging.getLogger("cuzk.engine.synthesis")
 
@@ -50,9 +50,9 @@ class CompiledWitness:
     #: Set when inputs and aux were generated in place in a shared-memory segment (`WitnessSegment`):
     #: the hand-off then passes the segment on instead of copying.
     segment: WitnessSegment | None = None
-    #: SHA-256 gadgets whose aux rows the generator left unwritten, for the prover's device to write
+    #: Gadgets whose aux rows the generator left unwritten, for the prover's device to write
     #: (`cuzk.witness_gen.deferred`); None when aux is complete.
-    deferred: DeferredSha256 | None = None
+    deferred: DeferredWitness | None = None
 
 
 @dataclass(frozen=True)
@@ -73,8 +73,8 @@ class SharedAssignment:
     #: Set for a `CompiledWitness`: the segment holds inputs and aux only.
     compiled_path: str | None = None
     witness_constraints: int = 0
-    #: A `CompiledWitness`'s deferred SHA-256 gadgets (small: messages and rows), pickled with this.
-    deferred: DeferredSha256 | None = None
+    #: A `CompiledWitness`'s deferred gadgets (messages, path inputs and rows), pickled with this.
+    deferred: DeferredWitness | None = None
 
     @property
     def num_constraints(self) -> int:
@@ -160,7 +160,7 @@ class WitnessSegment:
             log.warning("witness segment %s still referenced; mapping kept", self._shm.name)
 
     def share(self, compiled_path: str, num_constraints: int,
-              deferred: DeferredSha256 | None = None) -> SharedAssignment:
+              deferred: DeferredWitness | None = None) -> SharedAssignment:
         """The descriptor of the filled segment; this process's mapping is closed."""
         self._close()
         return SharedAssignment(self._shm.name, self.size, self.specs, compiled_path, num_constraints, deferred)

@@ -27,6 +27,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Literal, NamedTuple
 
 from cuzk.gadgets.boolean import IS_KIND, AllocatedBit, Boolean, reverse_bit_numbering
@@ -125,7 +126,7 @@ class TreeShape:
         per_base = self.leaves // self.base_tree_count
         return (per_base.bit_length() - 1) // (self.base_arity.bit_length() - 1)
 
-    @property
+    @cached_property  # read per path level by the circuits and the witness generators
     def arities(self) -> tuple[int, ...]:
         """Arity of each path level, leaf level first."""
         extra = tuple(a for a in (self.sub_arity, self.top_arity) if a)

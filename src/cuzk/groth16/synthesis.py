@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from cuzk.circuits.filecoin.blocks import BlockVersions
     from cuzk.groth16.assignment import Assignment
     from cuzk.r1cs.compiled import CompiledCircuit
-    from cuzk.witness_gen.deferred import DeferredSha256
+    from cuzk.witness_gen.deferred import DeferredWitness
 
 
 def _run(circuit: Circuit, cs: ConstraintSystem) -> None:
@@ -175,7 +175,7 @@ def record_block_versions(versions: BlockVersions, *, parallel: bool = False,
 
 
 def generated_witness(circuit: Circuit, aux_out: np.ndarray | None = None,
-                      deferred: DeferredSha256 | None = None) -> tuple[np.ndarray, np.ndarray] | None:
+                      deferred: DeferredWitness | None = None) -> tuple[np.ndarray, np.ndarray] | None:
     """(inputs, aux) canonical limbs from the circuit's own batched witness generator (a
     `witness_arrays()` method, as the Filecoin circuits have), or None when it has none.
 
@@ -183,7 +183,7 @@ def generated_witness(circuit: Circuit, aux_out: np.ndarray | None = None,
     (num_aux, 4) uint64 array the generator fills and returns as aux (a shared-memory segment, so
     the hand-off to the prover copies nothing).
 
-    `deferred`, for a circuit that `defers_sha256`, receives its SHA-256 gadgets, whose aux rows are
+    `deferred`, for a circuit that `defers_witness`, receives its bulk gadgets, whose aux rows are
     left unwritten (`cuzk.witness_gen.deferred`); ValueError for one that does not.
 
     The generator must equal `synthesize_witness` element by element; its tests hold it to that,
@@ -194,15 +194,15 @@ def generated_witness(circuit: Circuit, aux_out: np.ndarray | None = None,
         return None
     if deferred is None:
         return generate() if aux_out is None else generate(out=aux_out)
-    if not defers_sha256(circuit):
-        raise ValueError(f"{type(circuit).__name__}'s generator cannot leave its SHA-256 aux to a device")
+    if not defers_witness(circuit):
+        raise ValueError(f"{type(circuit).__name__}'s generator cannot leave part of its aux to a device")
     return generate(out=aux_out, deferred=deferred)
 
 
-def defers_sha256(circuit: Circuit) -> bool:
-    """Whether the circuit's batched generator can leave its SHA-256 gadgets' aux to a device
-    (`witness_arrays(deferred=...)`: PoRep's)."""
-    return bool(getattr(circuit, "DEFERS_SHA256", False))
+def defers_witness(circuit: Circuit) -> bool:
+    """Whether the circuit's batched generator can leave its bulk gadgets' aux to a device
+    (`witness_arrays(deferred=...)`: PoRep's SHA-256 gadgets, PoSt's openings)."""
+    return bool(getattr(circuit, "DEFERS_WITNESS", False))
 
 
 def generated_witness_shape(circuit: Circuit) -> tuple[int, int] | None:

@@ -39,7 +39,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Sequence
 from functools import cache
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 from numba import njit, prange
@@ -57,10 +57,12 @@ from cuzk.r1cs.lc import LinearCombination, Term
 from cuzk.r1cs.system import Annotation, ConstraintSystem, Value
 from cuzk.r1cs.variable import ONE, Variable
 from cuzk.witness_gen.bits import spread_bits
-from cuzk.witness_gen.deferred import DeferredSha256
 from cuzk.witness_gen.poseidon import HashPlan, hash_plan
 from cuzk.witness_gen.sha256 import Sha256WitnessPlan
 from cuzk.witness_gen.values import required_value, required_values
+
+if TYPE_CHECKING:  # deferred imports this module
+    from cuzk.witness_gen.deferred import DeferredWitness
 
 __all__ = [
     "InsertionProgram",
@@ -70,6 +72,7 @@ __all__ = [
     "merkle_path_witness",
     "path_arrays",
     "path_aux_count",
+    "path_inputs",
     "sha256_node_plan",
 ]
 
@@ -310,9 +313,26 @@ def _limb_array(name: str, values: np.ndarray, shape: tuple[int, ...]) -> np.nda
     return np.ascontiguousarray(values)
 
 
+def path_inputs(shape: TreeShape, leaves: np.ndarray, indices: np.ndarray,
+                siblings: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`merkle_path_witness`'s inputs checked and made contiguous: (N, 4) canonical leaves, (N,)
+    int64 indices below `shape.leaves`, (N, Σ (arity - 1), 4) canonical siblings; SynthesisError
+    naming the first bad value."""
+    count = leaves.shape[0] if isinstance(leaves, np.ndarray) and leaves.ndim >= 1 else 0
+    leaves = _limb_array("leaves", leaves, (count, 4))
+    siblings = _limb_array("siblings", siblings, (count, sum(a - 1 for a in shape.arities), 4))
+    indices = np.asarray(indices)
+    if indices.shape != (count,) or not np.issubdtype(indices.dtype, np.integer):
+        raise SynthesisError(f"indices must be ({count},) integers, got {indices.shape} {indices.dtype}")
+    if count and (int(indices.min()) < 0 or int(indices.max()) >= shape.leaves):
+        bad = int(np.flatnonzero((indices < 0) | (indices >= shape.leaves))[0])
+        raise SynthesisError(f"leaf index {int(indices[bad])} of path {bad} is not in 0..{shape.leaves - 1}")
+    return leaves, np.ascontiguousarray(indices, dtype=np.int64), siblings
+
+
 def merkle_path_witness(shape: TreeShape, layout: PathLayout, leaves: np.ndarray, indices: np.ndarray,
                         siblings: np.ndarray, *, out: np.ndarray | None = None,
-                        deferred: DeferredSha256 | None = None, rows: np.ndarray | None = None) -> MerklePathWitness:
+                        deferred: DeferredWitness | None = None, rows: np.ndarray | None = None) -> MerklePathWitness:
     """The aux values of N openings of a tree of `shape`, as the por gadget allocates them.
 
     `leaves`: (N, 4) leaf values; `indices`: (N,) leaf indices (their bits, LSB first, are the
@@ -329,15 +349,8 @@ def merkle_path_witness(shape: TreeShape, layout: PathLayout, leaves: np.ndarray
     vector the device completes (`cuzk.witness_gen.deferred`).
     """
     arities = shape.arities
-    count = leaves.shape[0] if isinstance(leaves, np.ndarray) and leaves.ndim >= 1 else 0
-    leaves = _limb_array("leaves", leaves, (count, 4))
-    siblings = _limb_array("siblings", siblings, (count, sum(a - 1 for a in arities), 4))
-    indices = np.asarray(indices)
-    if indices.shape != (count,) or not np.issubdtype(indices.dtype, np.integer):
-        raise SynthesisError(f"indices must be ({count},) integers, got {indices.shape} {indices.dtype}")
-    if count and (int(indices.min()) < 0 or int(indices.max()) >= shape.leaves):
-        bad = int(np.flatnonzero((indices < 0) | (indices >= shape.leaves))[0])
-        raise SynthesisError(f"leaf index {int(indices[bad])} of path {bad} is not in 0..{shape.leaves - 1}")
+    leaves, indices, siblings = path_inputs(shape, leaves, indices, siblings)
+    count = leaves.shape[0]
 
     # Per-level positions: consecutive groups of the index's bits, LSB first.
     positions = np.empty((count, len(arities)), dtype=np.int64)
@@ -404,7 +417,7 @@ def _run_insertion(program: InsertionProgram, slots: np.ndarray, base: int) -> N
 
 
 def _sha256_paths(arities: tuple[int, ...], layout: PathLayout, leaves: np.ndarray, positions: np.ndarray,
-                  siblings: np.ndarray, aux: np.ndarray, deferred: DeferredSha256 | None,
+                  siblings: np.ndarray, aux: np.ndarray, deferred: DeferredWitness | None,
                   rows: np.ndarray | None) -> np.ndarray:
     """Fill `aux` level by level, each level one batched step over all paths; returns the roots."""
     count = leaves.shape[0]
@@ -465,6 +478,10 @@ def path_arrays(shape: TreeShape, paths: Sequence[Sequence[PathLevel]],
     reduces them. `name(n)` names path n in errors: a layout `shape` does not allow, or a missing
     or non-integer position or sibling (SynthesisError, e.g. "path 3: level 1 sibling 6 has no
     value ...")."""
+    fast = _path_arrays_flat(shape, paths)
+    if fast is not None:
+        return fast
+    # Something is wrong: walk path by path to name it (or to take what the flat pass could not).
     indices = np.empty(len(paths), dtype=np.int64)
     flat: list[int] = []
     for n, path in enumerate(paths):
@@ -481,3 +498,30 @@ def path_arrays(shape: TreeShape, paths: Sequence[Sequence[PathLevel]],
             flat.extend(required_values(level.siblings, lambda j, at=at: f"{at} sibling {j}"))
         indices[n] = index
     return indices, ints_to_limbs(flat).reshape(len(paths), sum(a - 1 for a in shape.arities), 4)
+
+
+def _path_arrays_flat(shape: TreeShape, paths: Sequence[Sequence[PathLevel]]) -> tuple[np.ndarray, np.ndarray] | None:
+    """`path_arrays` for well-formed paths in a few flat passes (a WindowPoSt-32GiB partition's
+    23,490 paths: ~4x faster than walking them level by level); None if anything is off, for the
+    level-by-level walk to name it."""
+    arities = shape.arities
+    count, levels = len(paths), len(arities)
+    try:
+        if any(len(path) != levels for path in paths):
+            return None
+        steps = [level for path in paths for level in path]
+        counts = np.fromiter((len(level.siblings) for level in steps), dtype=np.int64, count=len(steps))
+        positions = np.array([level.index for level in steps])
+        # Canonical siblings go straight in; one to reduce mod r (or a missing one) takes the walk.
+        siblings = ints_to_limbs([v for level in steps for v in level.siblings])
+    except (TypeError, ValueError, AttributeError):  # missing, non-canonical or non-integer; not a PathLevel
+        return None
+    want = np.array(arities, dtype=np.int64)
+    if not np.issubdtype(positions.dtype, np.integer) or positions.shape != (count * levels,):
+        return None
+    positions = positions.astype(np.int64).reshape(count, levels)
+    if (counts.reshape(count, levels) != want - 1).any() or (positions < 0).any() or (positions >= want).any():
+        return None
+    scales = np.cumprod(np.concatenate([[1], want[:-1]]))
+    indices = positions @ scales
+    return indices, siblings.reshape(count, int((want - 1).sum()), 4)

@@ -41,11 +41,13 @@ import numpy as np
 
 from cuzk.backends.base import DeviceInfo, ProverBackend
 from cuzk.backends.cuda import cuda_available
+from cuzk.backends.cuda.deferred import complete_on_device
 from cuzk.backends.cuda.device import MemoryPlan, ahead_fits, memory_info, properties
 from cuzk.backends.cuda.fixed_base import DeviceFixedBase
 from cuzk.backends.cuda.module import get_module
 from cuzk.backends.cuda.msm import AFFINE_WORDS, RAW_BYTES, DeviceMsm, working_bytes
 from cuzk.backends.cuda.ntt import DeviceNtt
+from cuzk.backends.cuda.poseidon_witness import DevicePoseidonPaths
 from cuzk.backends.cuda.sha256_witness import DeviceSha256Witness
 from cuzk.backends.cuda.spmv import DeviceCompiled, DeviceSpmv, matrix_bytes
 from cuzk.curve.points import G1Point, G2Point
@@ -57,7 +59,7 @@ from cuzk.groth16.assignment import Assignment
 from cuzk.groth16.keys import HBasis, ProvingKey
 from cuzk.groth16.proof import Proof
 from cuzk.r1cs.compiled import CompiledCircuit
-from cuzk.witness_gen.deferred import DeferredSha256
+from cuzk.witness_gen.deferred import DeferredWitness
 
 _STAGE_BYTES = 64 << 20
 _STAGE_THREADS = 8
@@ -90,8 +92,8 @@ class _CompiledWitness:
     inputs: np.ndarray
     aux: np.ndarray
     check: bool
-    #: SHA-256 gadgets whose aux rows `aux` leaves unwritten: written on the device at staging.
-    deferred: DeferredSha256 | None = None
+    #: Gadgets whose aux rows `aux` leaves unwritten: written on the device at staging.
+    deferred: DeferredWitness | None = None
 
     @property
     def num_constraints(self) -> int:
@@ -211,6 +213,7 @@ class CudaBackend(ProverBackend):
         self._keys: weakref.WeakKeyDictionary[ProvingKey, _DeviceKey] = weakref.WeakKeyDictionary()
         self._spmv: DeviceSpmv | None = None
         self._sha256_witness: DeviceSha256Witness | None = None
+        self._poseidon_paths: DevicePoseidonPaths | None = None
         self._fixed_base: DeviceFixedBase | None = None
         #: Compiled circuits by fingerprint (CompiledCircuit holds arrays: it cannot be a dict key itself).
         self._compiled: dict[str, DeviceCompiled] = {}
@@ -324,6 +327,15 @@ class CudaBackend(ProverBackend):
                 self._sha256_witness = DeviceSha256Witness(get_module(self.device_id, "witness"))
         return self._sha256_witness
 
+    @property
+    def poseidon_paths(self) -> DevicePoseidonPaths:
+        """The Poseidon Merkle-path witness kernels (the "poseidon" unit, compiled on first use: ~40 s
+        of NVRTC, then cached on disk)."""
+        if self._poseidon_paths is None:
+            with self._device:
+                self._poseidon_paths = DevicePoseidonPaths(get_module(self.device_id, "poseidon"))
+        return self._poseidon_paths
+
     @staticmethod
     def _compiled_key(compiled: CompiledCircuit) -> str:
         return compiled.fingerprint or compiled.compute_fingerprint()
@@ -369,13 +381,13 @@ class CudaBackend(ProverBackend):
     def prove_compiled(self, pk: ProvingKey, compiled: CompiledCircuit, inputs: np.ndarray, aux: np.ndarray, *,
                        r: int | None = None, s: int | None = None, check: bool = True,
                        timings: MutableMapping[str, float] | None = None,
-                       deferred: DeferredSha256 | None = None) -> Proof:
+                       deferred: DeferredWitness | None = None) -> Proof:
         """One proof from a compiled circuit and its witness, a, b, c computed on the device (see the
         module docstring); the same proof as `prove` on `Assignment.from_compiled`. `timings` gets
         `prove`'s keys (h2d_abc = 0) plus spmv (device time of the three products) and check (host
         time of the canonical-witness and, with `check`, a·b = c checks). With `deferred` only the
-        aux rows the generator wrote go up, and the SHA-256 gadgets' bits are written on the device
-        (`DeviceSha256Witness.complete`; part of h2d_witness)."""
+        aux rows the generator wrote go up, and the deferred gadgets' aux are written on the device
+        (`cuzk.backends.cuda.deferred`; part of h2d_witness)."""
         inputs, aux = as_limb_array(inputs, "inputs"), as_limb_array(aux, "aux")
         compiled.check_witness(inputs.shape[0], aux.shape[0])
         return self._guarded(pk, _CompiledWitness(compiled, inputs, aux, check, deferred), r, s, timings,
@@ -470,7 +482,8 @@ class CudaBackend(ProverBackend):
             if isinstance(asg, _CompiledWitness):
                 for name, v in host_wit.items():
                     if name == "aux" and asg.deferred is not None:
-                        self.sha256_witness.complete(asg.deferred, asg.aux, wit[name])
+                        complete_on_device(asg.deferred, asg.aux, wit[name], self.kernels,
+                                           lambda: self.sha256_witness, lambda: self.poseidon_paths)
                     else:
                         lane.uploader.upload(wit[name], v)
             else:

@@ -3,7 +3,8 @@
 The kernels come in named units (`UNITS`), each compiled on its own: "curve" holds the field,
 curve, NTT and MSM kernels (NVRTC spends 1-4 CPU-minutes on its G1/G2 code), "synthesis" the
 sparse products of compiled circuits (common.cuh, mont.cuh, fr.cuh, spmv.cu: seconds), "witness"
-the SHA-256 witness generator (common.cuh, sha256_witness.cu: under a second), "setup" the
+the SHA-256 witness generator (common.cuh, sha256_witness.cu: under a second), "poseidon" the
+Merkle-path witness generator over Poseidon trees (poseidon_witness.cu: seconds), "setup" the
 fixed-base multiplications of parameter generation (fixed_base.cu over the G1/G2 arithmetic), so a change to one
 unit never recompiles another. A unit's files are joined into one translation unit in
 dependency order (their local ``#include`` lines exist for standalone ``nvcc`` checks and are
@@ -39,6 +40,7 @@ UNITS: dict[str, tuple[str, ...]] = {
     "curve": ("common.cuh", "mont.cuh", "fp.cuh", "fr.cuh", "fp2.cuh", "ec.cuh", "convert.cu", "ntt.cu", "msm.cu"),
     "synthesis": ("common.cuh", "mont.cuh", "fr.cuh", "spmv.cu"),
     "witness": ("common.cuh", "sha256_witness.cu"),
+    "poseidon": ("common.cuh", "mont.cuh", "fr.cuh", "poseidon_witness.cu"),
     "setup": ("common.cuh", "mont.cuh", "fp.cuh", "fp2.cuh", "ec.cuh", "fixed_base.cu"),
 }
 #: The unit a `KernelModule` compiles unless told otherwise (its cubin names predate the units).

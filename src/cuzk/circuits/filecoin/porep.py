@@ -34,7 +34,7 @@ from cuzk.gadgets.por import POSEIDON, PathLevel, TreeShape, enforce_inclusion, 
 from cuzk.gadgets.sha256 import hash_circuit
 from cuzk.gadgets.uint32 import UInt32
 from cuzk.r1cs import ConstraintSystem
-from cuzk.witness_gen.deferred import DeferredSha256
+from cuzk.witness_gen.deferred import DeferredWitness
 
 __all__ = [
     "BASE_DEGREE",
@@ -174,7 +174,7 @@ class StackedCircuit:
     comm_c: int | None
     proofs: Sequence[ChallengeProof] = field(default_factory=list)
     #: `witness_arrays` can leave its SHA-256 gadgets' aux to a device (`generated_witness`'s `deferred`).
-    DEFERS_SHA256: ClassVar[bool] = True
+    DEFERS_WITNESS: ClassVar[bool] = True
 
     @classmethod
     def blank(cls, config: StackedConfig) -> StackedCircuit:
@@ -182,7 +182,7 @@ class StackedCircuit:
         return cls(config, None, None, None, None, None, proofs)
 
     def witness_arrays(self, out: np.ndarray | None = None,
-                       deferred: DeferredSha256 | None = None) -> tuple[np.ndarray, np.ndarray]:
+                       deferred: DeferredWitness | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(inputs, aux) as canonical (n, 4) uint64 limbs, equal to what `synthesize` allocates under
         `WitnessCS` (ONE first), from the batched witness generators: no constraint system. `out`: a
         (num_aux, 4) uint64 array (`witness_shape`) filled and returned as aux. `deferred`: receives

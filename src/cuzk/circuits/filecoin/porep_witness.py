@@ -52,7 +52,7 @@ from cuzk.gadgets.por import PathLevel, TreeShape
 from cuzk.hashes.poseidon_constants import merkle_tree_tag, poseidon_constants
 from cuzk.r1cs.variable import Variable
 from cuzk.witness_gen.bits import spread_bits
-from cuzk.witness_gen.deferred import DeferredSha256
+from cuzk.witness_gen.deferred import DeferredWitness
 from cuzk.witness_gen.merkle import PathLayout, merkle_path_witness, path_arrays, path_aux_count
 from cuzk.witness_gen.poseidon import poseidon_aux_count, poseidon_witness
 from cuzk.witness_gen.sha256 import Sha256WitnessPlan
@@ -192,7 +192,7 @@ def _add_mod_r(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def porep_witness(circuit: StackedCircuit, timings: dict[str, float] | None = None, *,
                   out: np.ndarray | None = None,
-                  deferred: DeferredSha256 | None = None) -> tuple[np.ndarray, np.ndarray]:
+                  deferred: DeferredWitness | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(inputs, aux) of `circuit` as canonical (n, 4) uint64 limbs, element for element what
     `synthesize_witness(circuit)` allocates (ONE first among the inputs).
 

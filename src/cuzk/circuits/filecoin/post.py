@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
+from typing import ClassVar
 
 import numpy as np
 
@@ -25,6 +27,7 @@ from cuzk.filecoin.sizes import ALL_SIZES, WINDOW_POST_CHALLENGES, WINNING_POST_
 from cuzk.gadgets.num import AllocatedNum, equal
 from cuzk.gadgets.por import POSEIDON, PathLevel, TreeShape, alloc_leaf_and_enforce_inclusion, node_hash_circuit
 from cuzk.r1cs import ConstraintSystem
+from cuzk.witness_gen.deferred import DeferredWitness
 
 __all__ = [
     "NODE_SIZE",
@@ -68,7 +71,7 @@ class FallbackPoStConfig:
     def nodes(self) -> int:
         return self.sector_size // NODE_SIZE
 
-    @property
+    @cached_property  # read per sector and path: a TreeShape each time cost ~10 us
     def tree_r(self) -> TreeShape:
         """Shape of tree_r_last (comm_r_last is its root)."""
         return TreeShape(self.nodes, self.base_arity, self.sub_arity, self.top_arity, POSEIDON)
@@ -157,6 +160,8 @@ class FallbackPoStCircuit:
 
     config: FallbackPoStConfig
     sectors: Sequence[PoStSector] = field(default_factory=list)
+    #: `witness_arrays` can leave its openings' aux to a device (`generated_witness`'s `deferred`).
+    DEFERS_WITNESS: ClassVar[bool] = True
 
     @classmethod
     def blank(cls, config: FallbackPoStConfig) -> FallbackPoStCircuit:
@@ -173,13 +178,14 @@ class FallbackPoStCircuit:
             with cs.namespace(f"sector_{i}"):
                 _synthesize_sector(cs, tree_r, sector)
 
-    def witness_arrays(self, out: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    def witness_arrays(self, out: np.ndarray | None = None,
+                       deferred: DeferredWitness | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(inputs, aux) as canonical limbs, equal to what `synthesize` allocates under WitnessCS,
-        from the batched generators (`post_witness`; `out`: the aux array to fill); SynthesisError
-        naming a missing value."""
+        from the batched generators (`post_witness`; `out`: the aux array to fill; `deferred`:
+        receives the challenge openings instead of their aux); SynthesisError naming a missing value."""
         from cuzk.circuits.filecoin.post_witness import post_witness
 
-        return post_witness(self, out=out)
+        return post_witness(self, out=out, deferred=deferred)
 
     def witness_shape(self) -> tuple[int, int]:
         """(num_inputs, num_aux) of `witness_arrays`, from the configuration alone."""

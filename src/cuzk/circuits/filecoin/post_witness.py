@@ -14,20 +14,28 @@ batched calls over the whole partition, written at fixed offsets:
 
 The rows `comm_r == computed` and `computed root == comm_r_last` allocate nothing, so they add no
 aux; like WitnessCS, the generator does not check them (the compiled row check does).
+
+With a `DeferredWitness` the openings (99% of the aux) are recorded there instead of generated: the
+host writes the commitments and comm_r hashes only, and the prover's device writes the paths.
 """
 
 from __future__ import annotations
 
+import random
+
 import numpy as np
 
-from cuzk.circuits.filecoin.post import FallbackPoStCircuit
+from cuzk.circuits.filecoin.post import FallbackPoStCircuit, FallbackPoStConfig, PoStSector
+from cuzk.field.constants import R_MODULUS
 from cuzk.field.limbs import ints_to_limbs, limb_rows_out
+from cuzk.gadgets.por import PathLevel
 from cuzk.hashes.poseidon_constants import merkle_tree_tag, poseidon_constants
+from cuzk.witness_gen.deferred import DeferredWitness
 from cuzk.witness_gen.merkle import PathLayout, merkle_path_witness, path_arrays, path_aux_count
 from cuzk.witness_gen.poseidon import poseidon_aux_count, poseidon_witness
 from cuzk.witness_gen.values import field_limbs, required_value
 
-__all__ = ["post_aux_per_sector", "post_witness"]
+__all__ = ["post_aux_per_sector", "post_witness", "random_post_circuit"]
 
 
 def post_aux_per_sector(circuit: FallbackPoStCircuit) -> int:
@@ -43,11 +51,13 @@ def post_witness_shape(circuit: FallbackPoStCircuit) -> tuple[int, int]:
     return 1 + config.sector_count * config.inputs_per_sector, config.sector_count * post_aux_per_sector(circuit)
 
 
-def post_witness(circuit: FallbackPoStCircuit, *, out: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+def post_witness(circuit: FallbackPoStCircuit, *, out: np.ndarray | None = None,
+                 deferred: DeferredWitness | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(inputs, aux) canonical limb arrays, equal to `synthesize_witness(circuit)`'s input and aux
     assignments. Refuses what `synthesize` refuses (ValueError for a wrong layout) and, as
     WitnessCS does, a missing value (SynthesisError naming it). `out`, if given, is a C-contiguous
-    (num_aux, 4) uint64 array (`post_witness_shape`) to fill and return as aux."""
+    (num_aux, 4) uint64 array (`post_witness_shape`) to fill and return as aux. `deferred`, if given,
+    receives the challenge openings, whose aux rows are left unwritten (`cuzk.witness_gen.deferred`)."""
     config = circuit.config
     if len(circuit.sectors) != config.sector_count:
         raise ValueError(f"the circuit has {config.sector_count} sectors, got {len(circuit.sectors)}")
@@ -70,8 +80,14 @@ def post_witness(circuit: FallbackPoStCircuit, *, out: np.ndarray | None = None)
     comm_r_hash = poseidon_witness(np.ascontiguousarray(commitments[:, [1, 0]]), poseidon_constants(2),
                                    merkle_tree_tag(2))
     aux[:, 3:3 + hash_rows] = comm_r_hash.aux
-    openings = merkle_path_witness(tree_r, PathLayout.LEAF_FIRST, leaves, indices, siblings)
-    aux[:, 3 + hash_rows:] = openings.aux.reshape(sectors, -1, 4)
+    if deferred is None:
+        openings = merkle_path_witness(tree_r, PathLayout.LEAF_FIRST, leaves, indices, siblings)
+        aux[:, 3 + hash_rows:] = openings.aux.reshape(sectors, -1, 4)
+    else:  # path n = sector * challenges + challenge starts after its sector's header and earlier paths
+        path_aux = path_aux_count(tree_r, PathLayout.LEAF_FIRST)
+        sector_rows = np.arange(sectors, dtype=np.int64)[:, None] * aux.shape[1] + 3 + hash_rows
+        rows = (sector_rows + np.arange(challenges, dtype=np.int64)[None, :] * path_aux).reshape(-1)
+        deferred.poseidon_paths(tree_r, PathLayout.LEAF_FIRST, leaves, indices, siblings, rows)
 
     inputs = np.zeros((1 + sectors * config.inputs_per_sector, 4), dtype=np.uint64)
     inputs[0, 0] = 1
@@ -79,3 +95,21 @@ def post_witness(circuit: FallbackPoStCircuit, *, out: np.ndarray | None = None)
     per_sector[:, 0] = commitments[:, 2]
     per_sector[:, 1:, 0] = indices.reshape(sectors, challenges).astype(np.uint64)
     return inputs, flat
+
+
+def random_post_circuit(config: FallbackPoStConfig, seed: int = 0) -> FallbackPoStCircuit:
+    """A circuit of `config`'s layout with random well-formed values, every sector its own
+    commitments, leaves and paths (canonical field elements, valid positions). Not consistent
+    (paths do not reach comm_r_last, comm_r is not their hash): what a witness needs, as `WitnessCS`
+    needs no more; proving it would fail the row check. For equality tests and benchmarks at sizes
+    whose trees are too large to build."""
+    rng = random.Random(seed)
+
+    def fr() -> int:
+        return rng.randrange(R_MODULUS)
+
+    sectors = [PoStSector(fr(), fr(), fr(), [fr() for _ in range(config.challenge_count)],
+                          [[PathLevel([fr() for _ in range(arity - 1)], rng.randrange(arity))
+                            for arity in config.tree_r.arities] for _ in range(config.challenge_count)])
+               for _ in range(config.sector_count)]
+    return FallbackPoStCircuit(config, sectors)

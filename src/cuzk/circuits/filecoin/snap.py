@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 
@@ -48,6 +49,7 @@ from cuzk.gadgets.poseidon import poseidon_hash_circuit
 from cuzk.gadgets.sha256 import hash2_circuit
 from cuzk.hashes.poseidon_constants import custom_tag, poseidon_constants
 from cuzk.r1cs import ONE, ConstraintSystem, LinearCombination
+from cuzk.witness_gen.deferred import DeferredWitness
 
 __all__ = [
     "GEN_RANDOMNESS_TAG",
@@ -285,6 +287,8 @@ class EmptySectorUpdateCircuit:
     root_r_new: int | None
     apex_leaves: Sequence[int | None] = field(default_factory=list)
     challenge_proofs: Sequence[UpdateChallengeProof] = field(default_factory=list)
+    #: `witness_arrays` can leave its openings' aux to a device (`generated_witness`'s `deferred`).
+    DEFERS_WITNESS: ClassVar[bool] = True
 
     @classmethod
     def blank(cls, config: EmptySectorUpdateConfig) -> EmptySectorUpdateCircuit:
@@ -322,13 +326,14 @@ class EmptySectorUpdateCircuit:
             return None
         return self.config.k_and_h_select(self.k, self.h)
 
-    def witness_arrays(self, out: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    def witness_arrays(self, out: np.ndarray | None = None,
+                       deferred: DeferredWitness | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(inputs, aux) as canonical limbs, equal to what `synthesize` allocates under WitnessCS,
-        from the batched generators (`snap_witness`; `out`: the aux array to fill); SynthesisError
-        naming a missing value."""
+        from the batched generators (`snap_witness`; `out`: the aux array to fill; `deferred`:
+        receives the challenges' openings instead of their aux); SynthesisError naming a missing value."""
         from cuzk.circuits.filecoin.snap_witness import snap_witness
 
-        return snap_witness(self, out=out)
+        return snap_witness(self, out=out, deferred=deferred)
 
     def witness_shape(self) -> tuple[int, int]:
         """(num_inputs, num_aux) of `witness_arrays`, from the configuration alone."""

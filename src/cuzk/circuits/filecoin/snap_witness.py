@@ -23,6 +23,10 @@ batched call over all challenges:
 Rows that only compare values (computed root == root, comm_r == calc) allocate nothing; as under
 WitnessCS they are not checked here (the compiled row check does). The one value check the circuit
 itself makes during synthesis, leaf_r_new against the encoding, is made here too.
+
+With a `DeferredWitness` the challenges' openings are left to the device: the tree_r_old and
+tree_r_new paths whole, the tree_d path's SHA-256 node hashes (its bits, siblings and insertions
+are written here).
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from cuzk.field.constants import FR_BITS, R_MODULUS
 from cuzk.field.limbs import ints_to_limbs, limb_rows_out, limbs_to_ints
 from cuzk.gadgets.por import TreeShape
 from cuzk.hashes.poseidon_constants import merkle_tree_tag, poseidon_constants
+from cuzk.witness_gen.deferred import DeferredWitness
 from cuzk.witness_gen.merkle import PathLayout, merkle_path_witness, path_aux_count, sha256_node_plan
 from cuzk.witness_gen.poseidon import poseidon_aux_count, poseidon_witness
 from cuzk.witness_gen.values import field_limbs, required_value
@@ -132,12 +137,14 @@ def snap_witness_shape(config: EmptySectorUpdateConfig) -> tuple[int, int]:
     return 5, _head_aux(config) + config.challenge_count * snap_aux_per_challenge(config)
 
 
-def snap_witness(circuit: EmptySectorUpdateCircuit, *, out: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+def snap_witness(circuit: EmptySectorUpdateCircuit, *, out: np.ndarray | None = None,
+                 deferred: DeferredWitness | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(inputs, aux) canonical limb arrays, equal to `synthesize_witness(circuit)`'s input and aux
     assignments. Refuses what `synthesize` refuses: a wrong layout (ValueError), a leaf_r_new that
     is not the encoding (SynthesisError) and, as WitnessCS does, a missing value (SynthesisError
     naming it). `out`, if given, is a C-contiguous (num_aux, 4) uint64 array (`snap_witness_shape`)
-    to fill and return as aux (a shared-memory segment: no copy at the hand-off)."""
+    to fill and return as aux (a shared-memory segment: no copy at the hand-off). `deferred`, if
+    given, receives the challenges' openings (see the module doc), whose aux rows are left unwritten."""
     config = circuit.config
     partition_path_values = circuit._validated_partition_path()
     kh = required_value(circuit._k_and_h_select(), "k_and_h_select (k and h)")
@@ -202,6 +209,7 @@ def snap_witness(circuit: EmptySectorUpdateCircuit, *, out: np.ndarray | None = 
     challenge = np.array(randoms, dtype=np.int64) | (k << rb)
 
     # 9. The challenges, one column group at a time.
+    block_rows = cursor.row + np.arange(challenges, dtype=np.int64) * per_challenge  # challenge c's first aux
     block = cursor.take(challenges * per_challenge).reshape(challenges, per_challenge, 4)
     col = 0
     selected = np.zeros(challenges, dtype=np.int64)  # at most len(hs) values below 2^challenge_bit_len
@@ -234,11 +242,16 @@ def snap_witness(circuit: EmptySectorUpdateCircuit, *, out: np.ndarray | None = 
 
     tree_r = config.tree_r
     siblings_r = sum(a - 1 for a in tree_r.arities)
+    r_aux = _opening_aux(tree_r)
     for leaves, siblings in ((leaf_r_old, path_r_old), (leaf_r_new, path_r_new)):
-        opening = merkle_path_witness(tree_r, PathLayout.SIBLINGS_FIRST, leaves, challenge,
-                                      siblings.reshape(challenges, siblings_r, 4))
-        block[:, col:col + opening.aux.shape[1]] = opening.aux
-        col += opening.aux.shape[1]
+        if deferred is None:
+            opening = merkle_path_witness(tree_r, PathLayout.SIBLINGS_FIRST, leaves, challenge,
+                                          siblings.reshape(challenges, siblings_r, 4))
+            block[:, col:col + r_aux] = opening.aux
+        else:
+            deferred.poseidon_paths(tree_r, PathLayout.SIBLINGS_FIRST, leaves, challenge,
+                                    siblings.reshape(challenges, siblings_r, 4), block_rows + col)
+        col += r_aux
 
     # select: the apex leaf index's bits MSB first, each step halving the candidates.
     position = (challenge >> low) & (apex_count - 1)
@@ -252,10 +265,11 @@ def snap_witness(circuit: EmptySectorUpdateCircuit, *, out: np.ndarray | None = 
         half, bit = half // 2, bit - 1
 
     if low_shape is not None:
-        opening = merkle_path_witness(low_shape, PathLayout.SIBLINGS_FIRST, leaf_d_new, challenge & ((1 << low) - 1),
-                                      path_d_low.reshape(challenges, low, 4))
-        block[:, col:col + opening.aux.shape[1]] = opening.aux
-        col += opening.aux.shape[1]
+        d_aux = _opening_aux(low_shape)
+        merkle_path_witness(low_shape, PathLayout.SIBLINGS_FIRST, leaf_d_new, challenge & ((1 << low) - 1),
+                            path_d_low.reshape(challenges, low, 4), out=block[:, col:col + d_aux],
+                            deferred=deferred, rows=None if deferred is None else block_rows + col)
+        col += d_aux
     if col != per_challenge or cursor.row != cursor.aux.shape[0]:
         raise RuntimeError(f"SnapDeals witness layout: {col} of {per_challenge} aux per challenge, "
                            f"{cursor.row} of {cursor.aux.shape[0]} in all")
