@@ -109,9 +109,9 @@ def test_empty_batch_and_bad_input(device_sha: DeviceSha256Witness) -> None:
 
 @pytest.mark.parametrize("which", ["porep-2k", "32GiB, one challenge"])
 def test_deferred_partition_completed_on_the_device_equals_the_full_generator(device_sha: DeviceSha256Witness,
-                                                                               which: str) -> None:
-    """A PoRep partition generated with its SHA-256 gadgets deferred, completed on the device: the
-    device aux vector equals the CPU generator's, element for element."""
+                                                                               unit_kernels, which: str) -> None:  # type: ignore[no-untyped-def]
+    """A PoRep partition generated with its SHA-256 gadgets and Poseidon Merkle paths deferred,
+    completed on the device: the device aux vector equals the CPU generator's, element for element."""
     import dataclasses
 
     from cuzk.circuits.filecoin.compound import sample_compound
@@ -126,13 +126,11 @@ def test_deferred_partition_completed_on_the_device_equals_the_full_generator(de
     deferred = DeferredWitness()
     porep_witness(circuit, out=host, deferred=deferred)
     out = device_sha.xp.full((host.shape[0], 8), 0xBEEF, dtype=device_sha.xp.uint32)
-    complete_on_device(deferred, host, out, device_sha.kernels, lambda: device_sha, _no_paths)
+    assert deferred.sha256_jobs and deferred.path_jobs
+    paths = DevicePoseidonPaths(unit_kernels("poseidon"))
+    complete_on_device(deferred, host, out, device_sha.kernels, lambda: device_sha, lambda: paths)
     got = device_sha.kernels.to_host(out).view(np.uint64).reshape(-1, 4)
     differing = np.flatnonzero((got != expected).any(axis=1))
     assert differing.size == 0, f"{differing.size} aux differ, first at {differing[:8].tolist()}"
     with pytest.raises(ValueError, match="out must be"):
-        complete_on_device(deferred, host, out[:-1], device_sha.kernels, lambda: device_sha, _no_paths)
-
-
-def _no_paths() -> DevicePoseidonPaths:
-    raise AssertionError("a PoRep partition defers no Merkle paths")
+        complete_on_device(deferred, host, out[:-1], device_sha.kernels, lambda: device_sha, lambda: paths)

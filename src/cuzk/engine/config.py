@@ -247,10 +247,11 @@ class SynthesisConfig:
     #: processes (numba), by the "prover" (its backend: on the GPU with CUDA, so a, b, c never exist in
     #: host memory), or "auto" (the prover when every device is a GPU).
     sparse_products: str = "auto"
-    #: cuzk-py: "on": with the products on the prover and every device a GPU, PoRep's SHA-256 gadgets
-    #: (98% of its witness) and PoSt's Merkle openings (99%) are written on the GPU, the synthesis
-    #: process writing the rest (PoRep: 28x less CPU time, ~6% more GPU time a partition: for hosts
-    #: whose CPUs cannot keep the GPUs fed); "off": the synthesis process writes the whole witness.
+    #: cuzk-py: "on": with the products on the prover and every device a GPU, the bulk of PoRep's, PoSt's
+    #: and SnapDeals' witnesses (SHA-256 gadgets, Merkle paths: 92-99%) is written on the GPU, the
+    #: synthesis process writing the rest (PoRep: a tenth of the CPU time, ~3% more GPU time a
+    #: partition: for hosts whose CPUs cannot keep the GPUs fed); "off": the synthesis process writes
+    #: the whole witness.
     device_witness: str = "off"
 
 

@@ -314,8 +314,9 @@ class FilecoinPartitionRecipe(CircuitRecipe):
     #: False when the engine reserved memory for the compiled path only: a compiled circuit that cannot
     #: be used then fails the partition instead of falling back to the (much larger) constraint system.
     fallback: bool = True
-    #: With the products on the prover: leave a generator's bulk (PoRep's SHA-256 gadgets, 98% of its
-    #: aux; PoSt's Merkle openings, 99%) for the prover's device to write (`cuzk.witness_gen.deferred`).
+    #: With the products on the prover: leave a generator's bulk (PoRep's SHA-256 gadgets and Poseidon
+    #: paths, 99% of its aux; PoSt's Merkle openings, 99%) for the prover's device to write
+    #: (`cuzk.witness_gen.deferred`).
     device_witness: bool = False
 
     def build(self) -> Any:

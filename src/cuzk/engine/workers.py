@@ -124,7 +124,7 @@ def sparse_products_where(setting: str, specs: list[DeviceSpec]) -> str:
 
 
 def device_witness_enabled(setting: str, sparse_products: str, specs: list[DeviceSpec]) -> bool:
-    """`synthesis.device_witness` resolved: "on" leaves PoRep's SHA-256 aux and PoSt's openings to the devices when the
+    """`synthesis.device_witness` resolved: "on" leaves the bulk of the Filecoin witnesses to the devices when the
     products are on the prover and every device is a GPU (the CUDA backend writes them there); else
     the synthesis processes write whole witnesses (said in the log when "on" cannot apply)."""
     if setting != "on":

@@ -13,10 +13,10 @@ Two kinds of gadgets make up the bulk of the Filecoin partitions' witnesses, and
   nothing of the path is computed on the host (the circuit checks the root by a constraint).
 
 Everything else (inputs, other hashes, bit decompositions, packed digests) is written into the aux
-vector as usual. A device then uploads only the rows the host wrote (`host_ranges`: ~2% of a PoRep
-partition, <1% of a WindowPoSt one) and writes the recorded gadgets' aux straight into its copy of
-the vector (`cuzk.backends.cuda.deferred`); `complete_on_host` does the same on the CPU, for a
-prover without a device and for tests.
+vector as usual. A device then uploads only the rows the host wrote (`host_ranges`: 0.9% of a PoRep
+partition, whose tree_c and tree_r_last paths are deferred too; 0.6% of a WindowPoSt one) and writes
+the recorded gadgets' aux straight into its copy of the vector (`cuzk.backends.cuda.deferred`);
+`complete_on_host` does the same on the CPU, for a prover without a device and for tests.
 """
 
 from __future__ import annotations

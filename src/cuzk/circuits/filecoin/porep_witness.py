@@ -200,8 +200,9 @@ def porep_witness(circuit: StackedCircuit, timings: dict[str, float] | None = No
     C-contiguous (`PorepLayout.of(config).num_aux`, 4) uint64 array to fill and return as aux: a
     buffer kept from partition to partition saves the page faults of a fresh 4 GB (32GiB) array.
     `deferred`, if given, receives the SHA-256 gadgets (labels, tree_d nodes: 98% of a 32GiB
-    partition's aux) instead of their aux bits, which stay unwritten for a device to fill
-    (`cuzk.witness_gen.deferred`); every other aux is written.
+    partition's aux) and the Merkle paths over Poseidon (tree_c, tree_r_last) instead of their aux,
+    which stay unwritten for a device to fill (`cuzk.witness_gen.deferred`); every other aux is
+    written.
     Raises SynthesisError naming the first missing or malformed value (a blank circuit has none),
     ValueError on a wrong layout or `out`.
     """
@@ -285,9 +286,14 @@ def porep_witness(circuit: StackedCircuit, timings: dict[str, float] | None = No
                                      merkle_tree_tag(layers))
     parent_view[:, :, layers:layers + column_rows] = parent_hashes.aux.reshape(count, _PARENTS, column_rows, 4)
     lap("poseidon")
-    parent_paths = merkle_path_witness(tree_c, PathLayout.INCLUSION, parent_hashes.digests, parent_indices,
-                                       parent_siblings)
-    parent_view[:, :, layers + column_rows:] = parent_paths.aux.reshape(count, _PARENTS, -1, 4)
+    if deferred is None:
+        parent_paths = merkle_path_witness(tree_c, PathLayout.INCLUSION, parent_hashes.digests, parent_indices,
+                                           parent_siblings)
+        parent_view[:, :, layers + column_rows:] = parent_paths.aux.reshape(count, _PARENTS, -1, 4)
+    else:  # path (challenge c, parent j) = c * 14 + j, after its column and column hash
+        deferred.poseidon_paths(tree_c, PathLayout.INCLUSION, parent_hashes.digests, parent_indices, parent_siblings,
+                                (challenge_rows[:, None] + layout.parents + layers + column_rows
+                                 + np.arange(_PARENTS, dtype=np.int64)[None, :] * stride).reshape(-1))
     lap("merkle_poseidon")
 
     # -- c: the challenge's bits ------------------------------------------------------------------------
@@ -335,11 +341,16 @@ def porep_witness(circuit: StackedCircuit, timings: dict[str, float] | None = No
     label_hashes = poseidon_witness(labels, poseidon_constants(layers), merkle_tree_tag(layers))
     per[:, layout.column_hash:layout.column_hash + column_rows] = label_hashes.aux
     lap("poseidon")
-    tail = merkle_path_witness(tree_c, PathLayout.INCLUSION, np.concatenate([encoded, label_hashes.digests]),
-                               tail_indices, tail_siblings)
-    path_rows = tail.aux.shape[1]
-    per[:, layout.r_last_path:layout.r_last_path + path_rows] = tail.aux[:count]
-    per[:, layout.column_hash + column_rows:] = tail.aux[count:]
+    tail_leaves = np.concatenate([encoded, label_hashes.digests])
+    if deferred is None:
+        tail = merkle_path_witness(tree_c, PathLayout.INCLUSION, tail_leaves, tail_indices, tail_siblings)
+        path_rows = tail.aux.shape[1]
+        per[:, layout.r_last_path:layout.r_last_path + path_rows] = tail.aux[:count]
+        per[:, layout.column_hash + column_rows:] = tail.aux[count:]
+    else:  # the replica nodes' tree_r_last paths, then the label columns' tree_c paths
+        deferred.poseidon_paths(tree_c, PathLayout.INCLUSION, tail_leaves, tail_indices, tail_siblings,
+                                np.concatenate([challenge_rows + layout.r_last_path,
+                                                challenge_rows + layout.column_hash + column_rows]))
     lap("merkle_poseidon")
     return inputs, aux
 
