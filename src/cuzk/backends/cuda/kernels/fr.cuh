@@ -23,3 +23,27 @@ struct fr_params {
 };
 
 typedef mont_t<fr_params> fr_t;
+
+// 32 bytes as two 16-byte loads (through the read-only path) and stores.
+DEV fr_t fr_load(const fr_t* p) {
+#ifdef CUZK_HOST_EMU
+    return *p;
+#else
+    const uint4* s = reinterpret_cast<const uint4*>(p);
+    const uint4 lo = __ldg(s), hi = __ldg(s + 1);
+    fr_t r;
+    r.v[0] = lo.x; r.v[1] = lo.y; r.v[2] = lo.z; r.v[3] = lo.w;
+    r.v[4] = hi.x; r.v[5] = hi.y; r.v[6] = hi.z; r.v[7] = hi.w;
+    return r;
+#endif
+}
+
+DEV void fr_store(fr_t* p, const fr_t& x) {
+#ifdef CUZK_HOST_EMU
+    *p = x;
+#else
+    uint4* d = reinterpret_cast<uint4*>(p);
+    d[0] = make_uint4(x.v[0], x.v[1], x.v[2], x.v[3]);
+    d[1] = make_uint4(x.v[4], x.v[5], x.v[6], x.v[7]);
+#endif
+}

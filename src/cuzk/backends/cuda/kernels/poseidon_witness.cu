@@ -45,29 +45,6 @@
 #define PW_REF_ZERO 254   // references to the constant bits
 #define PW_REF_ONE 255
 
-DEV fr_t pw_load(const fr_t* p) {
-#ifdef CUZK_HOST_EMU
-    return *p;
-#else
-    const uint4* s = reinterpret_cast<const uint4*>(p);
-    const uint4 lo = __ldg(s), hi = __ldg(s + 1);
-    fr_t r;
-    r.v[0] = lo.x; r.v[1] = lo.y; r.v[2] = lo.z; r.v[3] = lo.w;
-    r.v[4] = hi.x; r.v[5] = hi.y; r.v[6] = hi.z; r.v[7] = hi.w;
-    return r;
-#endif
-}
-
-DEV void pw_store(fr_t* p, const fr_t& x) {
-#ifdef CUZK_HOST_EMU
-    *p = x;
-#else
-    uint4* d = reinterpret_cast<uint4*>(p);
-    d[0] = make_uint4(x.v[0], x.v[1], x.v[2], x.v[3]);
-    d[1] = make_uint4(x.v[4], x.v[5], x.v[6], x.v[7]);
-#endif
-}
-
 DEV fr_t pw_small(u32 bit) {
     fr_t r = fr_t::zero();
     r.v[0] = bit;
@@ -101,12 +78,12 @@ DEV fr_t pw_hash(const u32* kind, const fr_t* start, fr_t* out) {
     UNROLL for (int i = 0; i < T; ++i) st[i] = pw_to_mont(start[i]);
     u32 k = 0;
     UNROLL for (int i = 1; i < T; ++i) {  // round 0: element 0 is the folded constant already
-        const fr_t s = st[i] + pw_load(pre0 + i - 1);
+        const fr_t s = st[i] + fr_load(pre0 + i - 1);
         const fr_t q = s * s, f = q * q;
-        const fr_t y = s * f + pw_load(post0 + i - 1);
-        pw_store(out + k, pw_from_mont(q));
-        pw_store(out + k + 1, pw_from_mont(f));
-        pw_store(out + k + 2, pw_from_mont(y));
+        const fr_t y = s * f + fr_load(post0 + i - 1);
+        fr_store(out + k, pw_from_mont(q));
+        fr_store(out + k + 1, pw_from_mont(f));
+        fr_store(out + k + 2, pw_from_mont(y));
         st[i] = y;
         k += 3;
     }
@@ -118,17 +95,17 @@ DEV fr_t pw_hash(const u32* kind, const fr_t* start, fr_t* out) {
         if (sparse) {
             const fr_t* w = w_hat + n_sparse * T;
             const fr_t* v = v_rest + n_sparse * (T - 1);
-            fr_t h = st[0] * pw_load(w);
-            UNROLL for (int i = 1; i < T; ++i) h = h + st[i] * pw_load(w + i);
-            UNROLL for (int j = 1; j < T; ++j) st[j] = st[j] + st[0] * pw_load(v + j - 1);
+            fr_t h = st[0] * fr_load(w);
+            UNROLL for (int i = 1; i < T; ++i) h = h + st[i] * fr_load(w + i);
+            UNROLL for (int j = 1; j < T; ++j) st[j] = st[j] + st[0] * fr_load(v + j - 1);
             st[0] = h;
             ++n_sparse;
         } else {
             const fr_t* m = dense + n_dense * T * T;
             fr_t next[T];
             UNROLL for (int j = 0; j < T; ++j) {
-                fr_t acc = st[0] * pw_load(m + j);
-                UNROLL for (int i = 1; i < T; ++i) acc = acc + st[i] * pw_load(m + i * T + j);
+                fr_t acc = st[0] * fr_load(m + j);
+                UNROLL for (int i = 1; i < T; ++i) acc = acc + st[i] * fr_load(m + i * T + j);
                 next[j] = acc;
             }
             UNROLL for (int j = 0; j < T; ++j) st[j] = next[j];
@@ -140,11 +117,11 @@ DEV fr_t pw_hash(const u32* kind, const fr_t* start, fr_t* out) {
             if ((u32)i < boxes) {
                 const fr_t v = st[i];
                 const fr_t s = v * v, f = s * s;
-                const fr_t y = v * f + pw_load(posts + n_sbox);
-                pw_store(out + k, pw_from_mont(v));
-                pw_store(out + k + 1, pw_from_mont(s));
-                pw_store(out + k + 2, pw_from_mont(f));
-                pw_store(out + k + 3, pw_from_mont(y));
+                const fr_t y = v * f + fr_load(posts + n_sbox);
+                fr_store(out + k, pw_from_mont(v));
+                fr_store(out + k + 1, pw_from_mont(s));
+                fr_store(out + k + 2, pw_from_mont(f));
+                fr_store(out + k + 3, pw_from_mont(y));
                 st[i] = y;
                 k += 4;
                 ++n_sbox;
@@ -152,7 +129,7 @@ DEV fr_t pw_hash(const u32* kind, const fr_t* start, fr_t* out) {
         }
     }
     const fr_t digest = pw_from_mont(st[1]);
-    pw_store(out + k, digest);
+    fr_store(out + k, digest);
     return digest;
 }
 
@@ -170,10 +147,10 @@ KERNEL LAUNCH_BOUNDS(128) poseidon_paths(const u32* tab, const u32* kind_off, co
     const fr_t* sib = siblings + (u64)n * sib_per_path;
     fr_t* o = out + rows[n];
     u64 row = 0;
-    fr_t node = pw_load(leaves + n);
-    if (layout == 1) pw_store(o + row++, node);
+    fr_t node = fr_load(leaves + n);
+    if (layout == 1) fr_store(o + row++, node);
     if (layout == 2)
-        for (u32 j = 0; j < sib_per_path; ++j) pw_store(o + row++, pw_load(sib + j));
+        for (u32 j = 0; j < sib_per_path; ++j) fr_store(o + row++, fr_load(sib + j));
     u64 index = indices[n];
     u8 ref[PW_MAX_SLOTS];
     for (u32 lvl = 0; lvl < levels; ++lvl) {
@@ -182,8 +159,8 @@ KERNEL LAUNCH_BOUNDS(128) poseidon_paths(const u32* tab, const u32* kind_off, co
         const u32 pos = (u32)(index & (arity - 1));
         index >>= bits;
         if (layout != 2) {
-            for (u32 j = 0; j < bits; ++j) pw_store(o + row++, pw_small((pos >> j) & 1u));
-            for (u32 j = 0; j + 1 < arity; ++j) pw_store(o + row++, pw_load(sib + j));
+            for (u32 j = 0; j < bits; ++j) fr_store(o + row++, pw_small((pos >> j) & 1u));
+            for (u32 j = 0; j + 1 < arity; ++j) fr_store(o + row++, fr_load(sib + j));
         }
         // Slot values: 0 the node, 1..bits the position bits, then the siblings; later slots refer to them.
         const u32 base = bits + arity;
@@ -193,7 +170,7 @@ KERNEL LAUNCH_BOUNDS(128) poseidon_paths(const u32* tab, const u32* kind_off, co
         auto value_of = [&](u32 r) -> fr_t {
             if (r == 0) return node;
             if (r >= PW_REF_ZERO || r <= bits) return pw_small(bit_of(r));
-            return pw_load(sib + (r - 1 - bits));
+            return fr_load(sib + (r - 1 - bits));
         };
         const u32 n_ops = kind[PW_OPS];
         for (u32 q = 0; q < n_ops; ++q) {
@@ -206,11 +183,11 @@ KERNEL LAUNCH_BOUNDS(128) poseidon_paths(const u32* tab, const u32* kind_off, co
                 r = (code == PW_OP_AND ? (bx & by) : ((bx | by) ^ 1u)) ? PW_REF_ONE : PW_REF_ZERO;
             }
             ref[base + q] = (u8)r;
-            pw_store(o + row++, value_of(r));
+            fr_store(o + row++, value_of(r));
         }
         const u32* outputs = kind + kind[PW_OUTPUTS];
         fr_t start[9];
-        start[0] = pw_load(pw_array(kind, PW_FOLDED));
+        start[0] = fr_load(pw_array(kind, PW_FOLDED));
         for (u32 j = 0; j < arity; ++j) start[1 + j] = value_of(ref[outputs[j]]);
         if (t == 9) node = pw_hash<9>(kind, start, o + row);
         else if (t == 5) node = pw_hash<5>(kind, start, o + row);
@@ -218,5 +195,5 @@ KERNEL LAUNCH_BOUNDS(128) poseidon_paths(const u32* tab, const u32* kind_off, co
         row += kind[PW_HASH_ROWS];
         sib += arity - 1;
     }
-    pw_store(roots + n, node);
+    fr_store(roots + n, node);
 }

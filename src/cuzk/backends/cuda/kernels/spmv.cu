@@ -21,44 +21,20 @@
 #pragma once
 #include "fr.cuh"
 
-// 32 bytes as two 16-byte loads (through the read-only path) and stores.
-DEV fr_t spmv_load(const fr_t* p) {
-#ifdef CUZK_HOST_EMU
-    return *p;
-#else
-    const uint4* s = reinterpret_cast<const uint4*>(p);
-    const uint4 lo = __ldg(s), hi = __ldg(s + 1);
-    fr_t r;
-    r.v[0] = lo.x; r.v[1] = lo.y; r.v[2] = lo.z; r.v[3] = lo.w;
-    r.v[4] = hi.x; r.v[5] = hi.y; r.v[6] = hi.z; r.v[7] = hi.w;
-    return r;
-#endif
-}
-
-DEV void spmv_store(fr_t* p, const fr_t& x) {
-#ifdef CUZK_HOST_EMU
-    *p = x;
-#else
-    uint4* d = reinterpret_cast<uint4*>(p);
-    d[0] = make_uint4(x.v[0], x.v[1], x.v[2], x.v[3]);
-    d[1] = make_uint4(x.v[4], x.v[5], x.v[6], x.v[7]);
-#endif
-}
-
 // coefficient * w[col], added to acc (the shortcuts of the file comment).
 DEV fr_t spmv_term(fr_t acc, u32 col, u32 ci, const fr_t* table_mont, const fr_t* table_canon,
                    const fr_t* inputs, const fr_t* aux, u32 n_in) {
-    const fr_t x = col < n_in ? spmv_load(inputs + col) : spmv_load(aux + (col - n_in));
+    const fr_t x = col < n_in ? fr_load(inputs + col) : fr_load(aux + (col - n_in));
     u32 high = 0;
     UNROLL for (int i = 1; i < 8; ++i) high |= x.v[i];
     if (high == 0 && x.v[0] <= 1u) {
-        if (x.v[0] == 1u) acc = acc + spmv_load(table_canon + ci);
+        if (x.v[0] == 1u) acc = acc + fr_load(table_canon + ci);
     } else if (ci == 0) {
         acc = acc + x;
     } else if (ci == 1) {
         acc = acc - x;
     } else {
-        acc = acc + spmv_load(table_mont + ci) * x;
+        acc = acc + fr_load(table_mont + ci) * x;
     }
     return acc;
 }
@@ -75,7 +51,7 @@ DEV void spmv_rows(const P* row_ptr, const u32* cols, const I* coeff_idx, u32 ro
     fr_t acc = fr_t::zero();
     for (u64 k = begin; k < end; ++k) acc = spmv_term(acc, cols[k], coeff_idx[k], table_mont, table_canon, inputs,
                                                       aux, n_in);
-    spmv_store(out + r, acc);
+    fr_store(out + r, acc);
 }
 
 // Block b sums row long_rows[b]: each thread strides over the entries, then a tree in shared memory
@@ -101,7 +77,7 @@ DEV void spmv_long_rows(const P* row_ptr, const u32* cols, const I* coeff_idx, c
         SYNC();
     }
     BLOCK_THREADS(t) {
-        if (t == 0) spmv_store(out + r, partial[0]);
+        if (t == 0) fr_store(out + r, partial[0]);
     }
 }
 
@@ -130,14 +106,14 @@ KERNEL spmv_unsatisfied(const fr_t* a, const fr_t* b, const fr_t* c, u32 rows, u
     if (r >= rows) return;
     fr_t one_raw = fr_t::zero();
     one_raw.v[0] = 1;
-    bad[r] = (spmv_load(a + r) * spmv_load(b + r) == spmv_load(c + r) * one_raw) ? 0 : 1;
+    bad[r] = (fr_load(a + r) * fr_load(b + r) == fr_load(c + r) * one_raw) ? 0 : 1;
 }
 
 // bad[i] = 1 when x[i] >= r (not a canonical field element): x - r does not borrow.
 KERNEL fr_noncanonical(const fr_t* x, u32 n, u8* bad) {
     const u32 i = global_tid();
     if (i >= n) return;
-    const fr_t v = spmv_load(x + i);
+    const fr_t v = fr_load(x + i);
     sub_cc(v.v[0], fr_params::mod(0));
     UNROLL for (int j = 1; j < 8; ++j) subc_cc(v.v[j], fr_params::mod(j));
     bad[i] = subc(0, 0) ? 0 : 1;  // 0xffffffff (a borrow) when x < r
