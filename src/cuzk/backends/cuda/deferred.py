@@ -1,6 +1,6 @@
 """Finishing on the device an aux vector whose generator left its bulk to it (`cuzk.witness_gen.deferred`).
 
-Only the rows the host wrote go up (~2% of a PoRep partition, <1% of a WindowPoSt one), gathered into
+Only the rows the host wrote go up (0.9% of a PoRep partition, 0.6% of a WindowPoSt one), gathered into
 one upload and moved into place by device-to-device copies; the deferred gadgets' aux are written
 by their kernels: SHA-256 gadgets one launch per plan (`DeviceSha256Witness.launches`), Poseidon
 Merkle paths one launch per job (`DevicePoseidonPaths.generate_into`). The launches are small (a
