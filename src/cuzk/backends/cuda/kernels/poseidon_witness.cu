@@ -55,14 +55,6 @@ DEV const fr_t* pw_array(const u32* kind, int field) {
     return reinterpret_cast<const fr_t*>(kind + kind[field]);
 }
 
-// Montgomery form (times R) and back (times 1 / R), both by one product.
-DEV fr_t pw_to_mont(const fr_t& x) {
-    fr_t rr;
-    UNROLL for (int i = 0; i < 8; ++i) rr.v[i] = fr_params::rr(i);
-    return x * rr;
-}
-DEV fr_t pw_from_mont(const fr_t& x) { return x * pw_small(1); }
-
 // One node hash: `start` is the initial state [folded constant, inputs...], canonical; its rows go to
 // out[0 .. hash_rows), canonical; returns the digest, canonical.
 template <int T>
@@ -75,15 +67,15 @@ DEV fr_t pw_hash(const u32* kind, const fr_t* start, fr_t* out) {
     const fr_t* v_rest = pw_array(kind, PW_V_REST);
     const u32* partial = kind + kind[PW_PARTIAL];
     fr_t st[T];
-    UNROLL for (int i = 0; i < T; ++i) st[i] = pw_to_mont(start[i]);
+    UNROLL for (int i = 0; i < T; ++i) st[i] = start[i].to_mont();
     u32 k = 0;
     UNROLL for (int i = 1; i < T; ++i) {  // round 0: element 0 is the folded constant already
         const fr_t s = st[i] + fr_load(pre0 + i - 1);
         const fr_t q = s * s, f = q * q;
         const fr_t y = s * f + fr_load(post0 + i - 1);
-        fr_store(out + k, pw_from_mont(q));
-        fr_store(out + k + 1, pw_from_mont(f));
-        fr_store(out + k + 2, pw_from_mont(y));
+        fr_store(out + k, q.from_mont());
+        fr_store(out + k + 1, f.from_mont());
+        fr_store(out + k + 2, y.from_mont());
         st[i] = y;
         k += 3;
     }
@@ -118,17 +110,17 @@ DEV fr_t pw_hash(const u32* kind, const fr_t* start, fr_t* out) {
                 const fr_t v = st[i];
                 const fr_t s = v * v, f = s * s;
                 const fr_t y = v * f + fr_load(posts + n_sbox);
-                fr_store(out + k, pw_from_mont(v));
-                fr_store(out + k + 1, pw_from_mont(s));
-                fr_store(out + k + 2, pw_from_mont(f));
-                fr_store(out + k + 3, pw_from_mont(y));
+                fr_store(out + k, v.from_mont());
+                fr_store(out + k + 1, s.from_mont());
+                fr_store(out + k + 2, f.from_mont());
+                fr_store(out + k + 3, y.from_mont());
                 st[i] = y;
                 k += 4;
                 ++n_sbox;
             }
         }
     }
-    const fr_t digest = pw_from_mont(st[1]);
+    const fr_t digest = st[1].from_mont();
     fr_store(out + k, digest);
     return digest;
 }
