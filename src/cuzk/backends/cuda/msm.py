@@ -36,9 +36,18 @@ _FP_BYTES = 48
 _FP_WORDS = 12
 #: Window sizes considered by the cost model (c bits; 2^(c-1) buckets per window).
 MIN_WINDOW, MAX_WINDOW = 4, 22
-#: The cap DeviceMsm applies: measured on an H200 (2026-11-29, G1 2^24) c = 16 took 382 ms, c = 18
-#: 504 ms, c = 20 432 ms; the model's c = 20 loses to more, shorter bucket runs at c = 16.
+#: The caps DeviceMsm applies by default: DEFAULT_MAX_WINDOW up to LARGE_MSM scalars, LARGE_MAX_WINDOW
+#: above. Measured on an H200 with the batch-affine tree rounds (2026-11-30, G1, median ms,
+#: benchmarks/results/cuda-msm-windows-h200-2026-11-30.json): c = 16 / 20 took 122.5 / 127.3 at 2^24,
+#: 244.1 / 237.6 at 2^25, 487.6 / 452.3 at 2^26, 976.1 / 885.0 at 2^27 (c = 22: 171.9, 285.8, 508.1,
+#: 967.5; its sort and bucket reduction grow faster than its tree rounds shrink). Fewer windows mean
+#: fewer additions; more keys make the global-atomic sort and the reduction dearer, which only large
+#: MSMs repay. Windows whose top window is a few bits wide (c = 17, 18, 21: 0-3 bits) send a large
+#: share of all scalars to a handful of buckets, whose pieces msm_combine then adds one by one
+#: (2^26: 203-269 ms in that step); the model, capped at 16 or 20, never picks them there.
 DEFAULT_MAX_WINDOW = 16
+LARGE_MAX_WINDOW = 20
+LARGE_MSM = 1 << 24
 #: Points converted per launch when bases are uploaded (bounds the staging memory).
 UPLOAD_CHUNK = 1 << 22
 _BLOCK = 256
@@ -111,6 +120,11 @@ def window_size(n: int, max_window: int = MAX_WINDOW) -> int:
     return best
 
 
+def default_max_window(n: int) -> int:
+    """The window cap DeviceMsm applies to a batch of n scalars unless told otherwise."""
+    return LARGE_MAX_WINDOW if n > LARGE_MSM else DEFAULT_MAX_WINDOW
+
+
 def num_windows(c: int) -> int:
     return -(-256 // c)
 
@@ -126,7 +140,7 @@ def working_bytes(group: str, n: int) -> int:
     pieces (at most 2^18 threads), the 0/1 split's flags, indices and gathered tail, the batch-affine
     tree rounds' points (two rounds of one window group, plus the indices of the last), and 64 MiB of
     slack."""
-    c = window_size(n, DEFAULT_MAX_WINDOW)
+    c = window_size(n, default_max_window(n))
     w = num_windows(c)
     keys = w << (c - 1)
     xyzz = XYZZ_WORDS[group] * 4
@@ -156,10 +170,11 @@ class ScalarSplit:
 
 class DeviceMsm:
     """MSMs on one device. `threads_per_sm` sizes the accumulation grid (segments of equal work; None:
-    the per-group defaults), `max_window` caps the window size, `max_batch` the scalars per batch."""
+    the per-group defaults), `max_window` caps the window size (None: default_max_window of each batch's
+    size), `max_batch` the scalars per batch."""
 
     def __init__(self, kernels: Any, *, threads_per_sm: int | None = None, max_batch: int | None = None,
-                 max_window: int = DEFAULT_MAX_WINDOW) -> None:
+                 max_window: int | None = None) -> None:
         self.k = kernels
         self.xp = kernels.xp
         per_sm = {g: threads_per_sm or ACCUMULATE_VARIANTS[g][DEFAULT_ACCUMULATE[g]].threads_per_sm for g in GROUPS}
@@ -302,7 +317,7 @@ class DeviceMsm:
             if not MIN_WINDOW <= self.window_bits <= MAX_WINDOW:
                 raise ValueError(f"window_bits must be in [{MIN_WINDOW}, {MAX_WINDOW}], got {self.window_bits}")
             return self.window_bits
-        return window_size(n, self.max_window)
+        return window_size(n, default_max_window(n) if self.max_window is None else self.max_window)
 
     def _msm_batch(self, group: str, bases: Any, scalars: Any, index_map: Any) -> Partial:
         xp = self.xp
