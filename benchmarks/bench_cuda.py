@@ -325,22 +325,46 @@ def cubin_module(path: Path, device_id: int = 0) -> Any:
     return CubinModule()
 
 
-def parse_ab(spec: str, thresholds: str) -> list[tuple[str, Path | None, int | None]]:
-    """--ab 'label=path,...' and --ab-thresholds '16,32' -> (label, cubin or None for the current
-    build, G1/G2 tree threshold or None for the defaults): the current build first, then the others."""
-    variants: list[tuple[str, Path | None, int | None]] = [("current", None, None)]
+#: DeviceMsm attributes --ab-settings may set (int values).
+AB_SETTINGS = ("window_bits", "smem_sort_max_pairs", "tree_threads_per_sm", "tree_min_pairs", "tree_waves")
+
+
+def apply_settings(eng: Any, group: str, settings: dict[str, int]) -> None:
+    """Set --ab-settings on a DeviceMsm (the tree's are per group: set for `group`)."""
+    for attr, value in settings.items():
+        if attr == "tree_threads_per_sm":
+            eng.tree_threads[group] = eng.k.num_sms * value
+        elif attr in ("tree_min_pairs", "tree_waves"):
+            getattr(eng, attr)[group] = value
+        else:
+            setattr(eng, attr, value)
+
+AbVariant = tuple[str, Path | None, int | None, dict[str, int]]
+
+
+def parse_ab(spec: str, thresholds: str, settings: str = "") -> list[AbVariant]:
+    """--ab 'label=path,...', --ab-thresholds '16,32' and --ab-settings 'label:attr=v;attr=v,...' ->
+    (label, cubin or None for the current build, G1/G2 tree threshold or None for the defaults,
+    DeviceMsm attributes to set): the current build first, then the others."""
+    variants: list[AbVariant] = [("current", None, None, {})]
     for item in (x for x in spec.split(",") if x):
         label, sep, path = item.partition("=")
         if not sep or not label or not path:
             raise SystemExit(f"--ab: expected label=path, got {item!r}")
-        variants.append((label, Path(path), None))
-    variants += [(f"current@{t}", None, int(t)) for t in thresholds.split(",") if t]
+        variants.append((label, Path(path), None, {}))
+    variants += [(f"current@{t}", None, int(t), {}) for t in thresholds.split(",") if t]
+    for item in (x for x in settings.split(",") if x):
+        label, sep, body = item.partition(":")
+        attrs = dict(kv.partition("=")[::2] for kv in body.split(";") if kv)
+        if not sep or not label or not attrs or any(k not in AB_SETTINGS or not v.isdigit() for k, v in attrs.items()):
+            raise SystemExit(f"--ab-settings: expected label:attr=int;... with attr in {AB_SETTINGS}, got {item!r}")
+        variants.append((label, None, None, {k: int(v) for k, v in attrs.items()}))
     return variants
 
 
 def bench_ab(cp: Any, group: str, sizes: list[int], reps: int,
-             variants: list[tuple[str, Path | None, int | None]]) -> list[dict[str, Any]]:
-    """The MSM at each size under every variant (a build of the kernels, a tree threshold), the
+             variants: list[AbVariant]) -> list[dict[str, Any]]:
+    """The MSM at each size under every variant (a build of the kernels, a tree threshold, settings), the
     variants alternating within each repetition (the same bases and scalars, host wall clock as in
     bench_msm); every variant's result checked equal to the current build's."""
     from cuzk.backends.cuda.module import get_module
@@ -350,10 +374,11 @@ def bench_ab(cp: Any, group: str, sizes: list[int], reps: int,
 
     cls = G1Point if group == "g1" else G2Point
     engines: dict[str, Any] = {}
-    for label, path, threshold in variants:
+    for label, path, threshold, settings in variants:
         eng = DeviceMsm(get_module() if path is None else cubin_module(path))
         if threshold is not None:
             eng.tree_min_pairs[group] = threshold
+        apply_settings(eng, group, settings)
         engines[label] = eng
     current = engines["current"]
     prng = random.Random(11)
@@ -380,7 +405,9 @@ def bench_ab(cp: Any, group: str, sizes: list[int], reps: int,
             eng.profile = {}
             eng.msm(group, bases, scalars)
             row = {"op": f"msm_{group}_ab", "variant": label, "source": eng.k.source, "log_n": log_n,
-                   "tree_min_pairs": eng.tree_min_pairs[group], **stats_ms(samples[label]),
+                   "tree_min_pairs": eng.tree_min_pairs[group], "window_bits": eng.window(n),
+                   "tree_threads_per_sm": eng.tree_threads[group] // eng.k.num_sms, "tree_waves": eng.tree_waves[group],
+                   **stats_ms(samples[label]),
                    "phases_ms": {k: round(v, 3) for k, v in eng.profile.items()},
                    "equal_to_current": bool(results[label] == results["current"])}
             eng.profile = None
@@ -455,6 +482,8 @@ def main() -> None:
                     help="other builds of the curve unit timed side by side with the current one, label=cubin,...")
     ap.add_argument("--ab-thresholds", default="",
                     help="tree thresholds (additions per thread) also timed with the current build, e.g. 16,32")
+    ap.add_argument("--ab-settings", default="",
+                    help="DeviceMsm settings also timed with the current build, e.g. w22:window_bits=22")
     ap.add_argument("--ab-g1", default="", help="G1 log2 sizes of the side-by-side runs, e.g. 20,24,26")
     ap.add_argument("--ab-g2", default="", help="G2 log2 sizes of the side-by-side runs")
     ap.add_argument("--note", default="", help="what code was measured (kept in the JSON)")
@@ -477,11 +506,11 @@ def main() -> None:
     results: dict[str, Any] = {"module_load_s": round(compile_s, 2), "module_source": mod.source}
     if args.note:
         results["note"] = args.note
-    if args.ab or args.ab_thresholds:
-        variants = parse_ab(args.ab, args.ab_thresholds)
+    if args.ab or args.ab_thresholds or args.ab_settings:
+        variants = parse_ab(args.ab, args.ab_thresholds, args.ab_settings)
         current = f"{mod.source} of the source digest {source_digest()}"
         results["ab_variants"] = [{"variant": v[0], "cubin": str(v[1]) if v[1] else current,
-                                   "tree_min_pairs": v[2]} for v in variants]
+                                   "tree_min_pairs": v[2], "settings": v[3]} for v in variants]
         results["ab"] = [row for g, spec in (("g1", args.ab_g1), ("g2", args.ab_g2))
                          for row in bench_ab(cp, g, [int(x) for x in spec.split(",") if x], args.reps, variants)]
     results["ntt"] = bench_ntt(cp, sizes["ntt"], args.reps)

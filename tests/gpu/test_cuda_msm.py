@@ -121,12 +121,15 @@ def test_tree_rounds(kernels, emulated: bool, monkeypatch: pytest.MonkeyPatch, g
     """The batch-affine tree rounds, forced at small sizes (every round runs while any bucket holds two
     points; few threads, so a thread's additions span buckets), give the CPU's sum: random, edge,
     all-equal and small scalars, repeated, opposite and infinite bases (the doubling and P + (-P)
-    cases of an affine addition), and window groups of one or all windows."""
+    cases of an affine addition), window groups of one or all windows, and rounds spread over up to
+    three waves of threads."""
     cls, _ = GROUPS[group]
     monkeypatch.setattr(msm_module, "TREE_GROUP_BYTES", group_bytes)
+    monkeypatch.setattr(msm_module, "TREE_WAVE_PAIRS", 2)
     eng = DeviceMsm(kernels, threads_per_sm=4 if emulated else 64)
     eng.tree_min_pairs[group] = 1
     eng.tree_threads[group] = 5 if emulated else 37
+    eng.tree_waves[group] = 3
     rng = random.Random(f"tree{group}{group_bytes}")
     n = 150 if emulated else (3000 if group == "g1" else 1000)
     pts = _points(cls, n, 61, distinct=n // 2)

@@ -105,6 +105,16 @@ SUM_CHUNK = 8
 TREE_MIN_PAIRS = {"g1": 16, "g2": 32}
 TREE_MAX_ROUNDS = 8
 TREE_THREADS_PER_SM = {"g1": 512, "g2": 256}
+#: A round large enough to give each of up to TREE_WAVES[group] times those threads at least
+#: TREE_WAVE_PAIRS additions runs on that many: the device then takes the blocks in several waves,
+#: which evens out the SMs' finishing times of the large early rounds (the round threshold above is
+#: unchanged). Measured on an H200 (2026-11-30, side by side, median ms,
+#: benchmarks/results/cuda-msm-tree-waves-h200-2026-11-30.json), one wave per round against up to 4
+#: (each of those with at least TREE_MIN_PAIRS additions): G1 2^24 123.3 -> 119.5, 2^26 458.9 -> 448.4,
+#: 2^27 887.1 -> 863.8; but 2^20 11.2 -> 11.9 and G2 2^20 / 2^22 31.2 / 90.5 -> 32.3 / 93.1, so
+#: rounds with few additions per thread and G2 keep one wave; 8 and 16 waves were slower everywhere.
+TREE_WAVES = {"g1": 4, "g2": 1}
+TREE_WAVE_PAIRS = 256
 TREE_GROUP_BYTES = 6 << 30
 _TREE_BLOCK = 128
 
@@ -192,6 +202,7 @@ class DeviceMsm:
         #: tree rounds).
         self.tree_min_pairs: dict[str, int | None] = dict(TREE_MIN_PAIRS)
         self.tree_threads = {g: max(1, kernels.num_sms * TREE_THREADS_PER_SM[g]) for g in GROUPS}
+        self.tree_waves = dict(TREE_WAVES)
         #: When a dict (CUDA only), device time per MSM phase is added to it, in ms (for benchmarks).
         self.profile: dict[str, float] | None = None
         self._marks: list[tuple[str, Any]] = []
@@ -384,7 +395,8 @@ class DeviceMsm:
             pairs = total - total_out
             if pairs == 0 or pairs < self.tree_threads[group] * min_pairs:
                 break
-            per = -(-total_out // self.tree_threads[group])
+            waves = max(1, min(self.tree_waves[group], pairs // (self.tree_threads[group] * TREE_WAVE_PAIRS)))
+            per = -(-total_out // (waves * self.tree_threads[group]))
             threads = 32 * -(-total_out // (32 * per))  # whole warps: a warp takes 32 * per outputs
             out = xp.empty((total_out, AFFINE_WORDS[group]), dtype=xp.uint32)
             self.k.launch(f"msm_tree_round_{group}", -(-threads // _TREE_BLOCK), _TREE_BLOCK,
