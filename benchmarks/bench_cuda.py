@@ -143,6 +143,48 @@ def bench_ntt(cp: Any, sizes: list[int], reps: int) -> list[dict[str, Any]]:
     return rows
 
 
+def bench_ntt_ab(cp: Any, sizes: list[int], reps: int) -> list[dict[str, Any]]:
+    """The transforms with the generic and the constant-stride pass kernels (DeviceNtt.fixed_stride),
+    alternating within each repetition on the same data; outputs checked equal."""
+    from cuzk.backends.cuda.module import get_module
+    from cuzk.backends.cuda.ntt import DeviceNtt
+
+    ntt = DeviceNtt(get_module())
+    rows = []
+    for log_n in sizes:
+        src = cp.random.randint(0, 2**31, size=(1 << log_n, 8), dtype=cp.int64).astype(cp.uint32)
+        src[:, 7] &= 0x0FFFFFFF
+        data = src.copy()
+        ops = (("ntt_fwd_NN", lambda d, L: ntt.ntt(d, L)), ("ntt_inv_NN", lambda d, L: ntt.intt(d, L)),
+               ("ntt_fwd_NN_coset", lambda d, L: ntt.coset_ntt(d, L)),
+               ("ntt_fwd_dif_only", lambda d, L: ntt.dif(d, L, ntt.default_root(L))),
+               ("ntt_fwd_dit_only", lambda d, L: ntt.dit(d, L, ntt.default_root(L))))
+        for key, fn in ops:
+            outs = []
+            for fixed in (False, True):
+                ntt.fixed_stride = fixed
+                d = src.copy()
+                fn(d, log_n)
+                outs.append(d)
+            equal = bool(cp.array_equal(outs[0], outs[1]))
+            del outs
+            samples: dict[bool, list[float]] = {False: [], True: []}
+            for _ in range(reps):
+                for fixed in (False, True):
+                    ntt.fixed_stride = fixed
+                    samples[fixed] += time_events(cp, lambda f=fn, L=log_n, d=data: f(d, L), 1)
+            for fixed in (False, True):
+                row = {"op": key, "log_n": log_n, "fixed_stride": fixed, "outputs_equal": equal,
+                       **stats_ms(samples[fixed])}
+                rows.append(row)
+                print(json.dumps({k: v for k, v in row.items() if k != "samples_ms"}), flush=True)
+        ntt.fixed_stride = True
+        del src, data
+        ntt.clear_tables()
+        cp.get_default_memory_pool().free_all_blocks()
+    return rows
+
+
 def bench_msm(cp: Any, group: str, sizes: list[int], reps: int, check_log: int | None,
               sweep_log: int | None = None, window_logs: tuple[int, ...] = (),
               window_bits: tuple[int, ...] = (), reduce_log: int | None = None,
@@ -486,6 +528,8 @@ def main() -> None:
                     help="DeviceMsm settings also timed with the current build, e.g. w22:window_bits=22")
     ap.add_argument("--ab-g1", default="", help="G1 log2 sizes of the side-by-side runs, e.g. 20,24,26")
     ap.add_argument("--ab-g2", default="", help="G2 log2 sizes of the side-by-side runs")
+    ap.add_argument("--ntt-ab", default="",
+                    help="log2 sizes at which the generic and constant-stride NTT passes are timed side by side")
     ap.add_argument("--note", default="", help="what code was measured (kept in the JSON)")
     ap.add_argument("--quick", action="store_true", help="small sizes only (a smoke test)")
     ap.add_argument("--out", type=Path, default=None)
@@ -513,6 +557,8 @@ def main() -> None:
                                    "tree_min_pairs": v[2], "settings": v[3]} for v in variants]
         results["ab"] = [row for g, spec in (("g1", args.ab_g1), ("g2", args.ab_g2))
                          for row in bench_ab(cp, g, [int(x) for x in spec.split(",") if x], args.reps, variants)]
+    if args.ntt_ab:
+        results["ntt_ab"] = bench_ntt_ab(cp, [int(x) for x in args.ntt_ab.split(",") if x], args.reps)
     results["ntt"] = bench_ntt(cp, sizes["ntt"], args.reps)
     bits = tuple(int(x) for x in args.windows.split(",") if x)
     sweeps = {g: tuple(int(x) for x in v.split(",") if x) for g, v in (("g1", args.window_sweep),

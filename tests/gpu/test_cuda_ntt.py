@@ -37,12 +37,16 @@ def _run(kernels, ntt: DeviceNtt, fn, host: np.ndarray) -> np.ndarray:
     return kernels.to_host(d).view(np.uint64).reshape(-1, 4)
 
 
-@pytest.mark.parametrize("max_pass_log,direct_log", [(10, 18), (4, 18), (10, 0), (4, 0)])
-def test_transforms_match_cpu_domain(kernels, emulated: bool, max_pass_log: int, direct_log: int) -> None:
+@pytest.mark.parametrize("max_pass_log,direct_log,fixed_stride",
+                         [(10, 18, True), (10, 18, False), (4, 18, True), (10, 0, True), (4, 0, True)])
+def test_transforms_match_cpu_domain(kernels, emulated: bool, max_pass_log: int, direct_log: int,
+                                     fixed_stride: bool) -> None:
     """Passes of up to 10 and up to 4 stages; between-pass twiddles from the direct tables where a pass
-    allows (the default) and from the two-level tables only (direct_log 0)."""
+    allows (the default) and from the two-level tables only (direct_log 0); passes of 2^10 elements a
+    block with the constant-stride kernels (the default) and the generic ones."""
     ntt = DeviceNtt(kernels, max_pass_log=max_pass_log)
     ntt.direct_twiddle_log = direct_log
+    ntt.fixed_stride = fixed_stride
     for log_n in _sizes(emulated):
         if max_pass_log < 10 and log_n > 11:
             continue

@@ -82,6 +82,9 @@ class DeviceNtt:
         self.max_pass_log = max_pass_log
         #: Passes with lo + S up to this read direct twiddle tables (0: none; benchmarks compare).
         self.direct_twiddle_log = DIRECT_TWIDDLE_LOG
+        #: Passes of 2^10 elements a block run the kernels with a constant shared-memory stride
+        #: (False: the generic ones; benchmarks compare).
+        self.fixed_stride = True
         self._roots: dict[tuple[int, int], _RootTables] = {}
         self._powers: dict[tuple[int, int], _PowerTables] = {}
         self._consts: dict[int, Any] = {}
@@ -146,6 +149,8 @@ class DeviceNtt:
         blocks = 1 << (log_n - stages - log_c)
         j = lo + stages
         direct = t.direct_table(self.k, log_n, j) if lo > 0 and j <= self.direct_twiddle_log else None
+        if elems == 1024 and self.fixed_stride:
+            kernel += "_1024"  # the same pass with its shared-memory stride a constant (kernels/ntt.cu)
         self.k.launch(kernel, blocks, elems // 2,
                       (a, log_n, lo, stages, log_c, t.inner_log, t.inner, t.tw_lo, t.tw_hi, direct, *extra),
                       shared_mem=elems * 32)

@@ -79,12 +79,16 @@ DEV void sm_put(u32* sm, u32 E, u32 e, const fr_t& x) {
 // g^i with g^k = pre_lo[k mod 2^14] * pre_hi[k >> 14], i the natural index; on store (last pass only)
 // x_p *= post_scale * h^bitrev_L(p), p the bit-reversed output position, i.e. the natural index of
 // the value once the output is permuted.
-BLOCK_KERNEL LAUNCH_BOUNDS(512) ntt_dif_pass(fr_t* data, u32 log_n, u32 lo, u32 S, u32 logC, u32 inner_log,
-                                             const fr_t* inner, const fr_t* tw_lo, const fr_t* tw_hi,
-                                             const fr_t* tw_direct, const fr_t* pre_lo, const fr_t* pre_hi, const fr_t* post_lo,
-                                             const fr_t* post_hi, const fr_t* post_scale) {
+// FIXED_E: the block's element count when known at compile time (0: C << S at run time). The
+// shared-memory limb stride is then an immediate, so the eight limbs of an element sit at constant
+// offsets from one address instead of eight computed ones (ntt_dif_pass_1024 / ntt_dit_pass_1024: the
+// passes of 2^10 elements a block, all but the smallest transforms' passes).
+template <u32 FIXED_E>
+DEV void dif_pass(fr_t* data, u32 log_n, u32 lo, u32 S, u32 logC, u32 inner_log, const fr_t* inner,
+                  const fr_t* tw_lo, const fr_t* tw_hi, const fr_t* tw_direct, const fr_t* pre_lo, const fr_t* pre_hi,
+                  const fr_t* post_lo, const fr_t* post_hi, const fr_t* post_scale) {
     DYN_SMEM(u32, sm);
-    const u32 C = 1u << logC, E = C << S;
+    const u32 C = 1u << logC, E = FIXED_E ? FIXED_E : C << S;
     const u32 col0 = blockIdx.x << logC;
     const u32 l0 = col0 & ((1u << lo) - 1);
     const u64 base = ((u64)(col0 >> lo) << (lo + S)) + l0;
@@ -155,12 +159,21 @@ BLOCK_KERNEL LAUNCH_BOUNDS(512) ntt_dif_pass(fr_t* data, u32 log_n, u32 lo, u32 
     }
 }
 
+#define NTT_DIF_PARAMS                                                                                      \
+    fr_t *data, u32 log_n, u32 lo, u32 S, u32 logC, u32 inner_log, const fr_t *inner, const fr_t *tw_lo,    \
+        const fr_t *tw_hi, const fr_t *tw_direct, const fr_t *pre_lo, const fr_t *pre_hi, const fr_t *post_lo, \
+        const fr_t *post_hi, const fr_t *post_scale
+#define NTT_DIF_ARGS \
+    data, log_n, lo, S, logC, inner_log, inner, tw_lo, tw_hi, tw_direct, pre_lo, pre_hi, post_lo, post_hi, post_scale
+BLOCK_KERNEL LAUNCH_BOUNDS(512) ntt_dif_pass(NTT_DIF_PARAMS) { dif_pass<0>(NTT_DIF_ARGS); }
+BLOCK_KERNEL LAUNCH_BOUNDS(512) ntt_dif_pass_1024(NTT_DIF_PARAMS) { dif_pass<1024>(NTT_DIF_ARGS); }
+
 // Bit-reversed -> natural; same launch shape as ntt_dif_pass, passes from lo = 0 upwards.
-BLOCK_KERNEL LAUNCH_BOUNDS2(512, 2) ntt_dit_pass(fr_t* data, u32 log_n, u32 lo, u32 S, u32 logC, u32 inner_log,
-                                             const fr_t* inner, const fr_t* tw_lo, const fr_t* tw_hi,
-                                             const fr_t* tw_direct) {
+template <u32 FIXED_E>
+DEV void dit_pass(fr_t* data, u32 log_n, u32 lo, u32 S, u32 logC, u32 inner_log, const fr_t* inner,
+                  const fr_t* tw_lo, const fr_t* tw_hi, const fr_t* tw_direct) {
     DYN_SMEM(u32, sm);
-    const u32 C = 1u << logC, E = C << S;
+    const u32 C = 1u << logC, E = FIXED_E ? FIXED_E : C << S;
     const u32 col0 = blockIdx.x << logC;
     const u32 l0 = col0 & ((1u << lo) - 1);
     const u64 base = ((u64)(col0 >> lo) << (lo + S)) + l0;
@@ -220,6 +233,13 @@ BLOCK_KERNEL LAUNCH_BOUNDS2(512, 2) ntt_dit_pass(fr_t* data, u32 log_n, u32 lo, 
             store_struct(data + base + ((u64)(e >> logC) << lo) + (e & (C - 1)), sm_get(sm, E, e));
     }
 }
+
+#define NTT_DIT_PARAMS                                                                                   \
+    fr_t *data, u32 log_n, u32 lo, u32 S, u32 logC, u32 inner_log, const fr_t *inner, const fr_t *tw_lo, \
+        const fr_t *tw_hi, const fr_t *tw_direct
+#define NTT_DIT_ARGS data, log_n, lo, S, logC, inner_log, inner, tw_lo, tw_hi, tw_direct
+BLOCK_KERNEL LAUNCH_BOUNDS2(512, 2) ntt_dit_pass(NTT_DIT_PARAMS) { dit_pass<0>(NTT_DIT_ARGS); }
+BLOCK_KERNEL LAUNCH_BOUNDS2(512, 2) ntt_dit_pass_1024(NTT_DIT_PARAMS) { dit_pass<1024>(NTT_DIT_ARGS); }
 
 // In-place bit-reversal permutation; each pair is swapped by its smaller index.
 KERNEL ntt_bitrev(fr_t* data, u32 log_n) {
