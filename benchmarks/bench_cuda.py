@@ -390,18 +390,26 @@ def parse_ab(spec: str, thresholds: str, settings: str = "") -> list[AbVariant]:
     DeviceMsm attributes to set): the current build first, then the others."""
     variants: list[AbVariant] = [("current", None, None, {})]
     for item in (x for x in spec.split(",") if x):
-        label, sep, path = item.partition("=")
+        label, sep, rest = item.partition("=")
+        path, _, body = rest.partition(":")
         if not sep or not label or not path:
-            raise SystemExit(f"--ab: expected label=path, got {item!r}")
-        variants.append((label, Path(path), None, {}))
+            raise SystemExit(f"--ab: expected label=path[:attr=int;...], got {item!r}")
+        variants.append((label, Path(path), None, _parse_settings(item, body)))
     variants += [(f"current@{t}", None, int(t), {}) for t in thresholds.split(",") if t]
     for item in (x for x in settings.split(",") if x):
         label, sep, body = item.partition(":")
-        attrs = dict(kv.partition("=")[::2] for kv in body.split(";") if kv)
-        if not sep or not label or not attrs or any(k not in AB_SETTINGS or not v.isdigit() for k, v in attrs.items()):
-            raise SystemExit(f"--ab-settings: expected label:attr=int;... with attr in {AB_SETTINGS}, got {item!r}")
-        variants.append((label, None, None, {k: int(v) for k, v in attrs.items()}))
+        if not sep or not label or not body:
+            raise SystemExit(f"--ab-settings: expected label:attr=int;..., got {item!r}")
+        variants.append((label, None, None, _parse_settings(item, body)))
     return variants
+
+
+def _parse_settings(item: str, body: str) -> dict[str, int]:
+    """'attr=int;attr=int' -> {attr: int}, attrs from AB_SETTINGS."""
+    attrs = dict(kv.partition("=")[::2] for kv in body.split(";") if kv)
+    if any(k not in AB_SETTINGS or not v.isdigit() for k, v in attrs.items()):
+        raise SystemExit(f"--ab / --ab-settings: settings are attr=int with attr in {AB_SETTINGS}, got {item!r}")
+    return {k: int(v) for k, v in attrs.items()}
 
 
 def bench_ab(cp: Any, group: str, sizes: list[int], reps: int,
@@ -521,7 +529,8 @@ def main() -> None:
                     help="G1 log2 sizes at which the batch-affine tree thresholds are compared first, e.g. 24,26")
     ap.add_argument("--g2-tree-sweep", default="", help="the same for G2")
     ap.add_argument("--ab", default="",
-                    help="other builds of the curve unit timed side by side with the current one, label=cubin,...")
+                    help="other builds of the curve unit timed side by side with the current one, "
+                         "label=cubin[:attr=int;...],...")
     ap.add_argument("--ab-thresholds", default="",
                     help="tree thresholds (additions per thread) also timed with the current build, e.g. 16,32")
     ap.add_argument("--ab-settings", default="",
