@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import cuzk.backends.cuda.msm as msm_module
-from cuzk.backends.cuda.msm import ACCUMULATE_VARIANTS, DeviceMsm, window_size
+from cuzk.backends.cuda.msm import ACCUMULATE_VARIANTS, DeviceMsm
 from cuzk.curve.encoding import g1_points_to_uncompressed, g2_points_to_uncompressed
 from cuzk.curve.msm import msm as cpu_msm
 from cuzk.curve.points import G1Point, G2Point, Scalar
@@ -221,20 +221,3 @@ def test_batched_msm_and_index_map(kernels, emulated: bool) -> None:
     assert _device_msm(kernels, eng, "g1", pts, scalars, False) == want
     assert _device_msm(kernels, eng, "g1", pts, scalars, True) == want
 
-
-def test_window_choice_is_monotone() -> None:
-    sizes = [1, 2**10, 2**16, 2**20, 2**22, 2**24, 2**26, 2**27]
-    cs = [window_size(n) for n in sizes]
-    assert cs == sorted(cs) and cs[0] >= 4 and cs[-1] <= 22
-
-
-def test_default_window_caps() -> None:
-    """16-bit windows up to 2^24 scalars, 20-bit above (measured on an H200, msm.py), and never a window
-    size whose top window is only a few bits wide."""
-    from cuzk.backends.cuda.msm import default_max_window, num_windows
-
-    chosen = {log: window_size(1 << log, default_max_window(1 << log)) for log in range(4, 29)}
-    assert chosen[20] == chosen[24] == 16 and chosen[25] == chosen[26] == chosen[27] == 20
-    for log in range(20, 29):
-        c = chosen[log]
-        assert 255 - (num_windows(c) - 1) * c >= c // 2, (log, c)
