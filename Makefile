@@ -24,8 +24,16 @@ demo: $(VENV)/.installed
 lint: $(VENV)/.installed
 	$(BIN)/ruff check .
 
+# Then the kernel tests once more with the host emulator (tests/gpu/kernel_emulator.py builds the CUDA
+# sources as C++ with g++), so that kernel changes are tested where no GPU is: about a minute.
 test: setup lint
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	@if command -v g++ >/dev/null; then \
+	    echo "CUZK_TEST_KERNEL_MODULE=tests/gpu/kernel_emulator.py pytest tests/gpu"; \
+	    CUZK_TEST_KERNEL_MODULE=tests/gpu/kernel_emulator.py $(BIN)/python -m pytest tests/gpu $(PYTEST_ARGS); \
+	else \
+	    echo "make test: g++ not found, so the kernel tests under the host emulator (tests/gpu) did not run"; \
+	fi
 
 bench: setup
 	$(BIN)/python benchmarks/bench_prove.py
