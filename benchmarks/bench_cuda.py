@@ -381,6 +381,7 @@ def apply_settings(eng: Any, group: str, settings: dict[str, int]) -> None:
         else:
             setattr(eng, attr, value)
 
+
 AbVariant = tuple[str, Path | None, int | None, dict[str, int]]
 
 
