@@ -113,7 +113,7 @@ TREE_THREADS_PER_SM = {"g1": 512, "g2": 256}
 #: whenever each thread kept TREE_MIN_PAIRS additions: G1 2^24 123.3 -> 119.5, 2^26 458.9 -> 448.4, 2^27
 #: 887.1 -> 863.8; but 2^20 11.2 -> 11.9 and G2 2^20 / 2^22 31.2 / 90.5 -> 32.3 / 93.1 (8 and 16 waves
 #: were slower everywhere). Hence the rule here: several waves only for G1 rounds with at least
-#: TREE_WAVE_PAIRS additions per thread (the first two or three rounds of a large MSM). With it, not side
+#: TREE_WAVE_PAIRS additions per thread (the first rounds of a large MSM). With it, not side
 #: by side: G1 2^20 11.3, 2^24 121.1, 2^26 450.8, G2 2^22 91.1 (cuda-h200-2026-11-30e.json).
 TREE_WAVES = {"g1": 4, "g2": 1}
 TREE_WAVE_PAIRS = 256
