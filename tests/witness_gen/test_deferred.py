@@ -136,6 +136,10 @@ def test_poseidon_paths_refuse_bad_records() -> None:
     deferred.poseidon_paths(shape, PathLayout.INCLUSION, leaves, np.zeros(2, dtype=np.int64), siblings, [0, 3])
     with pytest.raises(ValueError, match="overlap at aux row 3"):
         deferred.host_ranges(10_000)
+    outside = DeferredWitness()
+    outside.poseidon_paths(shape, PathLayout.INCLUSION, leaves, np.zeros(2, dtype=np.int64), siblings, [0, 10])
+    with pytest.raises(ValueError, match="path rows reach outside the aux vector of 20 rows"):
+        outside.complete_on_host(np.zeros((20, 4), dtype=np.uint64))
 
 
 def test_host_ranges_refuse_overlapping_or_outside_jobs() -> None:

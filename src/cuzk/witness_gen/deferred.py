@@ -150,8 +150,7 @@ class DeferredWitness:
         for job in self.sha256_jobs:
             spread_rows(job.plan.generate(job.message_bits).aux, aux, job.rows)
         for path in self.path_jobs:
-            witness = merkle_path_witness(path.shape, path.layout, path.leaves, path.indices, path.siblings)
             if path.rows.size and (int(path.rows.min()) < 0 or int(path.rows.max()) + path.path_aux > aux.shape[0]):
                 raise ValueError(f"path rows reach outside the aux vector of {aux.shape[0]} rows")
-            for n, row in enumerate(path.rows.tolist()):
-                aux[row:row + path.path_aux] = witness.aux[n]
+            witness = merkle_path_witness(path.shape, path.layout, path.leaves, path.indices, path.siblings)
+            aux[path.rows[:, None] + np.arange(path.path_aux)] = witness.aux  # path n at rows[n] ..
