@@ -16,7 +16,7 @@ static_assert(BGCD_ROUNDS == 27, "FP_BINV is 4^27 R^3 mod p");
 
 struct fp_params {
     static constexpr int N = 12;
-    static constexpr u32 M0 = 0xfffcfffdu;
+    DEV static constexpr u32 m0() { return 0xfffcfffdu; }
     DEV static u32 mod(int i) { return FP_MOD[i]; }
     DEV static u32 rr(int i) { return FP_RR[i]; }
     DEV static u32 one(int i) { return FP_ONE[i]; }
