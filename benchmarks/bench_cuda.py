@@ -143,44 +143,41 @@ def bench_ntt(cp: Any, sizes: list[int], reps: int) -> list[dict[str, Any]]:
     return rows
 
 
-def bench_ntt_ab(cp: Any, sizes: list[int], reps: int) -> list[dict[str, Any]]:
-    """The transforms with the generic and the constant-stride pass kernels (DeviceNtt.fixed_stride),
-    alternating within each repetition on the same data; outputs checked equal."""
-    from cuzk.backends.cuda.module import get_module
+def bench_ntt_ab(cp: Any, sizes: list[int], reps: int, builds: dict[str, Any]) -> list[dict[str, Any]]:
+    """The transforms under each build of the curve unit (label -> KernelModule: the current one and
+    the --ab cubins), alternating within each repetition on the same data; every build's output checked
+    equal to the current build's."""
     from cuzk.backends.cuda.ntt import DeviceNtt
 
-    ntt = DeviceNtt(get_module())
+    ntts = {label: DeviceNtt(module) for label, module in builds.items()}
     rows = []
     for log_n in sizes:
         src = cp.random.randint(0, 2**31, size=(1 << log_n, 8), dtype=cp.int64).astype(cp.uint32)
         src[:, 7] &= 0x0FFFFFFF
         data = src.copy()
-        ops = (("ntt_fwd_NN", lambda d, L: ntt.ntt(d, L)), ("ntt_inv_NN", lambda d, L: ntt.intt(d, L)),
-               ("ntt_fwd_NN_coset", lambda d, L: ntt.coset_ntt(d, L)),
-               ("ntt_fwd_dif_only", lambda d, L: ntt.dif(d, L, ntt.default_root(L))),
-               ("ntt_fwd_dit_only", lambda d, L: ntt.dit(d, L, ntt.default_root(L))))
+        ops = (("ntt_fwd_NN", lambda t, d, L: t.ntt(d, L)), ("ntt_inv_NN", lambda t, d, L: t.intt(d, L)),
+               ("ntt_fwd_NN_coset", lambda t, d, L: t.coset_ntt(d, L)),
+               ("ntt_fwd_dif_only", lambda t, d, L: t.dif(d, L, t.default_root(L))),
+               ("ntt_fwd_dit_only", lambda t, d, L: t.dit(d, L, t.default_root(L))))
         for key, fn in ops:
-            outs = []
-            for fixed in (False, True):
-                ntt.fixed_stride = fixed
-                d = src.copy()
-                fn(d, log_n)
-                outs.append(d)
-            equal = bool(cp.array_equal(outs[0], outs[1]))
+            outs = {}
+            for label, t in ntts.items():
+                outs[label] = src.copy()
+                fn(t, outs[label], log_n)
+            equal = {label: bool(cp.array_equal(out, outs["current"])) for label, out in outs.items()}
             del outs
-            samples: dict[bool, list[float]] = {False: [], True: []}
+            samples: dict[str, list[float]] = {label: [] for label in ntts}
             for _ in range(reps):
-                for fixed in (False, True):
-                    ntt.fixed_stride = fixed
-                    samples[fixed] += time_events(cp, lambda f=fn, L=log_n, d=data: f(d, L), 1)
-            for fixed in (False, True):
-                row = {"op": key, "log_n": log_n, "fixed_stride": fixed, "outputs_equal": equal,
-                       **stats_ms(samples[fixed])}
+                for label, t in ntts.items():
+                    samples[label] += time_events(cp, lambda f=fn, t=t, L=log_n, d=data: f(t, d, L), 1)
+            for label in ntts:
+                row = {"op": key, "log_n": log_n, "variant": label, "equal_to_current": equal[label],
+                       **stats_ms(samples[label])}
                 rows.append(row)
                 print(json.dumps({k: v for k, v in row.items() if k != "samples_ms"}), flush=True)
-        ntt.fixed_stride = True
         del src, data
-        ntt.clear_tables()
+        for t in ntts.values():
+            t.clear_tables()
         cp.get_default_memory_pool().free_all_blocks()
     return rows
 
@@ -539,7 +536,7 @@ def main() -> None:
     ap.add_argument("--ab-g1", default="", help="G1 log2 sizes of the side-by-side runs, e.g. 20,24,26")
     ap.add_argument("--ab-g2", default="", help="G2 log2 sizes of the side-by-side runs")
     ap.add_argument("--ntt-ab", default="",
-                    help="log2 sizes at which the generic and constant-stride NTT passes are timed side by side")
+                    help="log2 sizes at which the NTTs of the current build and the --ab builds are timed side by side")
     ap.add_argument("--note", default="", help="what code was measured (kept in the JSON)")
     ap.add_argument("--quick", action="store_true", help="small sizes only (a smoke test)")
     ap.add_argument("--out", type=Path, default=None)
@@ -568,7 +565,9 @@ def main() -> None:
         results["ab"] = [row for g, spec in (("g1", args.ab_g1), ("g2", args.ab_g2))
                          for row in bench_ab(cp, g, [int(x) for x in spec.split(",") if x], args.reps, variants)]
     if args.ntt_ab:
-        results["ntt_ab"] = bench_ntt_ab(cp, [int(x) for x in args.ntt_ab.split(",") if x], args.reps)
+        builds = {"current": mod, **{label: cubin_module(path) for label, path, _, _ in parse_ab(args.ab, "")
+                                     if path is not None}}
+        results["ntt_ab"] = bench_ntt_ab(cp, [int(x) for x in args.ntt_ab.split(",") if x], args.reps, builds)
     results["ntt"] = bench_ntt(cp, sizes["ntt"], args.reps)
     bits = tuple(int(x) for x in args.windows.split(",") if x)
     sweeps = {g: tuple(int(x) for x in v.split(",") if x) for g, v in (("g1", args.window_sweep),
