@@ -166,7 +166,10 @@ DEV void dif_pass(fr_t* data, u32 log_n, u32 lo, u32 S, u32 logC, u32 inner_log,
 #define NTT_DIF_ARGS \
     data, log_n, lo, S, logC, inner_log, inner, tw_lo, tw_hi, tw_direct, pre_lo, pre_hi, post_lo, post_hi, post_scale
 BLOCK_KERNEL LAUNCH_BOUNDS(512) ntt_dif_pass(NTT_DIF_PARAMS) { dif_pass<0>(NTT_DIF_ARGS); }
-BLOCK_KERNEL LAUNCH_BOUNDS(512) ntt_dif_pass_1024(NTT_DIF_PARAMS) { dif_pass<1024>(NTT_DIF_ARGS); }
+// The passes of 2^10 elements at three blocks (1536 threads) an SM: 40 registers and a 16-byte stack
+// instead of 60 / 54 registers at two blocks. More warps to hide the products' dependent chains: on an
+// H200 the 2^27 transform went 51.65 -> 49.49 ms (forward), DIT passes 47.25 -> 45.86, outputs equal.
+BLOCK_KERNEL LAUNCH_BOUNDS2(512, 3) ntt_dif_pass_1024(NTT_DIF_PARAMS) { dif_pass<1024>(NTT_DIF_ARGS); }
 
 // Bit-reversed -> natural; same launch shape as ntt_dif_pass, passes from lo = 0 upwards.
 template <u32 FIXED_E>
@@ -239,7 +242,7 @@ DEV void dit_pass(fr_t* data, u32 log_n, u32 lo, u32 S, u32 logC, u32 inner_log,
         const fr_t *tw_hi, const fr_t *tw_direct
 #define NTT_DIT_ARGS data, log_n, lo, S, logC, inner_log, inner, tw_lo, tw_hi, tw_direct
 BLOCK_KERNEL LAUNCH_BOUNDS2(512, 2) ntt_dit_pass(NTT_DIT_PARAMS) { dit_pass<0>(NTT_DIT_ARGS); }
-BLOCK_KERNEL LAUNCH_BOUNDS2(512, 2) ntt_dit_pass_1024(NTT_DIT_PARAMS) { dit_pass<1024>(NTT_DIT_ARGS); }
+BLOCK_KERNEL LAUNCH_BOUNDS2(512, 3) ntt_dit_pass_1024(NTT_DIT_PARAMS) { dit_pass<1024>(NTT_DIT_ARGS); }  // see ntt_dif_pass_1024
 
 // In-place bit-reversal permutation; each pair is swapped by its smaller index.
 KERNEL ntt_bitrev(fr_t* data, u32 log_n) {
