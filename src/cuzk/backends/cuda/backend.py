@@ -669,7 +669,7 @@ class CudaBackend(ProverBackend):
             t["msm_l"] = clock() - start
 
             start = clock()
-            a_scalars = cp.concatenate((wit["inputs"], wit["aux"][wit["a_mask"]]))
+            a_scalars = self._select(wit["inputs"], None, wit["aux"], wit["a_mask"])
             self._compute.synchronize()
             t["gather"] = clock() - start
             start = clock()
@@ -679,7 +679,7 @@ class CudaBackend(ProverBackend):
             del a_scalars
 
             start = clock()
-            b_scalars = cp.concatenate((wit["inputs"][wit["b_in_mask"]], wit["aux"][wit["b_mask"]]))
+            b_scalars = self._select(wit["inputs"], wit["b_in_mask"], wit["aux"], wit["b_mask"])
             del wit
             self._compute.synchronize()
             t["gather"] += clock() - start
@@ -700,6 +700,21 @@ class CudaBackend(ProverBackend):
             g2 = self.msm.to_points("g2", [sums["b_g2"]])
             t["results"] = clock() - start
         return prover.MsmResults(h=g1[0], l=g1[1], a=g1[2], b_g1=g1[3], b_g2=g2[0])
+
+    def _select(self, inputs: Any, input_mask: Any, aux: Any, aux_mask: Any) -> Any:
+        """The scalars of a density-filtered MSM: inputs[input_mask] (all inputs when None) followed by
+        aux[aux_mask], by integer gathers into one array. CuPy's boolean-mask indexing took ~18.5 ms per
+        130M-entry mask on an H200, the indices (flatnonzero) 1.1 ms and the gather 1.6-6 ms; writing into
+        the output also saves the 4 GB concatenation. The int64 indices (8 bytes per selected entry) live
+        only here, after H has released a, b and c (32 bytes per domain point each), so the memory plan
+        (`proof_working_bytes`) already covers them."""
+        cp = self._cp
+        head = inputs if input_mask is None else inputs[cp.flatnonzero(input_mask)]
+        index = cp.flatnonzero(aux_mask)
+        out = cp.empty((head.shape[0] + index.shape[0], 8), dtype=cp.uint32)
+        out[: head.shape[0]] = head
+        cp.take(aux, index, axis=0, out=out[head.shape[0]:])
+        return out
 
     def _evaluate_compiled(self, witness: _CompiledWitness, prepared: DeviceCompiled, wit: dict[str, Any],
                            abc: list[Any], t: MutableMapping[str, float]) -> None:
