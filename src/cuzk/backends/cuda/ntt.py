@@ -83,7 +83,7 @@ class DeviceNtt:
         #: Passes with lo + S up to this read direct twiddle tables (0: none; benchmarks compare).
         self.direct_twiddle_log = DIRECT_TWIDDLE_LOG
         #: Passes of 2^10 elements a block run the kernels with a constant shared-memory stride
-        #: (False: the generic ones; benchmarks compare).
+        #: (False: the generic ones; tests/gpu/test_cuda_ntt.py checks both agree).
         self.fixed_stride = True
         self._roots: dict[tuple[int, int], _RootTables] = {}
         self._powers: dict[tuple[int, int], _PowerTables] = {}
