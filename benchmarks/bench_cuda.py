@@ -182,6 +182,62 @@ def bench_ntt_ab(cp: Any, sizes: list[int], reps: int, builds: dict[str, Any]) -
     return rows
 
 
+def bench_ntt_plans(cp: Any, specs: list[str], reps: int) -> list[dict[str, Any]]:
+    """DIF and DIT passes under other pass plans ("27:9,8,10": sizes from the top bits down for DIF,
+    the same plan reversed for DIT) against the default one, alternating within each repetition on the
+    same data; every output checked equal to the default plan's."""
+    from cuzk.backends.cuda.module import get_module
+    from cuzk.backends.cuda.ntt import DeviceNtt
+
+    ntt = DeviceNtt(get_module())
+    plans: dict[int, list[tuple[int, ...]]] = {}
+    for spec in specs:
+        log_s, _, sizes = spec.partition(":")
+        plan = tuple(int(x) for x in sizes.split(",") if x)
+        if not log_s.isdigit() or sum(plan) != int(log_s):
+            raise SystemExit(f"--ntt-plans: expected log_n:s1,s2,... summing to log_n, got {spec!r}")
+        plans.setdefault(int(log_s), []).append(plan)
+    rows = []
+    for log_n, candidates in plans.items():
+        src = cp.random.randint(0, 2**31, size=(1 << log_n, 8), dtype=cp.int64).astype(cp.uint32)
+        src[:, 7] &= 0x0FFFFFFF
+        data = src.copy()
+        for kind in ("dif", "dit"):
+            run = getattr(ntt, kind)
+            ntt.pass_plans.clear()
+            default = tuple(ntt._passes(log_n, kind))  # in run order
+            variants = {"default": default if kind == "dif" else tuple(reversed(default)),
+                        **{",".join(map(str, p)): p for p in candidates}}
+
+            def use(plan: tuple[int, ...], kind: str = kind, log_n: int = log_n) -> None:
+                ntt.pass_plans[(kind, log_n)] = plan if kind == "dif" else tuple(reversed(plan))
+
+            outs = {}
+            for label, plan in variants.items():
+                use(plan)
+                outs[label] = src.copy()
+                run(outs[label], log_n, ntt.default_root(log_n))
+            equal = {label: bool(cp.array_equal(out, outs["default"])) for label, out in outs.items()}
+            del outs
+            samples: dict[str, list[float]] = {label: [] for label in variants}
+            for _ in range(reps):
+                for label, plan in variants.items():
+                    use(plan)
+                    samples[label] += time_events(
+                        cp, lambda r=run, d=data, L=log_n: r(d, L, ntt.default_root(L)), 1)
+            ntt.pass_plans.clear()
+            for label, plan in variants.items():
+                order = plan if kind == "dif" else tuple(reversed(plan))
+                row = {"op": f"ntt_{kind}_passes", "log_n": log_n, "plan": label, "passes_in_run_order": order,
+                       "equal_to_default": equal[label], **stats_ms(samples[label])}
+                rows.append(row)
+                print(json.dumps({k: v for k, v in row.items() if k != "samples_ms"}), flush=True)
+        del src, data
+        ntt.clear_tables()
+        cp.get_default_memory_pool().free_all_blocks()
+    return rows
+
+
 def bench_msm(cp: Any, group: str, sizes: list[int], reps: int, check_log: int | None,
               sweep_log: int | None = None, window_logs: tuple[int, ...] = (),
               window_bits: tuple[int, ...] = (), reduce_log: int | None = None,
@@ -537,6 +593,8 @@ def main() -> None:
     ap.add_argument("--ab-g2", default="", help="G2 log2 sizes of the side-by-side runs")
     ap.add_argument("--ntt-ab", default="",
                     help="log2 sizes at which the NTTs of the current build and the --ab builds are timed side by side")
+    ap.add_argument("--ntt-plans", default="",
+                    help="NTT pass plans timed against the default, log_n:sizes top-down;...: e.g. 27:9,8,10;27:10,8,9")
     ap.add_argument("--note", default="", help="what code was measured (kept in the JSON)")
     ap.add_argument("--quick", action="store_true", help="small sizes only (a smoke test)")
     ap.add_argument("--out", type=Path, default=None)
@@ -568,6 +626,8 @@ def main() -> None:
         builds = {"current": mod, **{label: cubin_module(path) for label, path, _, _ in parse_ab(args.ab, "")
                                      if path is not None}}
         results["ntt_ab"] = bench_ntt_ab(cp, [int(x) for x in args.ntt_ab.split(",") if x], args.reps, builds)
+    if args.ntt_plans:
+        results["ntt_plans"] = bench_ntt_plans(cp, [x for x in args.ntt_plans.split(";") if x], args.reps)
     results["ntt"] = bench_ntt(cp, sizes["ntt"], args.reps)
     bits = tuple(int(x) for x in args.windows.split(",") if x)
     sweeps = {g: tuple(int(x) for x in v.split(",") if x) for g, v in (("g1", args.window_sweep),

@@ -83,6 +83,29 @@ def test_fused_factors_match_separate_sweeps(kernels, max_pass_log: int) -> None
         assert np.array_equal(_run(kernels, ntt, fused, x), _run(kernels, ntt, separate, x)), log_n
 
 
+def test_pass_plans_give_the_same_transforms(kernels, emulated: bool) -> None:
+    """Other splits of the stages into passes (DIF top-down, DIT bottom-up; passes of 2^10 elements a
+    block and smaller ones, direct and two-level twiddles) change nothing in the output; a plan whose
+    sizes do not add up is refused."""
+    log_n = 11 if emulated else 20
+    root = fr_root_of_unity(log_n)
+    plans = [(4, 3, 4), (2, 9), (9, 2), (1, 5, 5)] if emulated else [(9, 1, 10), (5, 5, 10), (10, 4, 6)]
+    x = _random_mont(1 << log_n, 77)
+    base = DeviceNtt(kernels)
+    want = {kind: _run(kernels, base, lambda v, k=kind: getattr(base, k)(v, log_n, root), x) for kind in ("dif", "dit")}
+    for plan in plans:
+        for kind in ("dif", "dit"):
+            ntt = DeviceNtt(kernels)
+            ntt.pass_plans[(kind, log_n)] = plan
+            got = _run(kernels, ntt, lambda v, k=kind, t=ntt: getattr(t, k)(v, log_n, root), x)
+            assert np.array_equal(got, want[kind]), (kind, plan)
+    ntt = DeviceNtt(kernels)
+    for bad in ((5, 5), (11, 0), (12, -1)):
+        ntt.pass_plans[("dif", log_n)] = bad
+        with pytest.raises(ValueError, match="pass plan"):
+            ntt.dif(kernels.to_device(x.view(np.uint32).reshape(-1, 8)), log_n, root)
+
+
 def test_bit_reversal_matches_numpy(kernels, emulated: bool) -> None:
     """Both permutation kernels (element-wise below 2^8 points, by tiles from 2^8 on; odd and even
     numbers of middle bits), against the index permutation computed on the host."""

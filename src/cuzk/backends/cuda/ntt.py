@@ -31,6 +31,12 @@ _TW_SPLIT = 14
 #: all 2^(lo+S) powers of the root of that order (at most 8 MiB): one load instead of two and a product.
 DIRECT_TWIDDLE_LOG = 18
 _BLOCK = 256
+#: Pass sizes (top bits down; DIT runs them reversed) where the balanced split measured slower on an
+#: H200 (benchmarks/results/cuda-ntt-plans-h200-2026-12-01.json, median ms of the DIF / DIT passes):
+#: 2^27 9,9,9 -> 9,8,10: 46.98 -> 46.52 / 45.92 -> 45.89; 2^28 10,9,9 -> 10,8,10: 97.47 -> 96.54 / 99.05
+#: -> 94.81. The bottom pass then runs 2^10 points a block (the constant-stride kernels) and the middle
+#: one reads direct twiddles. At 2^16..2^26 no other plan tried was faster.
+MEASURED_PLANS = {27: (9, 8, 10), 28: (10, 8, 10)}
 #: kernels/ntt.cu ntt_bitrev_tiled: tiles of 2^K x 2^K points (NTT_BR_K) and their shared memory.
 _BITREV_TILE_LOG = 4
 _BITREV_SMEM = 2 * 8 * (1 << _BITREV_TILE_LOG) * ((1 << _BITREV_TILE_LOG) + 1) * 4
@@ -85,6 +91,9 @@ class DeviceNtt:
         #: Passes of 2^10 elements a block run the kernels with a constant shared-memory stride
         #: (False: the generic ones; tests/gpu/test_cuda_ntt.py checks both agree).
         self.fixed_stride = True
+        #: Pass sizes that replace the default plan, by (transform, log_n): "dif" lists them from the
+        #: top index bits down, "dit" from the bottom up (benchmarks/bench_cuda.py --ntt-plans compares).
+        self.pass_plans: dict[tuple[str, int], tuple[int, ...]] = {}
         self._roots: dict[tuple[int, int], _RootTables] = {}
         self._powers: dict[tuple[int, int], _PowerTables] = {}
         self._consts: dict[int, Any] = {}
@@ -129,10 +138,20 @@ class DeviceNtt:
 
     # -- primitives -----------------------------------------------------------------------------------
 
-    def _passes(self, log_n: int) -> list[int]:
-        """Stages per pass: the fewest passes of at most max_pass_log stages, sizes balanced."""
+    def _passes(self, log_n: int, kind: str = "dif") -> list[int]:
+        """Stages per pass, in the order `kind` runs them: pass_plans' when it names them, else
+        MEASURED_PLANS', else the fewest passes of at most max_pass_log stages, sizes balanced."""
+        plan = self.pass_plans.get((kind, log_n))
+        if plan is not None:
+            if sum(plan) != log_n or not all(1 <= s <= self.max_pass_log for s in plan):
+                raise ValueError(f"pass plan {plan} for 2^{log_n} points: sizes must be in "
+                                 f"[1, {self.max_pass_log}] and sum to {log_n}")
+            return list(plan)
         if log_n == 0:
             return []
+        if self.max_pass_log == MAX_PASS_LOG and log_n in MEASURED_PLANS:
+            plan = MEASURED_PLANS[log_n]
+            return list(plan) if kind == "dif" else list(reversed(plan))
         passes = -(-log_n // self.max_pass_log)
         return [log_n // passes + (1 if i < log_n % passes else 0) for i in range(passes)]
 
@@ -171,7 +190,7 @@ class DeviceNtt:
         pre = self._power_tables(pre_g, log_n) if pre_g is not None else None
         post = self._power_tables(post_g, log_n) if post_g is not None else None
         scale = self._const(post_scale) if post_scale is not None else None
-        passes = self._passes(log_n)
+        passes = self._passes(log_n, "dif")
         hi = log_n
         for i, stages in enumerate(passes):
             hi -= stages
@@ -187,7 +206,7 @@ class DeviceNtt:
         self._check(a, log_n)
         t = self._root_tables(log_n, root)
         lo = 0
-        for stages in self._passes(log_n):
+        for stages in self._passes(log_n, "dit"):
             self._run_pass("ntt_dit_pass", a, log_n, lo, stages, t)
             lo += stages
         return a
