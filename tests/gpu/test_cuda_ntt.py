@@ -106,6 +106,15 @@ def test_pass_plans_give_the_same_transforms(kernels, emulated: bool) -> None:
             ntt.dif(kernels.to_device(x.view(np.uint32).reshape(-1, 8)), log_n, root)
 
 
+def test_inverse_coset_scale_is_fused(kernels) -> None:
+    """icoset_ntt's extra scale (the H polynomial's 1/Z) equals scaling the coefficients afterwards."""
+    ntt = DeviceNtt(kernels)
+    log_n, scale = 10, 123456789
+    x = _random_mont(1 << log_n, 5)
+    want = fr_vec.mul_scalar(Domain(log_n).icoset_ntt(x.copy(), 5), scale)
+    assert np.array_equal(_run(kernels, ntt, lambda v: ntt.icoset_ntt(v, log_n, 5, scale=scale), x), want)
+
+
 def test_bit_reversal_matches_numpy(kernels, emulated: bool) -> None:
     """Both permutation kernels (element-wise below 2^8 points, by tiles from 2^8 on; odd and even
     numbers of middle bits), against the index permutation computed on the host."""
@@ -133,8 +142,11 @@ def test_edge_inputs_and_other_roots(kernels) -> None:
     assert np.array_equal(_run(kernels, ntt, lambda v: ntt.ntt(v, log_n), zero), zero)
 
 
-@pytest.mark.parametrize("circuit_id", ["mimc-10", "bits-3"])
-def test_h_polynomial_matches_cpu_prover(kernels, mimc_params, bits_params, circuit_id: str) -> None:
+@pytest.mark.parametrize("circuit_id,canonical", [("mimc-10", False), ("mimc-10", True), ("bits-3", True)])
+def test_h_polynomial_matches_cpu_prover(kernels, mimc_params, bits_params, circuit_id: str,
+                                         canonical: bool) -> None:
+    """Montgomery in and out, or (the CUDA backend's way) canonical integers with the conversions
+    folded into the transforms' scales."""
     params = mimc_params if circuit_id == "mimc-10" else bits_params
     pk = params.pk
     asg = Assignment.from_proving_assignment(
@@ -146,8 +158,30 @@ def test_h_polynomial_matches_cpu_prover(kernels, mimc_params, bits_params, circ
     for v in (asg.a, asg.b, asg.c):
         d = kernels.xp.zeros((m, 8), dtype=kernels.xp.uint32)
         d[: v.shape[0]] = kernels.to_device(np.ascontiguousarray(v).view(np.uint32).reshape(-1, 8))
-        vecs.append(ntt.to_montgomery(d))
-    h = ntt.h_quotient(*vecs, log_n, pk.domain_root)
-    ntt.from_montgomery(h)
+        vecs.append(d if canonical else ntt.to_montgomery(d))
+    h = ntt.h_quotient(*vecs, log_n, pk.domain_root, canonical=canonical)
+    if not canonical:
+        ntt.from_montgomery(h)
     got = kernels.to_host(h[: m - 1]).view(np.uint64).reshape(-1, 4)
     assert np.array_equal(got, compute_h(pk, asg))
+
+
+def test_coset_quotient_without_division_canonical(kernels) -> None:
+    """divide=False (snarkjs): the evaluations of A*B - C on the coset, canonical in and out, equal the
+    Montgomery run converted."""
+    ntt = DeviceNtt(kernels)
+    log_n = 8
+    raw = [fr_vec.from_montgomery(_random_mont(1 << log_n, 40 + i)) for i in range(3)]
+
+    def run(canonical: bool) -> np.ndarray:
+        vecs = [kernels.to_device(np.ascontiguousarray(v).view(np.uint32).reshape(-1, 8)) for v in raw]
+        if not canonical:
+            vecs = [ntt.to_montgomery(v) for v in vecs]
+        out = ntt.h_quotient(*vecs, log_n, shift=7, divide=False, canonical=canonical)
+        if not canonical:
+            ntt.from_montgomery(out)
+        return kernels.to_host(out).view(np.uint64).reshape(-1, 4)
+
+    got = run(True)
+    assert np.array_equal(got, run(False))
+    assert got.any()

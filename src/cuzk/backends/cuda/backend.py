@@ -608,11 +608,10 @@ class CudaBackend(ProverBackend):
             h_begin = self._compute.record()
             if compiled is not None and prepared is not None:
                 self._evaluate_compiled(compiled, prepared, wit, [v[:nc] for v in abc], t)
-            for v in abc:
-                self.ntt.to_montgomery(v, nc)
-            h = self.ntt.h_quotient(*abc, log_n, root, shift, divide=coefficients)
+            # a, b, c are canonical integers and so must h be: the conversions are folded into H's
+            # transforms (h_quotient's `canonical`) rather than run as sweeps of their own.
+            h = self.ntt.h_quotient(*abc, log_n, root, shift, divide=coefficients, canonical=True)
             del abc
-            self.ntt.from_montgomery(h)
             h_end = self._compute.record()
 
         wit_events: list[Any] = []

@@ -95,7 +95,7 @@ class DeviceNtt:
         #: top index bits down, "dit" from the bottom up (benchmarks/bench_cuda.py --ntt-plans compares).
         self.pass_plans: dict[tuple[str, int], tuple[int, ...]] = {}
         self._roots: dict[tuple[int, int], _RootTables] = {}
-        self._powers: dict[tuple[int, int], _PowerTables] = {}
+        self._powers: dict[tuple[int, int, int], _PowerTables] = {}
         self._consts: dict[int, Any] = {}
 
     # -- tables -------------------------------------------------------------------------------------
@@ -113,15 +113,18 @@ class DeviceNtt:
             c = self._consts[x] = self.k.to_device(mont_words(x).reshape(1, 8))
         return c
 
-    def _power_tables(self, g: int, log_n: int) -> _PowerTables:
-        key = (g % R_MODULUS, log_n)
+    def _power_tables(self, g: int, log_n: int, scale: int = 1) -> _PowerTables:
+        """Tables of scale * g^k = lo[k mod 2^14] * hi[k >> 14]: the scale rides in the low table, so a
+        kernel applies scale and power with the one product that joins the two halves."""
+        key = (g % R_MODULUS, log_n, scale % R_MODULUS)
         t = self._powers.get(key)
         if t is None:
             n = 1 << log_n
             n_lo = min(n, 1 << _TW_SPLIT)
             n_hi = max(1, -(-n // (1 << _TW_SPLIT)))
+            lo = fr_vec.mul_scalar(fr_vec.powers(g % R_MODULUS, n_lo), scale % R_MODULUS)
             t = self._powers[key] = _PowerTables(
-                lo=self.k.to_device(_powers_words(g, n_lo)),
+                lo=self.k.to_device(np.ascontiguousarray(lo).view(np.uint32).reshape(n_lo, 8)),
                 hi=self.k.to_device(_powers_words(pow(g, 1 << _TW_SPLIT, R_MODULUS), n_hi)))
         return t
 
@@ -181,15 +184,19 @@ class DeviceNtt:
         Fused factors (no extra sweep over memory): with `pre_g`, the input is first multiplied by
         pre_g^i (a coset shift); with `post_g` / `post_scale`, the output at bit-reversed position p is
         multiplied by post_scale * post_g^bitrev(p), i.e. by the power of its natural index once
-        permuted (the shift and 1/n of inverse coset transforms).
+        permuted (the shift and 1/n of inverse coset transforms). With both, post_scale is part of
+        post_g's table, so the two cost the product of a power alone.
         """
         self._check(a, log_n)
         if log_n == 0:  # no pass to fuse into; g^0 = 1, only a scale can remain
             return a if post_scale is None else self.mul_powers(a, 0, scale=post_scale)
         t = self._root_tables(log_n, root)
         pre = self._power_tables(pre_g, log_n) if pre_g is not None else None
-        post = self._power_tables(post_g, log_n) if post_g is not None else None
-        scale = self._const(post_scale) if post_scale is not None else None
+        post, scale = None, None
+        if post_g is not None:  # the scale folded into the power table: one product fewer a point
+            post = self._power_tables(post_g, log_n, 1 if post_scale is None else post_scale)
+        elif post_scale is not None:
+            scale = self._const(post_scale)
         passes = self._passes(log_n, "dif")
         hi = log_n
         for i, stages in enumerate(passes):
@@ -254,46 +261,56 @@ class DeviceNtt:
         root = self.default_root(log_n) if root is None else root
         return self.bitrev(self.dif(a, log_n, root, pre_g=shift), log_n)
 
-    def icoset_ntt(self, a: Any, log_n: int, shift: int = FR_GENERATOR, root: int | None = None) -> Any:
-        """In place: evaluations at shift * root^i -> coefficients (shift and 1/n fused into the last pass)."""
+    def icoset_ntt(self, a: Any, log_n: int, shift: int = FR_GENERATOR, root: int | None = None,
+                   scale: int = 1) -> Any:
+        """In place: evaluations at shift * root^i -> coefficients, times `scale` (shift, 1/n and scale
+        fused into the last pass)."""
         root = self.default_root(log_n) if root is None else root
         self.dif(a, log_n, pow(root, -1, R_MODULUS), post_g=pow(shift, -1, R_MODULUS),
-                 post_scale=pow(1 << log_n, -1, R_MODULUS))
+                 post_scale=scale * pow(1 << log_n, -1, R_MODULUS))
         return self.bitrev(a, log_n)
 
     # -- Groth16 --------------------------------------------------------------------------------------
 
-    def to_coset_evaluations(self, a: Any, log_n: int, root: int, shift: int) -> Any:
-        """In place: evaluations on <root> -> evaluations on shift * <root>, natural order.
+    def to_coset_evaluations(self, a: Any, log_n: int, root: int, shift: int, scale: int = 1) -> Any:
+        """In place: evaluations on <root> -> evaluations on shift * <root> times `scale`, natural order.
 
-        Inverse DIF (leaves coefficients bit-reversed) whose last pass also scales by shift^i / n at
-        the bit-reversed positions, then forward DIT (bit-reversed in, natural out): no permutation
+        Inverse DIF (leaves coefficients bit-reversed) whose last pass also scales by scale * shift^i / n
+        at the bit-reversed positions, then forward DIT (bit-reversed in, natural out): no permutation
         pass and no separate scaling sweep.
         """
         n_inv = pow(1 << log_n, -1, R_MODULUS)
-        self.dif(a, log_n, pow(root, -1, R_MODULUS), post_g=shift, post_scale=n_inv)
+        self.dif(a, log_n, pow(root, -1, R_MODULUS), post_g=shift, post_scale=n_inv * scale)
         return self.dit(a, log_n, root)
 
     def h_quotient(self, a: Any, b: Any, c: Any, log_n: int, root: int | None = None,
-                   shift: int = FR_GENERATOR, divide: bool = True) -> Any:
-        """The H polynomial of Groth16 from the per-constraint evaluations of A, B, C (Montgomery,
-        zero-padded to 2^log_n, all overwritten). Returns `a`, holding:
+                   shift: int = FR_GENERATOR, divide: bool = True, canonical: bool = False) -> Any:
+        """The H polynomial of Groth16 from the per-constraint evaluations of A, B, C (zero-padded to
+        2^log_n, all overwritten). Returns `a`, holding:
 
         * divide=True (bellperson): the coefficients of (A*B - C) / Z, Z = x^n - 1 being the
           constant shift^n - 1 on the coset; the top coefficient is zero.
         * divide=False (snarkjs odd coset): the evaluations of A*B - C on shift * <root>.
+
+        Inputs and result are Montgomery forms, or with `canonical` plain integers (< r). Every step is
+        linear, so the conversions ride in the scales the transforms apply anyway: read as Montgomery,
+        x is x / R, so the first transforms also scale by R and the last one by 1 / R (four sweeps over
+        memory fewer than converting).
         """
         root = self.default_root(log_n) if root is None else root
+        radix = pow(2, 256, R_MODULUS)
         for v in (a, b, c):
-            self.to_coset_evaluations(v, log_n, root, shift)
+            self.to_coset_evaluations(v, log_n, root, shift, radix if canonical else 1)
         n = 1 << log_n
-        z_inv = None
+        out_scale = pow(radix, -1, R_MODULUS) if canonical else 1
         if divide:
+            self.k.launch1d("fr_h_combine", n, (a, b, c, n, None), _BLOCK)
+            # 1/Z is a constant on the coset: part of the inverse transform's scale, not a product here.
             z = (pow(shift, n, R_MODULUS) - 1) % R_MODULUS
-            z_inv = self._const(pow(z, -1, R_MODULUS))
-        self.k.launch1d("fr_h_combine", n, (a, b, c, n, z_inv), _BLOCK)
-        if divide:
-            self.icoset_ntt(a, log_n, shift, root)
+            self.icoset_ntt(a, log_n, shift, root, scale=out_scale * pow(z, -1, R_MODULUS))
+        else:
+            scale = self._const(out_scale) if canonical else None
+            self.k.launch1d("fr_h_combine", n, (a, b, c, n, scale), _BLOCK)
         return a
 
     def to_montgomery(self, a: Any, n: int | None = None) -> Any:

@@ -78,7 +78,8 @@ DEV void sm_put(u32* sm, u32 E, u32 e, const fr_t& x) {
 // sweep of their own (null pointers: none): on load (host passes them to the first pass only) x_i *=
 // g^i with g^k = pre_lo[k mod 2^14] * pre_hi[k >> 14], i the natural index; on store (last pass only)
 // x_p *= post_scale * h^bitrev_L(p), p the bit-reversed output position, i.e. the natural index of
-// the value once the output is permuted.
+// the value once the output is permuted (h^k = post_lo[k mod 2^14] * post_hi[k >> 14]; the host folds
+// a scale into post_lo rather than pass both).
 // FIXED_E: the block's element count when known at compile time (0: C << S at run time). The
 // shared-memory limb stride is then an immediate, so the eight limbs of an element sit at constant
 // offsets from one address instead of eight computed ones (ntt_dif_pass_1024 / ntt_dit_pass_1024: the
@@ -150,10 +151,8 @@ DEV void dif_pass(fr_t* data, u32 log_n, u32 lo, u32 S, u32 logC, u32 inner_log,
             }
             const u32 p = (u32)(base + ((u64)t << lo) + c);
             if (post_scale) x = x * load_struct(post_scale);
-            if (post_lo) {
-                const u32 k = bit_reverse(p, log_n);
-                if (k) x = x * tw_pow(post_lo, post_hi, k);
-            }
+            // No k = 0 shortcut: the host may have folded a scale into post_lo (post_lo[0] != 1).
+            if (post_lo) x = x * tw_pow(post_lo, post_hi, bit_reverse(p, log_n));
             store_struct(data + p, x);
         }
     }
