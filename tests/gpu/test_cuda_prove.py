@@ -68,6 +68,31 @@ def test_streamed_bases_give_the_same_proof(backend, bits_params, monkeypatch) -
     assert verify_proof(pk.vk, streamed, asg.public_inputs())
 
 
+@pytest.mark.parametrize("failing_group", ["g2", "g1"])
+def test_a_failing_msm_beside_the_other_fails_only_its_proof(backend, bits_params, monkeypatch,
+                                                             failing_group: str) -> None:
+    """With all bases resident B's G2 MSM runs on its own stream and thread beside the G1 MSMs: a
+    failure on either side fails that proof (after both sides stopped) and the next proof is whole."""
+    pk = bits_params.pk
+    backend.load_key(pk)
+    assert all(backend.resident(pk).values())
+    asg = _assignment(bits_params.circuit_id, 24)
+    want = backend.prove(pk, asg, r=5, s=6)
+    real = backend._msm
+
+    def failing(group, bases, raw, *args, **kwargs):
+        # G1: the L MSM, the first one that runs beside the G2 MSM
+        if group == failing_group and (group == "g2" or raw is pk.l.raw):
+            raise RuntimeError(f"injected {group} failure")
+        return real(group, bases, raw, *args, **kwargs)
+
+    monkeypatch.setattr(backend, "_msm", failing)
+    with pytest.raises(RuntimeError, match=f"injected {failing_group} failure"):
+        backend.prove(pk, asg, r=5, s=6)
+    monkeypatch.undo()
+    assert backend.prove(pk, asg, r=5, s=6) == want
+
+
 def test_bases_made_on_the_device_are_adopted(backend, bits_params) -> None:
     """load_key(device_bases=...) uses the given device arrays (the benchmarks' tiled keys) as they are."""
     pk = bits_params.pk

@@ -14,7 +14,8 @@ the CPU backend's. Per proof:
    thread stages the witness upload;
 3. the A and B scalars are selected from the witness on the device (the host only checks sizes);
    the L, A, B_G1 and B_G2 MSMs skip scalars 0, add the bases of scalars 1, and run Pippenger on
-   the rest (the split of B is shared by B_G1 and B_G2);
+   the rest (the split of B is shared by B_G1 and B_G2); with all bases resident, B_G2 runs on a
+   stream (and host thread) of its own beside the three G1 MSMs;
 4. each phase drops its buffers as soon as it ends (they return to CuPy's pool for the next phase).
 
 Keys: `load_key` converts the five base vectors to device form once and keeps them resident when the
@@ -206,6 +207,7 @@ class CudaBackend(ProverBackend):
             self.ntt = DeviceNtt(self.kernels)
             self.msm = DeviceMsm(self.kernels)
             self._compute = cupy.cuda.Stream(non_blocking=True)
+            self._g2 = cupy.cuda.Stream(non_blocking=True)  # B's G2 MSM, beside the G1 MSMs
             self._copy = cupy.cuda.Stream(non_blocking=True)
             self._uploader = _PinnedUploader(cupy, self._copy)
         self.plan = MemoryPlan(device_id, memory_margin)
@@ -398,9 +400,11 @@ class CudaBackend(ProverBackend):
         """One proof. `timings` (seconds) receives the CPU prover's keys (h, msm_h, msm_l, msm_a,
         msm_b_g1, msm_b_g2, select (here only the size checks), assemble) plus h2d_abc, h2d_witness
         (copy-stream time), upload_wait (host time staging copies), gather (the A and B scalars
-        selected on the device), device (the compute stream's span from the first H
-        kernel to the end of the last MSM) and results (device -> host of the sums). h and msm_h
-        are device times (CUDA events), the other MSM keys host time around each synchronised MSM.
+        selected on the device, and B's 0/1/other split), device (the compute stream's span from the
+        first H kernel to the end of the last MSM) and results (device -> host of the sums). h and
+        msm_h are device times (CUDA events), the other MSM keys host time around each synchronised
+        MSM; with all bases resident msm_b_g2 overlaps msm_l, msm_a and msm_b_g1 (its own stream), so
+        the phases add up to more than `device`.
         Also: stage_ahead (host time staging inputs before taking the device; 0 when they were
         staged with the device held), lock_wait (time waiting for another proof's device phase)
         and device_begin (time.monotonic() when this proof took the device)."""
@@ -663,32 +667,68 @@ class CudaBackend(ProverBackend):
                 t["h2d_witness"] = cp.cuda.get_elapsed_time(copy_begin, abc_done) / 1e3
 
             start = clock()
-            sums["l"] = self._msm("g1", dk.bases["l"], pk.l.raw, wit["aux"])
-            self._compute.synchronize()
-            t["msm_l"] = clock() - start
-
-            start = clock()
-            a_scalars = self._select(wit["inputs"], None, wit["aux"], wit["a_mask"])
+            b_scalars = self._select(wit["inputs"], wit["b_in_mask"], wit["aux"], wit["b_mask"])
+            b_split = self.msm.split(b_scalars)
+            b_ready = self._compute.record()
             self._compute.synchronize()
             t["gather"] = clock() - start
-            start = clock()
-            sums["a"] = self._msm("g1", dk.bases["a"], pk.a.raw, a_scalars)
-            self._compute.synchronize()
-            t["msm_a"] = clock() - start
-            del a_scalars
+            # B's G2 MSM runs on a stream and host thread of its own while this one runs the G1 MSMs:
+            # each MSM alone leaves the device idle at times (host round trips, the small kernels of
+            # its last steps). The memory plan counts a G1 and a G2 MSM's working memory at once
+            # (proof_working_bytes). Streamed bases take what is free when they start, so with any
+            # vector streamed the MSMs run one after the other. (Measured on an H200 and not kept:
+            # the A and B gathers on the second stream too, beside L: the device phase went 1,500 ->
+            # 1,511 ms and the pool's peak past the plan, the gathers' memory arriving during L's.)
+            beside = all(dk.bases[name] is not None for name in ("l", "a", "b_g1", "b_g2"))
+            g2_done: list[Any] = []
 
-            start = clock()
-            b_scalars = self._select(wit["inputs"], wit["b_in_mask"], wit["aux"], wit["b_mask"])
-            del wit
-            self._compute.synchronize()
-            t["gather"] += clock() - start
-            start = clock()
-            b_split = self.msm.split(b_scalars)
-            for key, name, group in (("msm_b_g1", "b_g1", "g1"), ("msm_b_g2", "b_g2", "g2")):
-                sums[name] = self._msm(group, dk.bases[name], getattr(pk, name).raw, b_scalars, b_split)
-                self._compute.synchronize()
-                t[key] = clock() - start
+            def b_g2(scalars: Any, split: Any) -> None:
+                try:
+                    with self._device, self._g2:
+                        self._g2.wait_event(b_ready)
+                        begin = clock()
+                        sums["b_g2"] = self._msm("g2", dk.bases["b_g2"], pk.b_g2.raw, scalars, split)
+                        g2_done.append(self._g2.record())
+                        self._g2.synchronize()
+                        t["msm_b_g2"] = clock() - begin
+                except BaseException as exc:  # re-raised by the proving thread after join
+                    failures.append(exc)
+
+            helper = (threading.Thread(target=b_g2, args=(b_scalars, b_split), name="cuzk-msm-b-g2")
+                      if beside else None)
+            if helper is not None:
+                helper.start()
+            try:
                 start = clock()
+                sums["l"] = self._msm("g1", dk.bases["l"], pk.l.raw, wit["aux"])
+                self._compute.synchronize()
+                t["msm_l"] = clock() - start
+
+                start = clock()
+                a_scalars = self._select(wit["inputs"], None, wit["aux"], wit["a_mask"])
+                wit.clear()  # the witness goes back to the pool
+                self._compute.synchronize()
+                t["gather"] += clock() - start
+                start = clock()
+                sums["a"] = self._msm("g1", dk.bases["a"], pk.a.raw, a_scalars)
+                self._compute.synchronize()
+                t["msm_a"] = clock() - start
+                del a_scalars
+
+                start = clock()
+                sums["b_g1"] = self._msm("g1", dk.bases["b_g1"], pk.b_g1.raw, b_scalars, b_split)
+                self._compute.synchronize()
+                t["msm_b_g1"] = clock() - start
+            finally:
+                if helper is not None:
+                    helper.join()
+            if failures:
+                raise failures[0]
+            if helper is None:
+                b_g2(b_scalars, b_split)
+                if failures:
+                    raise failures[0]
+            self._compute.wait_event(g2_done[0])
             del b_scalars, b_split
             msm_end = self._compute.record()
             msm_end.synchronize()
