@@ -15,8 +15,8 @@ one partition tile its wall time (submit -> proof back) without gaps or overlaps
 The device sub-phases (h, select, msm_*, assemble for the CPU backend) come from the backend's own
 timer in microseconds; `other` is the rest of device time (memory mapping, conversions). A backend
 whose sub-phases overlap in time (the CUDA backend's copy-stream times and its `device` span run
-beside its kernels) sums to more than the device phase: then no remainder exists and `other` is
-left out rather than shown as a false 0.
+beside its kernels, its msm_b_g2 beside msm_l, msm_a and msm_b_g1) sums to more than the device
+phase: then no remainder exists and `other` is left out rather than shown as a false 0.
 """
 
 from __future__ import annotations
