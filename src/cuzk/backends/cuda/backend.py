@@ -676,10 +676,12 @@ class CudaBackend(ProverBackend):
             # each MSM alone leaves the device idle at times (host round trips, the small kernels of
             # its last steps). The memory plan counts a G1 and a G2 MSM's working memory at once
             # (proof_working_bytes). Streamed bases take what is free when they start, so with any
-            # vector streamed the MSMs run one after the other. (Measured on an H200 and not kept:
+            # vector streamed the MSMs run one after the other, and so they do while DeviceMsm.profile
+            # times phases (its events assume one MSM at a time). (Measured on an H200 and not kept:
             # the A and B gathers on the second stream too, beside L: the device phase went 1,500 ->
             # 1,511 ms and the pool's peak past the plan, the gathers' memory arriving during L's.)
-            beside = all(dk.bases[name] is not None for name in ("l", "a", "b_g1", "b_g2"))
+            beside = (self.msm.profile is None
+                      and all(dk.bases[name] is not None for name in ("l", "a", "b_g1", "b_g2")))
             g2_done: list[Any] = []
 
             def b_g2(scalars: Any, split: Any) -> None:
