@@ -35,7 +35,9 @@ _BLOCK = 256
 #: H200 (benchmarks/results/cuda-ntt-plans-h200-2026-12-01.json, median ms of the DIF / DIT passes):
 #: 2^27 9,9,9 -> 9,8,10: 46.98 -> 46.52 / 45.92 -> 45.89; 2^28 10,9,9 -> 10,8,10: 97.47 -> 96.54 / 99.05
 #: -> 94.81. The bottom pass then runs 2^10 points a block (the constant-stride kernels) and the middle
-#: one reads direct twiddles. At 2^16..2^26 no other plan tried was faster.
+#: one reads direct twiddles. At 2^18 and 2^24..2^26 no other plan tried was faster; at 2^16 7,9 was
+#: (0.054 against 0.056 ms, launch-bound sizes) and at 2^22 4,8,10's DIT (1.26 against 1.29) but not its
+#: DIF (1.32 against 1.31): too small a gain to change those on one run.
 MEASURED_PLANS = {27: (9, 8, 10), 28: (10, 8, 10)}
 #: kernels/ntt.cu ntt_bitrev_tiled: tiles of 2^K x 2^K points (NTT_BR_K) and their shared memory.
 _BITREV_TILE_LOG = 4
