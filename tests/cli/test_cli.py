@@ -142,6 +142,43 @@ def test_params_gen_stopped_by_sigterm_leaves_no_temporary(tmp_path: Path) -> No
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("signal_exc,code", [(SystemExit(143), 143), (KeyboardInterrupt(), 130)])
+def test_signal_reported_by_c_code_keeps_its_exit_status(capsys, monkeypatch, signal_exc, code: int) -> None:
+    """SIGTERM's handler (sys.exit(143)) or Ctrl-C landing while a numba dispatcher runs Python comes
+    back as SystemError("... returned a result with an exception set") caused by it; the command still
+    ends with the signal's status, not a crash's 1 (seen once in CI on params gen)."""
+    import argparse
+
+    import cuzk.cli.main as cli_main
+
+    def handler(args: argparse.Namespace) -> int:
+        try:
+            raise signal_exc
+        except BaseException as exc:
+            raise SystemError("CPUDispatcher(<function f>) returned a result with an exception set") from exc
+
+    class Parser:
+        def parse_args(self, argv: list[str]) -> argparse.Namespace:
+            return argparse.Namespace(handler=handler)
+
+    monkeypatch.setattr(cli_main, "build_parser", lambda argv: Parser())
+    if code == 143:
+        with pytest.raises(SystemExit) as info:
+            main(["params", "gen"])
+        assert info.value.code == 143
+    else:
+        assert main(["params", "gen"]) == 130
+        assert "interrupted" in capsys.readouterr().err
+
+    def crash(args: argparse.Namespace) -> int:
+        raise SystemError("a real one")
+
+    monkeypatch.setattr(cli_main, "build_parser", lambda argv: type("P", (), {
+        "parse_args": lambda self, argv: argparse.Namespace(handler=crash)})())
+    with pytest.raises(SystemError, match="a real one"):
+        main(["params", "gen"])
+
+
 def test_params_gen_on_cuda_without_a_gpu_says_why(capsys, tmp_path: Path) -> None:
     from cuzk.backends.cuda import cuda_available
 

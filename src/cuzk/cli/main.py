@@ -53,6 +53,20 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def _interruption(err: BaseException) -> SystemExit | KeyboardInterrupt | None:
+    """The SystemExit or KeyboardInterrupt inside `err`'s chain. A signal handler's exception raised
+    while C code runs Python (a numba dispatcher loading or compiling a function) comes back as a
+    SystemError "returned a result with an exception set" whose cause is that exception."""
+    seen: set[int] = set()
+    inner = err.__cause__ or err.__context__
+    while inner is not None and id(inner) not in seen:
+        if isinstance(inner, (SystemExit, KeyboardInterrupt)):
+            return inner
+        seen.add(id(inner))
+        inner = inner.__cause__ or inner.__context__
+    return None
+
+
 def _run(argv: Sequence[str] | None) -> tuple[int, argparse.Namespace]:
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser(argv)
@@ -67,6 +81,14 @@ def _run(argv: Sequence[str] | None) -> tuple[int, argparse.Namespace]:
         return 130, args
     except BrokenPipeError:
         return EXIT_OK, args
+    except SystemError as err:
+        inner = _interruption(err)
+        if inner is None:
+            raise
+        if isinstance(inner, KeyboardInterrupt):
+            print("cuzk: interrupted", file=sys.stderr)
+            return 130, args
+        raise inner from None  # SIGTERM's exit status (128 + 15), not a crash's 1
 
 
 def main(argv: Sequence[str] | None = None) -> int:
