@@ -105,6 +105,14 @@ def with_sppark(row: dict[str, Any], key: str, log_n: int) -> dict[str, Any]:
     return row
 
 
+def random_fr_words(cp: Any, log_n: int) -> Any:
+    """2^log_n random (n, 8) u32 field elements on the device: valid (below r), any values will do
+    for timing."""
+    data = cp.random.randint(0, 2**31, size=(1 << log_n, 8), dtype=cp.int64).astype(cp.uint32)
+    data[:, 7] &= 0x0FFFFFFF
+    return data
+
+
 def bench_ntt(cp: Any, sizes: list[int], reps: int) -> list[dict[str, Any]]:
     """The four natural-order transforms at each size, and the two parts of the forward one."""
     from cuzk.backends.cuda.module import get_module
@@ -121,8 +129,7 @@ def bench_ntt(cp: Any, sizes: list[int], reps: int) -> list[dict[str, Any]]:
 
     rows = []
     for log_n in sizes:
-        data = cp.random.randint(0, 2**31, size=(1 << log_n, 8), dtype=cp.int64).astype(cp.uint32)
-        data[:, 7] &= 0x0FFFFFFF  # valid field elements (below r), any values will do for timing
+        data = random_fr_words(cp, log_n)
         for key, fn in (("ntt_fwd_NN", lambda d=data, L=log_n: ntt.ntt(d, L)),
                         ("ntt_inv_NN", lambda d=data, L=log_n: ntt.intt(d, L)),
                         ("ntt_fwd_NN_coset", lambda d=data, L=log_n: ntt.coset_ntt(d, L)),
@@ -152,8 +159,7 @@ def bench_ntt_ab(cp: Any, sizes: list[int], reps: int, builds: dict[str, Any]) -
     ntts = {label: DeviceNtt(module) for label, module in builds.items()}
     rows = []
     for log_n in sizes:
-        src = cp.random.randint(0, 2**31, size=(1 << log_n, 8), dtype=cp.int64).astype(cp.uint32)
-        src[:, 7] &= 0x0FFFFFFF
+        src = random_fr_words(cp, log_n)
         data = src.copy()
         ops = (("ntt_fwd_NN", lambda t, d, L: t.ntt(d, L)), ("ntt_inv_NN", lambda t, d, L: t.intt(d, L)),
                ("ntt_fwd_NN_coset", lambda t, d, L: t.coset_ntt(d, L)),
@@ -199,8 +205,7 @@ def bench_ntt_plans(cp: Any, specs: list[str], reps: int) -> list[dict[str, Any]
         plans.setdefault(int(log_s), []).append(plan)
     rows = []
     for log_n, candidates in plans.items():
-        src = cp.random.randint(0, 2**31, size=(1 << log_n, 8), dtype=cp.int64).astype(cp.uint32)
-        src[:, 7] &= 0x0FFFFFFF
+        src = random_fr_words(cp, log_n)
         data = src.copy()
         for kind in ("dif", "dit"):
             run = getattr(ntt, kind)
