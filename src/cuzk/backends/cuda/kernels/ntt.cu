@@ -2,8 +2,8 @@
 //
 // A radix-2 transform of 2^L points is cut into passes of S <= 10 stages each; one block runs C
 // independent sub-transforms of 2^S points (stride 2^lo apart, C neighbouring columns so loads
-// are contiguous) in shared memory, then writes back: three sweeps over memory at 2^27. The stages
-// on the lowest pass bits run in registers, exchanging elements by warp shuffles (warp_stages).
+// are contiguous), its points in registers two a thread, partner threads trading points between
+// stages (see dif_pass), then writes back: three sweeps over memory at 2^27.
 //
 // DIF (natural in, bit-reversed out) passes go from the top index bits down; DIT (bit-reversed in,
 // natural out) from the bottom up. Between passes the four-step identity is used: a pass on bits
@@ -33,43 +33,113 @@ DEV fr_t pass_twiddle(const fr_t* lo, const fr_t* hi, const fr_t* direct, u32 k,
     return direct ? load_struct(direct + k) : tw_pow(lo, hi, k << shift);
 }
 
-// The lowest stages of a pass run in registers, one warp on 2^W consecutive rows of all C columns
-// (lane = (row offset ti) * C + column, two elements a lane, W = 6 - logC), exchanging halves by
-// shuffles: no shared memory round trip and no block barrier for those stages. At stage s a lane holds
-// rows (t, t + 2^s), t = (ti mod 2^s) + ((ti >> s) << (s + 1)); between stages s and s - 1 the lanes
-// differing in bit s - 1 of ti swap one element each (the swap is its own inverse, so DIT uses it going
-// up). The host emulator runs blocks thread by thread and cannot shuffle: there W = 0.
-DEV u32 warp_stages(u32 S, u32 logC) {
+// A pass keeps its points in registers, two a thread, from load to store: thread tid = (tau << logC) | c
+// of a block holds rows (r, r + 2^s) of column c at stage s, and between stages partner threads swap
+// one point each. For a DIF pass (stages S-1 down to 0) the thread loads rows (tau, tau + 2^(S-1)) and
+// before stage s - 1 trades on bit s - 1 of tau: a thread whose bit is 0 keeps its low point and takes
+// the partner's low point as its high one; a thread whose bit is 1 keeps its high point and takes the
+// partner's high point as its low one. Bit s - 1 of tau thereby moves from row bit s - 1 to row bit s,
+// so at stage s the low row r still has tau's low s bits (the butterfly's twiddle index j = tau mod 2^s)
+// and after stage 0 the thread holds rows (2 tau, 2 tau + 1). The trade is its own inverse: a DIT pass
+// (stages 0 up to S-1) loads rows (2 tau, 2 tau + 1), trades on bit s - 1 before stage s and stores rows
+// (tau, tau + 2^(S-1)). Partners 2^((s-1) + logC) lanes apart trade by warp shuffles, others through
+// shared memory. Against passes that kept the points in shared memory (every butterfly reading and
+// writing both of its points there) this halves the shared-memory traffic of a stage; on an H200 the
+// 2^27 forward transform went 48.98 -> 46.67 ms, its DIF passes 46.47 -> 44.13 and DIT passes 45.82 ->
+// 44.39 (benchmarks/results/cuda-ntt-register-passes-h200-2026-12-01.json, outputs equal).
+// The host emulator runs a block one phase at a time, thread after thread: there a thread's points live
+// in arrays indexed by tid (THREAD_POINT) and every trade goes through shared memory.
 #ifdef CUZK_HOST_EMU
-    return 0;
+#define NTT_MAX_THREADS 512
+#define THREAD_POINT(name) fr_t name##_of[NTT_MAX_THREADS]
+#define PT(name, tid) name##_of[tid]
 #else
-    return logC <= 5 && 6 - logC <= S ? 6 - logC : 0;
+#define THREAD_POINT(name) fr_t name
+#define PT(name, tid) name
 #endif
+
+// Trade slots: buffer k (0 or 1) holds T points, the low 16 bytes of slot i at uint4 (2k) T + i and the
+// high 16 at (2k + 1) T + i, so a warp's accesses are contiguous 16-byte runs. Two buffers alternate:
+// a thread writing buffer k has passed the barrier that every reader of k's previous contents reached
+// after reading, so one barrier a trade suffices.
+DEV void trade_put(u32* sm, u32 T, u32 k, u32 i, const fr_t& x) {
+#ifdef CUZK_HOST_EMU
+    memcpy(sm + 4 * ((2 * k) * T + i), x.v, 16);
+    memcpy(sm + 4 * ((2 * k + 1) * T + i), x.v + 4, 16);
+#else
+    uint4* s = reinterpret_cast<uint4*>(sm);
+    s[(2 * k) * T + i] = make_uint4(x.v[0], x.v[1], x.v[2], x.v[3]);
+    s[(2 * k + 1) * T + i] = make_uint4(x.v[4], x.v[5], x.v[6], x.v[7]);
+#endif
+}
+DEV fr_t trade_get(const u32* sm, u32 T, u32 k, u32 i) {
+    fr_t x;
+#ifdef CUZK_HOST_EMU
+    memcpy(x.v, sm + 4 * ((2 * k) * T + i), 16);
+    memcpy(x.v + 4, sm + 4 * ((2 * k + 1) * T + i), 16);
+#else
+    const uint4* s = reinterpret_cast<const uint4*>(sm);
+    const uint4 lo = s[(2 * k) * T + i], hi = s[(2 * k + 1) * T + i];
+    x.v[0] = lo.x; x.v[1] = lo.y; x.v[2] = lo.z; x.v[3] = lo.w;
+    x.v[4] = hi.x; x.v[5] = hi.y; x.v[6] = hi.z; x.v[7] = hi.w;
+#endif
+    return x;
+}
+
+// Limb by limb, so that the choice is a select per word rather than a choice of register set.
+DEV fr_t trade_send(const fr_t& a, const fr_t& b, bool up) {
+    fr_t x;
+    UNROLL for (int q = 0; q < 8; ++q) x.v[q] = up ? a.v[q] : b.v[q];
+    return x;
+}
+DEV void trade_keep(fr_t& a, fr_t& b, const fr_t& r, bool up) {
+    UNROLL for (int q = 0; q < 8; ++q) {
+        a.v[q] = up ? r.v[q] : a.v[q];
+        b.v[q] = up ? b.v[q] : r.v[q];
+    }
 }
 
 #ifndef CUZK_HOST_EMU
-// Lanes whose ti has bit k clear keep a and take the partner's a as b; the others keep b and take the
-// partner's b as a.
-DEV void warp_exchange(fr_t& a, fr_t& b, u32 ti, u32 k, u32 logC) {
-    const bool up = (ti >> k) & 1u;
-    const u32 dist = (1u << k) << logC;
-    UNROLL for (int q = 0; q < 8; ++q) {
-        const u32 r = __shfl_xor_sync(0xffffffffu, up ? a.v[q] : b.v[q], dist);
-        if (up) a.v[q] = r;
-        else b.v[q] = r;
-    }
+// The trade on bit `bit` of tau by shuffles (partner (1 << bit) << logC lanes away, within the warp).
+DEV void warp_trade(fr_t& a, fr_t& b, u32 tau, u32 bit, u32 logC) {
+    const bool up = (tau >> bit) & 1u;
+    const u32 dist = (1u << bit) << logC;
+    fr_t r = trade_send(a, b, up);
+    UNROLL for (int q = 0; q < 8; ++q) r.v[q] = __shfl_xor_sync(0xffffffffu, r.v[q], dist);
+    trade_keep(a, b, r, up);
 }
 #endif
 
-// Shared memory holds the block's E elements limb-major (limb q of element e at q*E + e), so a
-// warp touching consecutive elements touches consecutive banks.
-DEV fr_t sm_get(const u32* sm, u32 E, u32 e) {
-    fr_t r;
-    UNROLL for (int q = 0; q < 8; ++q) r.v[q] = sm[q * E + e];
-    return r;
-}
-DEV void sm_put(u32* sm, u32 E, u32 e, const fr_t& x) {
-    UNROLL for (int q = 0; q < 8; ++q) sm[q * E + e] = x.v[q];
+// The trade on bit `bit` of tau for the whole block; `k` is the shared-memory buffer, flipped when used.
+#define NTT_TRADE(a, b, bit)                                                                   \
+    do {                                                                                       \
+        const u32 dist_ = (1u << (bit)) << logC;                                               \
+        if (NTT_SHUFFLES && dist_ < 32) {                                                      \
+            BLOCK_THREADS(tid) { NTT_WARP_TRADE(PT(a, tid), PT(b, tid), tid >> logC, (bit), logC); } \
+        } else {                                                                               \
+            BLOCK_THREADS(tid) {                                                               \
+                const bool up_ = ((tid >> logC) >> (bit)) & 1u;                                \
+                trade_put(sm, T, k, tid, trade_send(PT(a, tid), PT(b, tid), up_));              \
+            }                                                                                  \
+            SYNC();                                                                            \
+            BLOCK_THREADS(tid) {                                                               \
+                const bool up_ = ((tid >> logC) >> (bit)) & 1u;                                \
+                trade_keep(PT(a, tid), PT(b, tid), trade_get(sm, T, k, tid ^ dist_), up_);     \
+            }                                                                                  \
+            k ^= 1u;                                                                           \
+        }                                                                                      \
+    } while (0)
+#ifdef CUZK_HOST_EMU
+#define NTT_SHUFFLES 0
+#define NTT_WARP_TRADE(a, b, tau, bit, logC)
+#else
+#define NTT_SHUFFLES 1
+#define NTT_WARP_TRADE(a, b, tau, bit, logC) warp_trade(a, b, tau, bit, logC)
+#endif
+
+// The stage-s twiddle of the butterfly whose low row is r, j = r mod 2^s: w_(2^(s+1))^j.
+DEV fr_t stage_twiddle(const fr_t* inner, u32 inner_log, u32 j, u32 s) {
+    return load_struct(inner + (j << (inner_log - 1 - s)));
 }
 
 // Natural -> bit-reversed. Launch: 2^(L-S)/C blocks of C*2^(S-1) threads, C*2^S*32 bytes of shared
@@ -80,74 +150,50 @@ DEV void sm_put(u32* sm, u32 E, u32 e, const fr_t& x) {
 // x_p *= post_scale * h^bitrev_L(p), p the bit-reversed output position, i.e. the natural index of
 // the value once the output is permuted (h^k = post_lo[k mod 2^14] * post_hi[k >> 14]; the host folds
 // a scale into post_lo rather than pass both).
-// FIXED_E: the block's element count when known at compile time (0: C << S at run time). The
-// shared-memory limb stride is then an immediate, so the eight limbs of an element sit at constant
-// offsets from one address instead of eight computed ones (ntt_dif_pass_1024 / ntt_dit_pass_1024: the
-// passes of 2^10 elements a block, all but the smallest transforms' passes).
+// FIXED_E: the block's element count when known at compile time (0: C << S at run time), so that the
+// trade buffers sit at constant offsets (ntt_dif_pass_1024 / ntt_dit_pass_1024: the passes of 2^10
+// elements a block, all but the smallest transforms' passes).
 template <u32 FIXED_E>
 DEV void dif_pass(fr_t* data, u32 log_n, u32 lo, u32 S, u32 logC, u32 inner_log, const fr_t* inner,
                   const fr_t* tw_lo, const fr_t* tw_hi, const fr_t* tw_direct, const fr_t* pre_lo, const fr_t* pre_hi,
                   const fr_t* post_lo, const fr_t* post_hi, const fr_t* post_scale) {
     DYN_SMEM(u32, sm);
-    const u32 C = 1u << logC, E = FIXED_E ? FIXED_E : C << S;
+    const u32 C = 1u << logC, E = FIXED_E ? FIXED_E : C << S, T = E / 2;
     const u32 col0 = blockIdx.x << logC;
     const u32 l0 = col0 & ((1u << lo) - 1);
     const u64 base = ((u64)(col0 >> lo) << (lo + S)) + l0;
+    THREAD_POINT(a);
+    THREAD_POINT(b);
     BLOCK_THREADS(tid) {
-        for (u32 e = tid; e < E; e += blockDim.x) {
-            const u32 i = (u32)(base + ((u64)(e >> logC) << lo) + (e & (C - 1)));
-            fr_t x = load_struct(data + i);
-            if (pre_lo && i) x = x * tw_pow(pre_lo, pre_hi, i);
-            sm_put(sm, E, e, x);
+        const u32 c = tid & (C - 1), tau = tid >> logC;
+        const u32 i0 = (u32)(base + ((u64)tau << lo) + c), i1 = i0 + ((1u << (S - 1)) << lo);
+        fr_t x = load_struct(data + i0), y = load_struct(data + i1);
+        if (pre_lo) {
+            if (i0) x = x * tw_pow(pre_lo, pre_hi, i0);
+            y = y * tw_pow(pre_lo, pre_hi, i1);
         }
+        PT(a, tid) = x;
+        PT(b, tid) = y;
     }
-    SYNC();
-    const u32 W = warp_stages(S, logC);
-    for (int s = (int)S - 1; s >= (int)W; --s) {
+    u32 k = 0;
+    for (u32 s = S - 1;; --s) {
         BLOCK_THREADS(tid) {
-            for (u32 q = tid; q < E / 2; q += blockDim.x) {
-                const u32 c = q & (C - 1), r = q >> logC;
-                const u32 j = r & ((1u << s) - 1);
-                const u32 t0 = ((r >> s) << (s + 1)) | j;
-                const u32 e0 = (t0 << logC) | c, e1 = ((t0 + (1u << s)) << logC) | c;
-                const fr_t u = sm_get(sm, E, e0), v = sm_get(sm, E, e1);
-                sm_put(sm, E, e0, u + v);
-                fr_t d = u - v;
-                if (j) d = d * load_struct(inner + (j << (inner_log - 1 - s)));
-                sm_put(sm, E, e1, d);
-            }
+            const fr_t w = stage_twiddle(inner, inner_log, (tid >> logC) & ((1u << s) - 1), s);
+            const fr_t x = PT(a, tid), y = PT(b, tid);
+            PT(a, tid) = x + y;
+            PT(b, tid) = s ? (x - y) * w : x - y;
         }
-        SYNC();
+        if (s == 0) break;
+        NTT_TRADE(a, b, s - 1);
     }
-#ifndef CUZK_HOST_EMU
-    if (W) {
-        // Stages W-1 .. 0 in registers (see warp_stages): the warp's 2^W rows, enter as pairs (ti, ti + 2^(W-1)).
-        const u32 lane = threadIdx.x & 31, c = lane & (C - 1), ti = lane >> logC;
-        const u32 tb = (threadIdx.x >> 5) << W;
-        fr_t a = sm_get(sm, E, ((tb + ti) << logC) | c);
-        fr_t b = sm_get(sm, E, ((tb + ti + (1u << (W - 1))) << logC) | c);
-        for (int s = (int)W - 1;; --s) {
-            const u32 j = ti & ((1u << s) - 1);
-            fr_t d = a - b;
-            a = a + b;
-            if (j) d = d * load_struct(inner + (j << (inner_log - 1 - s)));
-            b = d;
-            if (s == 0) break;
-            warp_exchange(a, b, ti, (u32)s - 1, logC);
-        }
-        // After stage 0 the lane holds rows (2 ti, 2 ti + 1).
-        sm_put(sm, E, ((tb + 2 * ti) << logC) | c, a);
-        sm_put(sm, E, ((tb + 2 * ti + 1) << logC) | c, b);
-        SYNC();
-    }
-#endif
     BLOCK_THREADS(tid) {
-        for (u32 e = tid; e < E; e += blockDim.x) {
-            const u32 c = e & (C - 1), t = e >> logC;
-            fr_t x = sm_get(sm, E, e);
+        const u32 c = tid & (C - 1), tau = tid >> logC;
+        UNROLL for (u32 h = 0; h < 2; ++h) {
+            const u32 t = 2 * tau + h;
+            fr_t x = h ? PT(b, tid) : PT(a, tid);
             if (lo) {
-                const u32 k = (l0 + c) * bit_reverse(t, S);
-                if (k) x = x * pass_twiddle(tw_lo, tw_hi, tw_direct, k, log_n - lo - S);
+                const u32 kk = (l0 + c) * bit_reverse(t, S);
+                if (kk) x = x * pass_twiddle(tw_lo, tw_hi, tw_direct, kk, log_n - lo - S);
             }
             const u32 p = (u32)(base + ((u64)t << lo) + c);
             if (post_scale) x = x * load_struct(post_scale);
@@ -165,9 +211,10 @@ DEV void dif_pass(fr_t* data, u32 log_n, u32 lo, u32 S, u32 logC, u32 inner_log,
 #define NTT_DIF_ARGS \
     data, log_n, lo, S, logC, inner_log, inner, tw_lo, tw_hi, tw_direct, pre_lo, pre_hi, post_lo, post_hi, post_scale
 BLOCK_KERNEL LAUNCH_BOUNDS(512) ntt_dif_pass(NTT_DIF_PARAMS) { dif_pass<0>(NTT_DIF_ARGS); }
-// The passes of 2^10 elements at three blocks (1536 threads) an SM: 40 registers and a 16-byte stack
-// instead of 60 / 54 registers at two blocks. More warps to hide the products' dependent chains: on an
-// H200 the 2^27 transform went 51.65 -> 49.49 ms (forward), DIT passes 47.25 -> 45.86, outputs equal.
+// The passes of 2^10 elements at three blocks (1536 threads) an SM: 40 registers and a few spilled words
+// beat two blocks at 54 registers without spills. On an H200, 2^27 DIF passes 44.13 ms at three blocks
+// against 46.07 at two (benchmarks/results/cuda-ntt-register-passes-h200-2026-12-01.json); loading the
+// next stage's twiddle before the trade was slower at three blocks (46.28: more spills), at two 45.26.
 BLOCK_KERNEL LAUNCH_BOUNDS2(512, 3) ntt_dif_pass_1024(NTT_DIF_PARAMS) { dif_pass<1024>(NTT_DIF_ARGS); }
 
 // Bit-reversed -> natural; same launch shape as ntt_dif_pass, passes from lo = 0 upwards.
@@ -175,64 +222,40 @@ template <u32 FIXED_E>
 DEV void dit_pass(fr_t* data, u32 log_n, u32 lo, u32 S, u32 logC, u32 inner_log, const fr_t* inner,
                   const fr_t* tw_lo, const fr_t* tw_hi, const fr_t* tw_direct) {
     DYN_SMEM(u32, sm);
-    const u32 C = 1u << logC, E = FIXED_E ? FIXED_E : C << S;
+    const u32 C = 1u << logC, E = FIXED_E ? FIXED_E : C << S, T = E / 2;
     const u32 col0 = blockIdx.x << logC;
     const u32 l0 = col0 & ((1u << lo) - 1);
     const u64 base = ((u64)(col0 >> lo) << (lo + S)) + l0;
+    THREAD_POINT(a);
+    THREAD_POINT(b);
     BLOCK_THREADS(tid) {
-        for (u32 e = tid; e < E; e += blockDim.x) {
-            const u32 c = e & (C - 1), t = e >> logC;
+        const u32 c = tid & (C - 1), tau = tid >> logC;
+        UNROLL for (u32 h = 0; h < 2; ++h) {
+            const u32 t = 2 * tau + h;
             fr_t x = load_struct(data + base + ((u64)t << lo) + c);
             if (lo) {
-                const u32 k = (l0 + c) * bit_reverse(t, S);
-                if (k) x = x * pass_twiddle(tw_lo, tw_hi, tw_direct, k, log_n - lo - S);
+                const u32 kk = (l0 + c) * bit_reverse(t, S);
+                if (kk) x = x * pass_twiddle(tw_lo, tw_hi, tw_direct, kk, log_n - lo - S);
             }
-            sm_put(sm, E, e, x);
+            if (h) PT(b, tid) = x;
+            else PT(a, tid) = x;
         }
     }
-    SYNC();
-    const u32 W = warp_stages(S, logC);
-#ifndef CUZK_HOST_EMU
-    if (W) {
-        // Stages 0 .. W-1 in registers (see warp_stages): enter as row pairs (2 ti, 2 ti + 1), leave as
-        // (ti, ti + 2^(W-1)).
-        const u32 lane = threadIdx.x & 31, c = lane & (C - 1), ti = lane >> logC;
-        const u32 tb = (threadIdx.x >> 5) << W;
-        fr_t a = sm_get(sm, E, ((tb + 2 * ti) << logC) | c);
-        fr_t b = sm_get(sm, E, ((tb + 2 * ti + 1) << logC) | c);
-        for (u32 s = 0;; ++s) {
-            const u32 j = ti & ((1u << s) - 1);
-            if (j) b = b * load_struct(inner + (j << (inner_log - 1 - s)));
-            const fr_t u = a;
-            a = u + b;
-            b = u - b;
-            if (s + 1 == W) break;
-            warp_exchange(a, b, ti, s, logC);
-        }
-        sm_put(sm, E, ((tb + ti) << logC) | c, a);
-        sm_put(sm, E, ((tb + ti + (1u << (W - 1))) << logC) | c, b);
-        SYNC();
-    }
-#endif
-    for (u32 s = W; s < S; ++s) {
+    u32 k = 0;
+    for (u32 s = 0; s < S; ++s) {
+        if (s) NTT_TRADE(a, b, s - 1);
         BLOCK_THREADS(tid) {
-            for (u32 q = tid; q < E / 2; q += blockDim.x) {
-                const u32 c = q & (C - 1), r = q >> logC;
-                const u32 j = r & ((1u << s) - 1);
-                const u32 t0 = ((r >> s) << (s + 1)) | j;
-                const u32 e0 = (t0 << logC) | c, e1 = ((t0 + (1u << s)) << logC) | c;
-                const fr_t u = sm_get(sm, E, e0);
-                fr_t v = sm_get(sm, E, e1);
-                if (j) v = v * load_struct(inner + (j << (inner_log - 1 - s)));
-                sm_put(sm, E, e0, u + v);
-                sm_put(sm, E, e1, u - v);
-            }
+            const fr_t w = stage_twiddle(inner, inner_log, (tid >> logC) & ((1u << s) - 1), s);
+            const fr_t x = PT(a, tid), y = s ? PT(b, tid) * w : PT(b, tid);
+            PT(a, tid) = x + y;
+            PT(b, tid) = x - y;
         }
-        SYNC();
     }
     BLOCK_THREADS(tid) {
-        for (u32 e = tid; e < E; e += blockDim.x)
-            store_struct(data + base + ((u64)(e >> logC) << lo) + (e & (C - 1)), sm_get(sm, E, e));
+        const u32 c = tid & (C - 1), tau = tid >> logC;
+        const u64 i0 = base + ((u64)tau << lo) + c;
+        store_struct(data + i0, PT(a, tid));
+        store_struct(data + i0 + ((u64)(1u << (S - 1)) << lo), PT(b, tid));
     }
 }
 
