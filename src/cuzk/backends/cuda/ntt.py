@@ -31,14 +31,14 @@ _TW_SPLIT = 14
 #: all 2^(lo+S) powers of the root of that order (at most 8 MiB): one load instead of two and a product.
 DIRECT_TWIDDLE_LOG = 18
 _BLOCK = 256
-#: Pass sizes (top bits down; DIT runs them reversed) where the balanced split measured slower on an
-#: H200 (benchmarks/results/cuda-ntt-plans-h200-2026-12-01.json, median ms of the DIF / DIT passes):
-#: 2^27 9,9,9 -> 9,8,10: 46.98 -> 46.52 / 45.92 -> 45.89; 2^28 10,9,9 -> 10,8,10: 97.47 -> 96.54 / 99.05
-#: -> 94.81. The bottom pass then runs 2^10 points a block (the constant-stride kernels) and the middle
-#: one reads direct twiddles. At 2^18 and 2^24..2^26 no other plan tried was faster; at 2^16 7,9 was
-#: (0.054 against 0.056 ms, launch-bound sizes) and at 2^22 4,8,10's DIT (1.26 against 1.29) but not its
-#: DIF (1.32 against 1.31): too small a gain to change those on one run.
-MEASURED_PLANS = {27: (9, 8, 10), 28: (10, 8, 10)}
+#: Pass sizes (top bits down; DIT runs them reversed) for sizes where the balanced split measured slower
+#: on an H200; none with the register-resident passes. The earlier shared-memory passes ran 2^27 as 9,8,10
+#: and 2^28 as 10,8,10; with the current ones the balanced splits are the fastest tried (median ms of
+#: the DIF / DIT passes): 2^27 9,9,9 42.43 / 43.36 against 9,8,10 43.62 / 43.91, 10,9,8 43.51 / 43.78,
+#: 9,10,8 42.86 / 43.42 (benchmarks/results/cuda-ntt-plans-h200-2026-12-01b.json); 2^28 10,9,9 90.09 /
+#: 91.02 against 10,8,10 92.56 / 92.12 and 10,10,8 90.88 / 91.07 (cuda-ntt-plans-h200-2026-12-01c.json).
+#: Sizes below 2^27 were compared with the earlier passes only (cuda-ntt-plans-h200-2026-12-01.json).
+MEASURED_PLANS: dict[int, tuple[int, ...]] = {}
 #: kernels/ntt.cu ntt_bitrev_tiled: tiles of 2^K x 2^K points (NTT_BR_K) and their shared memory.
 _BITREV_TILE_LOG = 4
 _BITREV_SMEM = 2 * 8 * (1 << _BITREV_TILE_LOG) * ((1 << _BITREV_TILE_LOG) + 1) * 4

@@ -99,11 +99,34 @@ DEV void trade_keep(fr_t& a, fr_t& b, const fr_t& r, bool up) {
     }
 }
 
+// Which thread holds which tau. The low bits of tau (those that decide the twiddle index j = tau mod 2^s
+// of the lower stages) come from the warp index, the rest from the lane bits above the column bits:
+// tau = (warp bits of tid) | (lane bits of tid above logC) << m. At a stage s <= m every lane of a warp
+// then has the same j, so a warp with j = 0 (half the warps at stage 1, a quarter at stage 2, ...) skips
+// the product and the others read one broadcast twiddle. `hb`: the first tid bit above both the lane
+// and the column bits. The price: neighbouring lanes hold rows 2^m apart, so the loads and stores of a
+// lo = 0 pass are no longer one contiguous run a warp (each point is still a whole 32-byte sector).
+// On an H200, against lane-ordered tau in every pass (benchmarks/results/cuda-ntt-warp-twiddles-h200-
+// 2026-12-01b.json, 2^27 as 9,9,9, median ms): forward 46.53 -> 44.71, DIF passes 43.99 -> 42.15, DIT
+// 44.59 -> 43.32; 2^24 forward 5.28 -> 5.03; 2^20 forward 0.331 -> 0.355 (slower: 32 MiB transforms sit
+// in L2, where the scattered accesses cost more). Lane-ordered tau in the lo = 0 pass only was in
+// between at 2^27 and 2^24 (forward 45.36, 5.12).
+struct pass_map {
+    u32 logC, hb, nl, m;  // nl lane bits of tau above its m warp bits
+    DEV pass_map(u32 S, u32 logC_) : logC(logC_) {
+        const u32 logT = S - 1 + logC;
+        hb = logC > 5 ? logC : 5;
+        nl = (hb < logT ? hb : logT) - logC;
+        m = S - 1 - nl;
+    }
+    DEV u32 tau(u32 tid) const { return (tid >> hb) | (((tid >> logC) & ((1u << nl) - 1)) << m); }
+    // The tid distance of the partner across bit `bit` of tau.
+    DEV u32 dist(u32 bit) const { return bit < m ? 1u << (hb + bit) : 1u << (logC + bit - m); }
+};
+
 #ifndef CUZK_HOST_EMU
-// The trade on bit `bit` of tau by shuffles (partner (1 << bit) << logC lanes away, within the warp).
-DEV void warp_trade(fr_t& a, fr_t& b, u32 tau, u32 bit, u32 logC) {
-    const bool up = (tau >> bit) & 1u;
-    const u32 dist = (1u << bit) << logC;
+// The trade by shuffles, the partner `dist` < 32 lanes away.
+DEV void warp_trade(fr_t& a, fr_t& b, bool up, u32 dist) {
     fr_t r = trade_send(a, b, up);
     UNROLL for (int q = 0; q < 8; ++q) r.v[q] = __shfl_xor_sync(0xffffffffu, r.v[q], dist);
     trade_keep(a, b, r, up);
@@ -111,30 +134,30 @@ DEV void warp_trade(fr_t& a, fr_t& b, u32 tau, u32 bit, u32 logC) {
 #endif
 
 // The trade on bit `bit` of tau for the whole block; `k` is the shared-memory buffer, flipped when used.
-#define NTT_TRADE(a, b, bit)                                                                   \
-    do {                                                                                       \
-        const u32 dist_ = (1u << (bit)) << logC;                                               \
-        if (NTT_SHUFFLES && dist_ < 32) {                                                      \
-            BLOCK_THREADS(tid) { NTT_WARP_TRADE(PT(a, tid), PT(b, tid), tid >> logC, (bit), logC); } \
-        } else {                                                                               \
-            BLOCK_THREADS(tid) {                                                               \
-                const bool up_ = ((tid >> logC) >> (bit)) & 1u;                                \
-                trade_put(sm, T, k, tid, trade_send(PT(a, tid), PT(b, tid), up_));              \
-            }                                                                                  \
-            SYNC();                                                                            \
-            BLOCK_THREADS(tid) {                                                               \
-                const bool up_ = ((tid >> logC) >> (bit)) & 1u;                                \
-                trade_keep(PT(a, tid), PT(b, tid), trade_get(sm, T, k, tid ^ dist_), up_);     \
-            }                                                                                  \
-            k ^= 1u;                                                                           \
-        }                                                                                      \
+#define NTT_TRADE(a, b, bit)                                                                          \
+    do {                                                                                              \
+        const u32 dist_ = map.dist(bit);                                                              \
+        if (NTT_SHUFFLES && dist_ < 32) {                                                             \
+            BLOCK_THREADS(tid) { NTT_WARP_TRADE(PT(a, tid), PT(b, tid), (map.tau(tid) >> (bit)) & 1u, dist_); } \
+        } else {                                                                                      \
+            BLOCK_THREADS(tid) {                                                                      \
+                const bool up_ = (map.tau(tid) >> (bit)) & 1u;                                        \
+                trade_put(sm, T, k, tid, trade_send(PT(a, tid), PT(b, tid), up_));                     \
+            }                                                                                         \
+            SYNC();                                                                                   \
+            BLOCK_THREADS(tid) {                                                                      \
+                const bool up_ = (map.tau(tid) >> (bit)) & 1u;                                        \
+                trade_keep(PT(a, tid), PT(b, tid), trade_get(sm, T, k, tid ^ dist_), up_);            \
+            }                                                                                         \
+            k ^= 1u;                                                                                  \
+        }                                                                                             \
     } while (0)
 #ifdef CUZK_HOST_EMU
 #define NTT_SHUFFLES 0
-#define NTT_WARP_TRADE(a, b, tau, bit, logC)
+#define NTT_WARP_TRADE(a, b, up, dist)
 #else
 #define NTT_SHUFFLES 1
-#define NTT_WARP_TRADE(a, b, tau, bit, logC) warp_trade(a, b, tau, bit, logC)
+#define NTT_WARP_TRADE(a, b, up, dist) warp_trade(a, b, up, dist)
 #endif
 
 // The stage-s twiddle of the butterfly whose low row is r, j = r mod 2^s: w_(2^(s+1))^j.
@@ -162,10 +185,11 @@ DEV void dif_pass(fr_t* data, u32 log_n, u32 lo, u32 S, u32 logC, u32 inner_log,
     const u32 col0 = blockIdx.x << logC;
     const u32 l0 = col0 & ((1u << lo) - 1);
     const u64 base = ((u64)(col0 >> lo) << (lo + S)) + l0;
+    const pass_map map(S, logC);
     THREAD_POINT(a);
     THREAD_POINT(b);
     BLOCK_THREADS(tid) {
-        const u32 c = tid & (C - 1), tau = tid >> logC;
+        const u32 c = tid & (C - 1), tau = map.tau(tid);
         const u32 i0 = (u32)(base + ((u64)tau << lo) + c), i1 = i0 + ((1u << (S - 1)) << lo);
         fr_t x = load_struct(data + i0), y = load_struct(data + i1);
         if (pre_lo) {
@@ -178,16 +202,18 @@ DEV void dif_pass(fr_t* data, u32 log_n, u32 lo, u32 S, u32 logC, u32 inner_log,
     u32 k = 0;
     for (u32 s = S - 1;; --s) {
         BLOCK_THREADS(tid) {
-            const fr_t w = stage_twiddle(inner, inner_log, (tid >> logC) & ((1u << s) - 1), s);
+            const u32 j = map.tau(tid) & ((1u << s) - 1);
             const fr_t x = PT(a, tid), y = PT(b, tid);
+            fr_t d = x - y;
+            if (j) d = d * stage_twiddle(inner, inner_log, j, s);
             PT(a, tid) = x + y;
-            PT(b, tid) = s ? (x - y) * w : x - y;
+            PT(b, tid) = d;
         }
         if (s == 0) break;
         NTT_TRADE(a, b, s - 1);
     }
     BLOCK_THREADS(tid) {
-        const u32 c = tid & (C - 1), tau = tid >> logC;
+        const u32 c = tid & (C - 1), tau = map.tau(tid);
         UNROLL for (u32 h = 0; h < 2; ++h) {
             const u32 t = 2 * tau + h;
             fr_t x = h ? PT(b, tid) : PT(a, tid);
@@ -226,10 +252,11 @@ DEV void dit_pass(fr_t* data, u32 log_n, u32 lo, u32 S, u32 logC, u32 inner_log,
     const u32 col0 = blockIdx.x << logC;
     const u32 l0 = col0 & ((1u << lo) - 1);
     const u64 base = ((u64)(col0 >> lo) << (lo + S)) + l0;
+    const pass_map map(S, logC);
     THREAD_POINT(a);
     THREAD_POINT(b);
     BLOCK_THREADS(tid) {
-        const u32 c = tid & (C - 1), tau = tid >> logC;
+        const u32 c = tid & (C - 1), tau = map.tau(tid);
         UNROLL for (u32 h = 0; h < 2; ++h) {
             const u32 t = 2 * tau + h;
             fr_t x = load_struct(data + base + ((u64)t << lo) + c);
@@ -245,14 +272,14 @@ DEV void dit_pass(fr_t* data, u32 log_n, u32 lo, u32 S, u32 logC, u32 inner_log,
     for (u32 s = 0; s < S; ++s) {
         if (s) NTT_TRADE(a, b, s - 1);
         BLOCK_THREADS(tid) {
-            const fr_t w = stage_twiddle(inner, inner_log, (tid >> logC) & ((1u << s) - 1), s);
-            const fr_t x = PT(a, tid), y = s ? PT(b, tid) * w : PT(b, tid);
+            const u32 j = map.tau(tid) & ((1u << s) - 1);
+            const fr_t x = PT(a, tid), y = j ? PT(b, tid) * stage_twiddle(inner, inner_log, j, s) : PT(b, tid);
             PT(a, tid) = x + y;
             PT(b, tid) = x - y;
         }
     }
     BLOCK_THREADS(tid) {
-        const u32 c = tid & (C - 1), tau = tid >> logC;
+        const u32 c = tid & (C - 1), tau = map.tau(tid);
         const u64 i0 = base + ((u64)tau << lo) + c;
         store_struct(data + i0, PT(a, tid));
         store_struct(data + i0 + ((u64)(1u << (S - 1)) << lo), PT(b, tid));
