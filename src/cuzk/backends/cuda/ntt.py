@@ -23,7 +23,7 @@ from cuzk.field.constants import FR_GENERATOR, R_MODULUS, fr_root_of_unity
 
 #: Largest transform: 2^28 points (u32 indices in the kernels, 8 GiB per vector).
 MAX_LOG_SIZE = 28
-#: Stages one kernel pass runs in shared memory (2^10 points = 32 KiB).
+#: Stages one kernel pass runs (2^10 points a block, two a thread in registers; 32 KiB of trade buffers).
 MAX_PASS_LOG = 10
 #: Split of twiddle exponents: w^e = lo[e mod 2^14] * hi[e >> 14].
 _TW_SPLIT = 14
