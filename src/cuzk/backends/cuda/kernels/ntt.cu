@@ -160,6 +160,8 @@ DEV void warp_trade(fr_t& a, fr_t& b, bool up, u32 dist) {
 #define NTT_WARP_TRADE(a, b, up, dist) warp_trade(a, b, up, dist)
 #endif
 
+DEV constexpr u32 fixed_log2(u32 x) { return x > 1 ? 1 + fixed_log2(x >> 1) : 0; }
+
 // The stage-s twiddle of the butterfly whose low row is r, j = r mod 2^s: w_(2^(s+1))^j.
 DEV fr_t stage_twiddle(const fr_t* inner, u32 inner_log, u32 j, u32 s) {
     return load_struct(inner + (j << (inner_log - 1 - s)));
@@ -176,11 +178,13 @@ DEV fr_t stage_twiddle(const fr_t* inner, u32 inner_log, u32 j, u32 s) {
 // FIXED_E: the block's element count when known at compile time (0: C << S at run time), so that the
 // trade buffers sit at constant offsets (ntt_dif_pass_1024 / ntt_dit_pass_1024: the passes of 2^10
 // elements a block, all but the smallest transforms' passes).
-template <u32 FIXED_E>
-DEV void dif_pass(fr_t* data, u32 log_n, u32 lo, u32 S, u32 logC, u32 inner_log, const fr_t* inner,
+template <u32 FIXED_E, u32 FIXED_S = 0>
+DEV void dif_pass(fr_t* data, u32 log_n, u32 lo, u32 S_in, u32 logC_in, u32 inner_log, const fr_t* inner,
                   const fr_t* tw_lo, const fr_t* tw_hi, const fr_t* tw_direct, const fr_t* pre_lo, const fr_t* pre_hi,
                   const fr_t* post_lo, const fr_t* post_hi, const fr_t* post_scale) {
     DYN_SMEM(u32, sm);
+    // With FIXED_S (and FIXED_E) the stage count and the columns are constants: the stage loop unrolls.
+    const u32 S = FIXED_S ? FIXED_S : S_in, logC = FIXED_S ? fixed_log2(FIXED_E) - FIXED_S : logC_in;
     const u32 C = 1u << logC, E = FIXED_E ? FIXED_E : C << S, T = E / 2;
     const u32 col0 = blockIdx.x << logC;
     const u32 l0 = col0 & ((1u << lo) - 1);
@@ -200,7 +204,8 @@ DEV void dif_pass(fr_t* data, u32 log_n, u32 lo, u32 S, u32 logC, u32 inner_log,
         PT(b, tid) = y;
     }
     u32 k = 0;
-    for (u32 s = S - 1;; --s) {
+    UNROLL for (int si = (int)S - 1; si >= 0; --si) {
+        const u32 s = (u32)si;
         BLOCK_THREADS(tid) {
             const u32 j = map.tau(tid) & ((1u << s) - 1);
             const fr_t x = PT(a, tid), y = PT(b, tid);
@@ -209,8 +214,7 @@ DEV void dif_pass(fr_t* data, u32 log_n, u32 lo, u32 S, u32 logC, u32 inner_log,
             PT(a, tid) = x + y;
             PT(b, tid) = d;
         }
-        if (s == 0) break;
-        NTT_TRADE(a, b, s - 1);
+        if (s > 0) NTT_TRADE(a, b, s - 1);
     }
     BLOCK_THREADS(tid) {
         const u32 c = tid & (C - 1), tau = map.tau(tid);
@@ -241,13 +245,28 @@ BLOCK_KERNEL LAUNCH_BOUNDS(512) ntt_dif_pass(NTT_DIF_PARAMS) { dif_pass<0>(NTT_D
 // beat two blocks at 54 registers without spills. On an H200, 2^27 DIF passes 44.13 ms at three blocks
 // against 46.07 at two (benchmarks/results/cuda-ntt-register-passes-h200-2026-12-01.json); loading the
 // next stage's twiddle before the trade was slower at three blocks (46.28: more spills), at two 45.26.
-BLOCK_KERNEL LAUNCH_BOUNDS2(512, 3) ntt_dif_pass_1024(NTT_DIF_PARAMS) { dif_pass<1024>(NTT_DIF_ARGS); }
+// Each stage count a 2^10-point pass runs (7..10 for 2^21..2^28) has its own copy with the stage loop
+// unrolled: the trade kinds, masks and twiddle strides become constants. On an H200 (benchmarks/results/
+// cuda-ntt-unrolled-h200-2026-12-01.json, against the one loop for all, median of 5, outputs equal): 2^27
+// forward 44.55 -> 43.89 ms, DIF passes 42.16 -> 41.46, DIT 43.56 -> 41.71; 2^24 forward 5.03 -> 4.96.
+// The price is code: nvcc takes 51 s for this file instead of 9, and the kernels are 5-6x longer.
+BLOCK_KERNEL LAUNCH_BOUNDS2(512, 3) ntt_dif_pass_1024(NTT_DIF_PARAMS) {
+    switch (S) {
+        case 10: dif_pass<1024, 10>(NTT_DIF_ARGS); break;
+        case 9: dif_pass<1024, 9>(NTT_DIF_ARGS); break;
+        case 8: dif_pass<1024, 8>(NTT_DIF_ARGS); break;
+        case 7: dif_pass<1024, 7>(NTT_DIF_ARGS); break;
+        default: dif_pass<1024>(NTT_DIF_ARGS);
+    }
+}
 
 // Bit-reversed -> natural; same launch shape as ntt_dif_pass, passes from lo = 0 upwards.
-template <u32 FIXED_E>
-DEV void dit_pass(fr_t* data, u32 log_n, u32 lo, u32 S, u32 logC, u32 inner_log, const fr_t* inner,
+template <u32 FIXED_E, u32 FIXED_S = 0>
+DEV void dit_pass(fr_t* data, u32 log_n, u32 lo, u32 S_in, u32 logC_in, u32 inner_log, const fr_t* inner,
                   const fr_t* tw_lo, const fr_t* tw_hi, const fr_t* tw_direct) {
     DYN_SMEM(u32, sm);
+    // With FIXED_S (and FIXED_E) the stage count and the columns are constants: the stage loop unrolls.
+    const u32 S = FIXED_S ? FIXED_S : S_in, logC = FIXED_S ? fixed_log2(FIXED_E) - FIXED_S : logC_in;
     const u32 C = 1u << logC, E = FIXED_E ? FIXED_E : C << S, T = E / 2;
     const u32 col0 = blockIdx.x << logC;
     const u32 l0 = col0 & ((1u << lo) - 1);
@@ -269,7 +288,7 @@ DEV void dit_pass(fr_t* data, u32 log_n, u32 lo, u32 S, u32 logC, u32 inner_log,
         }
     }
     u32 k = 0;
-    for (u32 s = 0; s < S; ++s) {
+    UNROLL for (u32 s = 0; s < S; ++s) {
         if (s) NTT_TRADE(a, b, s - 1);
         BLOCK_THREADS(tid) {
             const u32 j = map.tau(tid) & ((1u << s) - 1);
@@ -291,7 +310,15 @@ DEV void dit_pass(fr_t* data, u32 log_n, u32 lo, u32 S, u32 logC, u32 inner_log,
         const fr_t *tw_hi, const fr_t *tw_direct
 #define NTT_DIT_ARGS data, log_n, lo, S, logC, inner_log, inner, tw_lo, tw_hi, tw_direct
 BLOCK_KERNEL LAUNCH_BOUNDS2(512, 2) ntt_dit_pass(NTT_DIT_PARAMS) { dit_pass<0>(NTT_DIT_ARGS); }
-BLOCK_KERNEL LAUNCH_BOUNDS2(512, 3) ntt_dit_pass_1024(NTT_DIT_PARAMS) { dit_pass<1024>(NTT_DIT_ARGS); }  // see ntt_dif_pass_1024
+BLOCK_KERNEL LAUNCH_BOUNDS2(512, 3) ntt_dit_pass_1024(NTT_DIT_PARAMS) {  // see ntt_dif_pass_1024
+    switch (S) {
+        case 10: dit_pass<1024, 10>(NTT_DIT_ARGS); break;
+        case 9: dit_pass<1024, 9>(NTT_DIT_ARGS); break;
+        case 8: dit_pass<1024, 8>(NTT_DIT_ARGS); break;
+        case 7: dit_pass<1024, 7>(NTT_DIT_ARGS); break;
+        default: dit_pass<1024>(NTT_DIT_ARGS);
+    }
+}
 
 // In-place bit-reversal permutation; each pair is swapped by its smaller index.
 KERNEL ntt_bitrev(fr_t* data, u32 log_n) {
