@@ -245,10 +245,11 @@ BLOCK_KERNEL LAUNCH_BOUNDS(512) ntt_dif_pass(NTT_DIF_PARAMS) { dif_pass<0>(NTT_D
 // beat two blocks at 54 registers without spills. On an H200, 2^27 DIF passes 44.13 ms at three blocks
 // against 46.07 at two (benchmarks/results/cuda-ntt-register-passes-h200-2026-12-01.json); loading the
 // next stage's twiddle before the trade was slower at three blocks (46.28: more spills), at two 45.26.
-// Each stage count a 2^10-point pass runs (7..10 for 2^21..2^28) has its own copy with the stage loop
-// unrolled: the trade kinds, masks and twiddle strides become constants. On an H200 (benchmarks/results/
-// cuda-ntt-unrolled-h200-2026-12-01.json, against the one loop for all, median of 5, outputs equal): 2^27
-// forward 44.55 -> 43.89 ms, DIF passes 42.16 -> 41.46, DIT 43.56 -> 41.71; 2^24 forward 5.03 -> 4.96.
+// Each stage count 7..10 of a 2^10-point pass has its own copy with the stage loop unrolled (other counts
+// take the generic loop): the trade kinds, masks and twiddle strides become constants. On an H200
+// (benchmarks/results/cuda-ntt-unrolled-h200-2026-12-01.json, against the one loop for all, median of 5,
+// outputs equal): 2^27 forward 44.55 -> 43.89 ms, DIF passes 42.16 -> 41.46, DIT 43.56 -> 41.71; 2^24
+// forward 5.03 -> 4.96.
 // The price is code: nvcc takes 51 s for this file instead of 9, and the kernels are 5-6x longer.
 BLOCK_KERNEL LAUNCH_BOUNDS2(512, 3) ntt_dif_pass_1024(NTT_DIF_PARAMS) {
     switch (S) {
