@@ -33,17 +33,16 @@ DEV fr_t pass_twiddle(const fr_t* lo, const fr_t* hi, const fr_t* direct, u32 k,
     return direct ? load_struct(direct + k) : tw_pow(lo, hi, k << shift);
 }
 
-// A pass keeps its points in registers, two a thread, from load to store: thread tid = (tau << logC) | c
-// of a block holds rows (r, r + 2^s) of column c at stage s, and between stages partner threads swap
-// one point each. For a DIF pass (stages S-1 down to 0) the thread loads rows (tau, tau + 2^(S-1)) and
+// A pass keeps its points in registers, two a thread, from load to store: thread tid of a block, column
+// c = tid mod C and index tau (pass_map below), holds rows (r, r + 2^s) of column c at stage s, and
+// between stages partner threads swap one point each. For a DIF pass (stages S-1 down to 0) the thread loads rows (tau, tau + 2^(S-1)) and
 // before stage s - 1 trades on bit s - 1 of tau: a thread whose bit is 0 keeps its low point and takes
 // the partner's low point as its high one; a thread whose bit is 1 keeps its high point and takes the
 // partner's high point as its low one. Bit s - 1 of tau thereby moves from row bit s - 1 to row bit s,
 // so at stage s the low row r still has tau's low s bits (the butterfly's twiddle index j = tau mod 2^s)
 // and after stage 0 the thread holds rows (2 tau, 2 tau + 1). The trade is its own inverse: a DIT pass
 // (stages 0 up to S-1) loads rows (2 tau, 2 tau + 1), trades on bit s - 1 before stage s and stores rows
-// (tau, tau + 2^(S-1)). Partners 2^((s-1) + logC) lanes apart trade by warp shuffles, others through
-// shared memory. Against passes that kept the points in shared memory (every butterfly reading and
+// (tau, tau + 2^(S-1)). Partners in one warp trade by shuffles, others through shared memory. Against passes that kept the points in shared memory (every butterfly reading and
 // writing both of its points there) this halves the shared-memory traffic of a stage; on an H200 the
 // 2^27 forward transform went 48.98 -> 46.67 ms, its DIF passes 46.47 -> 44.13 and DIT passes 45.82 ->
 // 44.39 (benchmarks/results/cuda-ntt-register-passes-h200-2026-12-01.json, outputs equal).
