@@ -33,19 +33,20 @@ DEV fr_t pass_twiddle(const fr_t* lo, const fr_t* hi, const fr_t* direct, u32 k,
     return direct ? load_struct(direct + k) : tw_pow(lo, hi, k << shift);
 }
 
-// A pass keeps its points in registers, two a thread, from load to store: thread tid of a block, column
-// c = tid mod C and index tau (pass_map below), holds rows (r, r + 2^s) of column c at stage s, and
-// between stages partner threads swap one point each. For a DIF pass (stages S-1 down to 0) the thread loads rows (tau, tau + 2^(S-1)) and
-// before stage s - 1 trades on bit s - 1 of tau: a thread whose bit is 0 keeps its low point and takes
-// the partner's low point as its high one; a thread whose bit is 1 keeps its high point and takes the
-// partner's high point as its low one. Bit s - 1 of tau thereby moves from row bit s - 1 to row bit s,
-// so at stage s the low row r still has tau's low s bits (the butterfly's twiddle index j = tau mod 2^s)
-// and after stage 0 the thread holds rows (2 tau, 2 tau + 1). The trade is its own inverse: a DIT pass
-// (stages 0 up to S-1) loads rows (2 tau, 2 tau + 1), trades on bit s - 1 before stage s and stores rows
-// (tau, tau + 2^(S-1)). Partners in one warp trade by shuffles, others through shared memory. Against passes that kept the points in shared memory (every butterfly reading and
-// writing both of its points there) this halves the shared-memory traffic of a stage; on an H200 the
-// 2^27 forward transform went 48.98 -> 46.67 ms, its DIF passes 46.47 -> 44.13 and DIT passes 45.82 ->
-// 44.39 (benchmarks/results/cuda-ntt-register-passes-h200-2026-12-01.json, outputs equal).
+// A pass keeps its points in registers, two a thread, from load to store: thread tid of a block, column c =
+// tid mod C and index tau (pass_map below), holds rows (r, r + 2^s) of column c at stage s, and between
+// stages partner threads swap one point each. For a DIF pass (stages S-1 down to 0) the thread loads rows
+// (tau, tau + 2^(S-1)) and before stage s - 1 trades on bit s - 1 of tau: a thread whose bit is 0 keeps its
+// low point and takes the partner's low point as its high one; a thread whose bit is 1 keeps its high point
+// and takes the partner's high point as its low one. Bit s - 1 of tau thereby moves from row bit s - 1 to
+// row bit s, so at stage s the low row r still has tau's low s bits (the butterfly's twiddle index j = tau
+// mod 2^s) and after stage 0 the thread holds rows (2 tau, 2 tau + 1). The trade is its own inverse: a DIT
+// pass (stages 0 up to S-1) loads rows (2 tau, 2 tau + 1), trades on bit s - 1 before stage s and stores
+// rows (tau, tau + 2^(S-1)). Partners in one warp trade by shuffles, others through shared memory. Against
+// passes that kept the points in shared memory (every butterfly reading and writing both of its points
+// there) this halves the shared-memory traffic of a stage; on an H200 the 2^27 forward transform went 48.98
+// -> 46.67 ms, its DIF passes 46.47 -> 44.13 and DIT passes 45.82 -> 44.39
+// (benchmarks/results/cuda-ntt-register-passes-h200-2026-12-01.json, outputs equal).
 // The host emulator runs a block one phase at a time, thread after thread: there a thread's points live
 // in arrays indexed by tid (THREAD_POINT) and every trade goes through shared memory.
 #ifdef CUZK_HOST_EMU
@@ -250,14 +251,16 @@ BLOCK_KERNEL LAUNCH_BOUNDS(512) ntt_dif_pass(NTT_DIF_PARAMS) { dif_pass<0>(NTT_D
 // outputs equal): 2^27 forward 44.55 -> 43.89 ms, DIF passes 42.16 -> 41.46, DIT 43.56 -> 41.71; 2^24
 // forward 5.03 -> 4.96.
 // The price is code: nvcc takes 51 s for this file instead of 9, and the kernels are 5-6x longer.
-BLOCK_KERNEL LAUNCH_BOUNDS2(512, 3) ntt_dif_pass_1024(NTT_DIF_PARAMS) {
-    switch (S) {
-        case 10: dif_pass<1024, 10>(NTT_DIF_ARGS); break;
-        case 9: dif_pass<1024, 9>(NTT_DIF_ARGS); break;
-        case 8: dif_pass<1024, 8>(NTT_DIF_ARGS); break;
-        case 7: dif_pass<1024, 7>(NTT_DIF_ARGS); break;
-        default: dif_pass<1024>(NTT_DIF_ARGS);
+#define NTT_PASS_1024_BY_STAGES(pass, ARGS)       \
+    switch (S) {                                  \
+        case 10: pass<1024, 10>(ARGS); break;     \
+        case 9: pass<1024, 9>(ARGS); break;       \
+        case 8: pass<1024, 8>(ARGS); break;       \
+        case 7: pass<1024, 7>(ARGS); break;       \
+        default: pass<1024>(ARGS);                \
     }
+BLOCK_KERNEL LAUNCH_BOUNDS2(512, 3) ntt_dif_pass_1024(NTT_DIF_PARAMS) {
+    NTT_PASS_1024_BY_STAGES(dif_pass, NTT_DIF_ARGS)
 }
 
 // Bit-reversed -> natural; same launch shape as ntt_dif_pass, passes from lo = 0 upwards.
@@ -310,14 +313,9 @@ DEV void dit_pass(fr_t* data, u32 log_n, u32 lo, u32 S_in, u32 logC_in, u32 inne
         const fr_t *tw_hi, const fr_t *tw_direct
 #define NTT_DIT_ARGS data, log_n, lo, S, logC, inner_log, inner, tw_lo, tw_hi, tw_direct
 BLOCK_KERNEL LAUNCH_BOUNDS2(512, 2) ntt_dit_pass(NTT_DIT_PARAMS) { dit_pass<0>(NTT_DIT_ARGS); }
-BLOCK_KERNEL LAUNCH_BOUNDS2(512, 3) ntt_dit_pass_1024(NTT_DIT_PARAMS) {  // see ntt_dif_pass_1024
-    switch (S) {
-        case 10: dit_pass<1024, 10>(NTT_DIT_ARGS); break;
-        case 9: dit_pass<1024, 9>(NTT_DIT_ARGS); break;
-        case 8: dit_pass<1024, 8>(NTT_DIT_ARGS); break;
-        case 7: dit_pass<1024, 7>(NTT_DIT_ARGS); break;
-        default: dit_pass<1024>(NTT_DIT_ARGS);
-    }
+// See ntt_dif_pass_1024.
+BLOCK_KERNEL LAUNCH_BOUNDS2(512, 3) ntt_dit_pass_1024(NTT_DIT_PARAMS) {
+    NTT_PASS_1024_BY_STAGES(dit_pass, NTT_DIT_ARGS)
 }
 
 // In-place bit-reversal permutation; each pair is swapped by its smaller index.
