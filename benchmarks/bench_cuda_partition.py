@@ -24,7 +24,9 @@ Measured, each the median of `--reps` proofs after one warm-up:
   the proof, and how much the proof's device phase slows down beside it;
 * two workers: two threads proving `--pair-reps` partitions each at once, as the engine's two prover
   workers per GPU do (the backend stages one proof's inputs while the other's kernels run, when the
-  memory plan allows): wall time per proof against one proof alone, and how many were staged ahead.
+  memory plan allows): wall time per proof against one proof alone, how many were staged ahead, and
+  the steady state (the first proof's staging left out): time per proof, the handoffs between
+  proofs, and the fraction of a proof's host-side time (wall alone minus device phase) hidden.
 
     python benchmarks/bench_cuda_partition.py --out results.json
     python benchmarks/bench_cuda_partition.py --scale 0.01 --reps 2   # a small smoke test
@@ -34,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import itertools
 import json
 import random
 import statistics
@@ -228,7 +231,7 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--distinct", type=int, default=4096, help="distinct points the bases are tiled from")
     ap.add_argument("--overlap-reps", type=int, default=2)
-    ap.add_argument("--pair-reps", type=int, default=2, help="proofs per thread in the two-worker run")
+    ap.add_argument("--pair-reps", type=int, default=3, help="proofs per thread in the two-worker run")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
 
@@ -321,6 +324,7 @@ def main() -> None:
             except BaseException as exc:
                 failures.append(exc)
                 return
+            t["prove_end"] = time.monotonic()
             pair_timings.append(t)
 
     start, start_monotonic = time.perf_counter(), time.monotonic()
@@ -333,15 +337,30 @@ def main() -> None:
     if failures:
         raise failures[0]
     proofs = len(pair_timings)
+    # The steady state leaves out the first proof's staging, which nothing can hide: from the end of
+    # the first proof to the end of the last, per proof after the first. A handoff is the next proof's
+    # taking the device minus the previous proof's return (negative: it took the device while the
+    # previous one was finishing its points on the host). The host-side share of a proof (its wall
+    # time alone minus its device phase) is hidden to the extent steady_per_proof_ms nears the device
+    # phase.
+    by_start = sorted(pair_timings, key=lambda t: t["device_begin"])
+    steady = (by_start[-1]["prove_end"] - by_start[0]["prove_end"]) / max(1, proofs - 1)
+    host_side = median["wall"] / 1e3 - median["device"] / 1e3
     two_workers = {"proofs": proofs, "wall_ms": ms(pair_wall), "per_proof_ms": ms(pair_wall / proofs),
+                   "steady_per_proof_ms": ms(steady),
+                   "handoffs_ms": [ms(b["device_begin"] - a["prove_end"]) for a, b in itertools.pairwise(by_start)],
+                   "host_side_alone_ms": ms(host_side),
+                   "hidden_fraction_of_host_side": round((median["wall"] / 1e3 - steady) / host_side, 3),
                    "one_at_a_time_per_proof_ms": median["wall"],
                    "speedup": round(median["wall"] / 1e3 / (pair_wall / proofs), 3),
+                   "steady_speedup": round(median["wall"] / 1e3 / steady, 3),
                    "staged_ahead": sum(1 for t in pair_timings if t["stage_ahead"] > 0),
                    "median_device_ms": ms(statistics.median(t["device"] for t in pair_timings)),
                    "median_lock_wait_ms": ms(statistics.median(t["lock_wait"] for t in pair_timings)),
                    # Per proof, in the order they finished; device_begin counted from the run's start.
-                   "samples_ms": [{**{k: ms(v) for k, v in t.items() if k != "device_begin"},
-                                   "device_begin": ms(t["device_begin"] - start_monotonic)} for t in pair_timings]}
+                   "samples_ms": [{**{k: ms(v) for k, v in t.items() if k not in ("device_begin", "prove_end")},
+                                   "device_begin": ms(t["device_begin"] - start_monotonic),
+                                   "prove_end": ms(t["prove_end"] - start_monotonic)} for t in pair_timings]}
     print(json.dumps({"two_workers": two_workers}), flush=True)
 
     p = properties()

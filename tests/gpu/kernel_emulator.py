@@ -220,6 +220,9 @@ class EmuModule:
     def to_host(self, a: Any) -> np.ndarray:
         return np.array(a, copy=True)
 
+    def flatnonzero(self, a: Any) -> np.ndarray:
+        return np.flatnonzero(a)
+
     def synchronize(self) -> None:
         pass
 

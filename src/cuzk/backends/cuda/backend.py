@@ -16,7 +16,10 @@ the CPU backend's. Per proof:
    the L, A, B_G1 and B_G2 MSMs skip scalars 0, add the bases of scalars 1, and run Pippenger on
    the rest (the split of B is shared by B_G1 and B_G2); with all bases resident, B_G2 runs on a
    stream (and host thread) of its own beside the three G1 MSMs;
-4. each phase drops its buffers as soon as it ends (they return to CuPy's pool for the next phase).
+4. each phase drops its buffers as soon as it ends (they return to CuPy's pool for the next phase);
+5. the MSMs' window sums are copied to the host, and the proof releases the device before they are
+   finished into points there. Read-backs between kernels wait for their stream first
+   (`KernelModule.to_host`), so that they never stall the other proof's CUDA calls.
 
 Keys: `load_key` converts the five base vectors to device form once and keeps them resident when the
 memory plan allows; a vector that does not fit is streamed in chunks for each MSM instead.
@@ -46,7 +49,7 @@ from cuzk.backends.cuda.deferred import complete_on_device
 from cuzk.backends.cuda.device import MemoryPlan, ahead_fits, memory_info, properties
 from cuzk.backends.cuda.fixed_base import DeviceFixedBase
 from cuzk.backends.cuda.module import get_module
-from cuzk.backends.cuda.msm import AFFINE_WORDS, RAW_BYTES, DeviceMsm, working_bytes
+from cuzk.backends.cuda.msm import AFFINE_WORDS, RAW_BYTES, DeviceMsm, HostPartial, working_bytes
 from cuzk.backends.cuda.ntt import DeviceNtt
 from cuzk.backends.cuda.poseidon_witness import DevicePoseidonPaths
 from cuzk.backends.cuda.sha256_witness import DeviceSha256Witness
@@ -404,7 +407,8 @@ class CudaBackend(ProverBackend):
         first H kernel to the end of the last MSM) and results (device -> host of the sums). h and
         msm_h are device times (CUDA events), the other MSM keys host time around each synchronised
         MSM; with all bases resident msm_b_g2 overlaps msm_l, msm_a and msm_b_g1 (its own stream), so
-        the phases add up to more than `device`.
+        the phases add up to more than `device`. finish: host time turning the copied window sums into
+        points, after the device is released.
         Also: stage_ahead (host time staging inputs before taking the device; 0 when they were
         staged with the device held), lock_wait (time waiting for another proof's device phase)
         and device_begin (time.monotonic() when this proof took the device)."""
@@ -570,7 +574,7 @@ class CudaBackend(ProverBackend):
                 try:
                     if staged is None:
                         staged = self._stage(asg, m, lane)
-                    sums = self._device_phase(pk, asg, dk, prepared, staged, lane, t)
+                    fetched = self._device_phase(pk, asg, dk, prepared, staged, lane, t)
                 finally:
                     self.current_job = None
                     with self._lanes_lock:
@@ -581,6 +585,13 @@ class CudaBackend(ProverBackend):
                     self._ahead_bytes -= ahead
             self._give_lane(lane)
 
+        # The window sums are finished into points on the host after the device is released: ~10 ms
+        # of Python integer arithmetic that another proof's kernels need not wait for.
+        start = clock()
+        g1 = self.msm.finish("g1", fetched["g1"])
+        g2 = self.msm.finish("g2", fetched["g2"])
+        sums = prover.MsmResults(h=g1[0], l=g1[1], a=g1[2], b_g1=g1[3], b_g2=g2[0])
+        t["finish"] = clock() - start
         start = clock()
         proof = prover.assemble_proof(
             pk.vk, sums,
@@ -591,8 +602,9 @@ class CudaBackend(ProverBackend):
 
     def _device_phase(self, pk: ProvingKey, asg: Assignment | _CompiledWitness, dk: _DeviceKey,
                       prepared: DeviceCompiled | None, staged: _Staged, lane: _Lane,
-                      t: MutableMapping[str, float]) -> prover.MsmResults:
-        """H and the five MSMs on the compute stream (the caller holds the device); the sums as points."""
+                      t: MutableMapping[str, float]) -> dict[str, list[HostPartial]]:
+        """H and the five MSMs on the compute stream (the caller holds the device); their window sums
+        copied to the host, by group (G1: H, L, A, B_G1; G2: B_G2), for `DeviceMsm.finish`."""
         cp, clock = self._cp, time.perf_counter
         m = pk.domain_size
         log_n = m.bit_length() - 1
@@ -737,10 +749,10 @@ class CudaBackend(ProverBackend):
             t["device"] = cp.cuda.get_elapsed_time(h_begin, msm_end) / 1e3
 
             start = clock()
-            g1 = self.msm.to_points("g1", [sums[k] for k in ("h", "l", "a", "b_g1")])
-            g2 = self.msm.to_points("g2", [sums["b_g2"]])
+            fetched = {"g1": self.msm.fetch([sums[k] for k in ("h", "l", "a", "b_g1")]),
+                       "g2": self.msm.fetch([sums["b_g2"]])}
             t["results"] = clock() - start
-        return prover.MsmResults(h=g1[0], l=g1[1], a=g1[2], b_g1=g1[3], b_g2=g2[0])
+        return fetched
 
     def _select(self, inputs: Any, input_mask: Any, aux: Any, aux_mask: Any) -> Any:
         """The scalars of a density-filtered MSM: inputs[input_mask] (all inputs when None) followed by
@@ -750,8 +762,8 @@ class CudaBackend(ProverBackend):
         only here, after H has released a, b and c (32 bytes per domain point each), so the memory plan
         (`proof_working_bytes`) already covers them."""
         cp = self._cp
-        head = inputs if input_mask is None else inputs[cp.flatnonzero(input_mask)]
-        index = cp.flatnonzero(aux_mask)
+        head = inputs if input_mask is None else inputs[self.kernels.flatnonzero(input_mask)]
+        index = self.kernels.flatnonzero(aux_mask)
         out = cp.empty((head.shape[0] + index.shape[0], 8), dtype=cp.uint32)
         out[: head.shape[0]] = head
         cp.take(aux, index, axis=0, out=out[head.shape[0]:])

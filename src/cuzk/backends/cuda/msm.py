@@ -172,6 +172,14 @@ class Partial:
 
 
 @dataclass(frozen=True)
+class HostPartial:
+    """A `Partial` copied to the host: rows are its XYZZ points as u32 words."""
+
+    rows: np.ndarray
+    shifts: tuple[int, ...]
+
+
+@dataclass(frozen=True)
 class ScalarSplit:
     """The 0/1 split of one scalar vector (shared by the MSMs that use the same scalars)."""
 
@@ -250,16 +258,28 @@ class DeviceMsm:
 
     def to_points(self, group: str, partials: Sequence[Partial]) -> list[G1Point] | list[G2Point]:
         """Finish device results: one copy to the host for all of them, then sum_i 2^shift_i P_i each."""
+        return self.finish(group, self.fetch(partials))
+
+    def fetch(self, partials: Sequence[Partial]) -> list[HostPartial]:
+        """The partials on the host, in one copy: all `finish` needs, so the device can go to other work."""
         if not partials:
             return []
         rows = self.k.to_host(self.xp.concatenate([p.points for p in partials], axis=0))
-        identity = G1Point.identity() if group == "g1" else G2Point.identity()
         out, k = [], 0
         for p in partials:
-            by_shift: dict[int, Any] = {}
-            for row, shift in zip(rows[k:k + len(p.shifts)], p.shifts, strict=True):
-                by_shift[shift] = by_shift.get(shift, identity) + _to_point(group, row)
+            out.append(HostPartial(rows[k:k + len(p.shifts)], p.shifts))
             k += len(p.shifts)
+        return out
+
+    @staticmethod
+    def finish(group: str, fetched: Sequence[HostPartial]) -> list[G1Point] | list[G2Point]:
+        """sum_i 2^shift_i P_i of each fetched partial, on the host (Python integers, py-arkworks)."""
+        identity = G1Point.identity() if group == "g1" else G2Point.identity()
+        out = []
+        for p in fetched:
+            by_shift: dict[int, Any] = {}
+            for row, shift in zip(p.rows, p.shifts, strict=True):
+                by_shift[shift] = by_shift.get(shift, identity) + _to_point(group, row)
             acc, cur = identity, None
             for shift in sorted(by_shift, reverse=True):
                 if cur is not None and cur > shift:
@@ -349,8 +369,7 @@ class DeviceMsm:
 
         buckets = xp.zeros((nkeys, words), dtype=xp.uint32)
         bucket_keys = 1 << (c - 1)
-        for k0, k1 in self._window_groups(group, offsets, entries.shape[0], bucket_keys, w):
-            lo, hi = int(offsets[k0]), int(offsets[k1])
+        for k0, k1, lo, hi in self._window_groups(group, offsets, entries.shape[0], bucket_keys, w):
             if hi == lo:
                 continue
             off = offsets[k0:k1 + 1] - offsets[k0] if k0 else offsets[:k1 + 1]
@@ -362,19 +381,21 @@ class DeviceMsm:
         self._mark("reduce")
         return out
 
-    def _window_groups(self, group: str, offsets: Any, total: int, bucket_keys: int, w: int) -> list[tuple[int, int]]:
-        """Key ranges [k0, k1) of whole windows whose entries are batch-affine summed together: as many
-        windows as keep the first tree round's output within TREE_GROUP_BYTES (one range, all keys,
-        when the tree rounds are off)."""
+    def _window_groups(self, group: str, offsets: Any, total: int, bucket_keys: int,
+                       w: int) -> list[tuple[int, int, int, int]]:
+        """Key ranges [k0, k1) of whole windows whose entries are batch-affine summed together, with
+        their entry ranges [lo, hi): as many windows as keep the first tree round's output within
+        TREE_GROUP_BYTES (one range, all keys, when the tree rounds are off). The window starts are
+        read back once here, not per group between the groups' kernels."""
         nkeys = w * bucket_keys
         if not self._tree_may_run(group, total):
-            return [(0, nkeys)]
+            return [(0, nkeys, 0, total)]
         limit = 2 * TREE_GROUP_BYTES // (4 * AFFINE_WORDS[group])
-        ends = [int(v) for v in self.k.to_host(offsets[::bucket_keys])]
+        ends = [int(v) for v in self.k.to_host(offsets[::bucket_keys])]  # w + 1 window starts
         groups, k0 = [], 0
         for i in range(1, w + 1):
             if i == w or ends[i + 1] - ends[k0 // bucket_keys] > limit:
-                groups.append((k0, i * bucket_keys))
+                groups.append((k0, i * bucket_keys, ends[k0 // bucket_keys], ends[i]))
                 k0 = i * bucket_keys
         return groups
 
@@ -393,7 +414,7 @@ class DeviceMsm:
         for _ in range(TREE_MAX_ROUNDS):
             halves = (off[1:] - off[:-1] + 1) >> 1
             off_out = xp.concatenate([xp.zeros(1, dtype=xp.uint32), xp.cumsum(halves, dtype=xp.uint32)])
-            total_out = int(off_out[-1])
+            total_out = int(self.k.to_host(off_out[-1:])[0])
             pairs = total - total_out
             if pairs == 0 or pairs < self.tree_threads[group] * min_pairs:
                 break
@@ -447,7 +468,7 @@ class DeviceMsm:
             k.launch1d("msm_histogram", n, (scalars, n, c, w, counts[1:]), _BLOCK)
             offsets = xp.cumsum(counts, dtype=xp.uint32)
             del counts
-            total = int(offsets[-1])
+            total = int(self.k.to_host(offsets[-1:])[0])
             if total == 0:
                 return None
             cursor = offsets[:nkeys].copy()
@@ -468,7 +489,7 @@ class DeviceMsm:
                  shared_mem=smem)
         offsets = xp.cumsum(counts, dtype=xp.uint32)
         del counts
-        total = int(offsets[-1])
+        total = int(self.k.to_host(offsets[-1:])[0])
         if total == 0:
             return None
         entries = xp.empty(total, dtype=xp.uint32)
@@ -503,7 +524,7 @@ class DeviceMsm:
         n = scalars.shape[0]
         flags = xp.empty(n, dtype=xp.uint8)
         self.k.launch1d("msm_classify", n, (scalars, n, flags), _BLOCK)
-        idx = xp.flatnonzero(flags == 2).astype(xp.uint32)
+        idx = self.k.flatnonzero(flags == 2).astype(xp.uint32)
         return ScalarSplit(flags=flags, tail_index=idx, tail_scalars=xp.ascontiguousarray(scalars[idx]))
 
     def sum_ones(self, group: str, bases: Any, flags: Any) -> Partial:

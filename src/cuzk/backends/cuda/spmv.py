@@ -112,7 +112,7 @@ class DeviceSpmv:
         dev_ptr = self._copy(row_ptr, copy)
         xp = self.xp
         lengths = dev_ptr[1:] - dev_ptr[:-1]
-        long_rows = xp.flatnonzero(lengths > self.long_row).astype(xp.uint32)
+        long_rows = self.k.flatnonzero(lengths > self.long_row).astype(xp.uint32)
         del lengths
         return DeviceMatrix(suffix=suffix, rows=mat.num_rows, row_ptr=dev_ptr, cols=self._copy(mat.cols, copy),
                             coeff_idx=self._copy(mat.coeff_idx, copy), long_rows=long_rows)
@@ -182,7 +182,7 @@ class DeviceSpmv:
                              f"{tuple(b.shape)}, {tuple(c.shape)}")
         bad = self.xp.zeros(rows, dtype=self.xp.uint8)
         self.k.launch1d("spmv_unsatisfied", rows, (a, b, c, rows, bad), _BLOCK)
-        return np.asarray(self.k.to_host(self.xp.flatnonzero(bad)), dtype=np.int64)
+        return np.asarray(self.k.to_host(self.k.flatnonzero(bad)), dtype=np.int64)
 
     def first_noncanonical(self, values: Any) -> int:
         """The index of the first element >= r of an (n, 8) u32 device array, or -1."""
@@ -191,7 +191,7 @@ class DeviceSpmv:
             return -1
         bad = self.xp.zeros(n, dtype=self.xp.uint8)
         self.k.launch1d("fr_noncanonical", n, (values, n, bad), _BLOCK)
-        idx = self.k.to_host(self.xp.flatnonzero(bad)[:1])
+        idx = self.k.to_host(self.k.flatnonzero(bad)[:1])
         return int(idx[0]) if idx.size else -1
 
     def check_witness(self, inputs: Any, aux: Any) -> None:
