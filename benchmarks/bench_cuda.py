@@ -4,7 +4,16 @@ Measures, with data already on the device (sppark's "resident" variants):
 
 * NTTs over Fr: forward, inverse, forward coset and inverse coset, natural order in and out;
 * G1 and G2 MSMs of dense random scalars uniform below r (the worst case, as sppark's runs);
-* a whole Groth16 proof of a MiMC circuit on the CudaBackend (keys resident), phase by phase.
+* a whole Groth16 proof of a MiMC circuit on the CudaBackend (keys resident), phase by phase;
+
+and from pinned host memory, result back on the host (sppark's "pinned" columns; `*_pinned` rows,
+host wall clock, each result checked equal to the resident one):
+
+* the forward NTT and forward coset NTT: copy in, transform, copy out, on one stream (every pass
+  needs the whole input, so nothing overlaps within one call);
+* the MSMs: the scalars, then the bases (in device form) copied on a copy stream; the sort waits only
+  for the scalars and the base upload runs beside it; the result is copied back and finished into a
+  point on the host (`DeviceMsm.to_points`).
 
 Every time is the median (min, max) of `--reps` runs after one warm-up: CUDA events around the NTTs,
 host wall clock around each MSM call (it includes its small device-to-host reads and the final
@@ -41,7 +50,14 @@ SPPARK_MS = {
     "ntt_inv_NN_coset": {20: 0.334, 24: 5.596, 27: 51.69},
     "msm_g1": {20: 20.06, 22: 53.12, 24: 153.85, 26: 557.28, 27: 1099.93},
     "msm_g2": {20: 46.68, 22: 137.48},
+    # pinned host memory in, result out: NTT::Base (alloc, H2D, NTT, D2H, free), mult_pippenger (oneshot_pinned)
+    "ntt_fwd_NN_pinned": {20: 1.514, 24: 24.58, 27: 201.8},
+    "msm_g1_pinned": {20: 20.82, 22: 56.71, 24: 169.62, 26: 623.23},
+    "msm_g2_pinned": {20: 47.73, 22: 145.52},
 }
+#: sppark measured its pinned coset NTT in RN order only (bit-reversed in): not the same operation as
+#: ntt_fwd_NN_coset_pinned, so it is kept beside it rather than as its ratio.
+SPPARK_RN_COSET_PINNED_MS = {20: 1.539, 24: 24.61, 27: 203.2}
 R = 0x73EDA753299D7D483339D80809A1D80553BDA402FFFE5BFEFFFFFFFF00000001
 #: What the --sweep picked, handed to the whole-proof benchmark.
 TUNING: dict[str, Any] = {"accumulate_variant": {}, "acc_threads": {}}
@@ -144,6 +160,7 @@ def bench_ntt(cp: Any, sizes: list[int], reps: int) -> list[dict[str, Any]]:
             row = {"op": key, "log_n": log_n, **stats_ms(time_events(cp, fn, reps))}
             rows.append(with_sppark(row, key, log_n))
             print(json.dumps({k: v for k, v in row.items() if k != "samples_ms"}), flush=True)
+        rows += bench_ntt_pinned(cp, ntt, data, log_n, reps)
         del data
         ntt.clear_tables()
         cp.get_default_memory_pool().free_all_blocks()
@@ -241,6 +258,69 @@ def bench_ntt_plans(cp: Any, specs: list[str], reps: int) -> list[dict[str, Any]
         ntt.clear_tables()
         cp.get_default_memory_pool().free_all_blocks()
     return rows
+
+
+def bench_ntt_pinned(cp: Any, ntt: Any, data: Any, log_n: int, reps: int) -> list[dict[str, Any]]:
+    """The forward and forward coset NTTs from pinned host memory back to pinned host memory: device
+    buffer from CuPy's pool, H2D, transform, D2H, on the current stream (host wall clock)."""
+    import cupyx
+
+    rt = cp.cuda.runtime
+    host_in = cupyx.empty_pinned(data.shape, dtype=np.uint32)
+    host_out = cupyx.empty_pinned(data.shape, dtype=np.uint32)
+    data.get(out=host_in)
+    rows = []
+    for key, transform in (("ntt_fwd_NN_pinned", ntt.ntt), ("ntt_fwd_NN_coset_pinned", ntt.coset_ntt)):
+        def run(transform: Callable[..., Any] = transform) -> None:
+            stream = cp.cuda.get_current_stream().ptr
+            dev = cp.empty(host_in.shape, dtype=cp.uint32)
+            rt.memcpyAsync(dev.data.ptr, host_in.ctypes.data, host_in.nbytes, rt.memcpyHostToDevice, stream)
+            result = transform(dev, log_n)
+            rt.memcpyAsync(host_out.ctypes.data, result.data.ptr, host_in.nbytes, rt.memcpyDeviceToHost, stream)
+
+        row = {"op": key, "log_n": log_n, **stats_ms(time_wall(cp, run, reps))}
+        want = transform(cp.asarray(host_in), log_n)
+        row["checked_equal_to_resident"] = bool(np.array_equal(cp.asnumpy(want), host_out))
+        del want
+        if key == "ntt_fwd_NN_coset_pinned" and log_n in SPPARK_RN_COSET_PINNED_MS:
+            row["sppark_fwd_RN_coset_pinned_ms"] = SPPARK_RN_COSET_PINNED_MS[log_n]
+        rows.append(with_sppark(row, key, log_n))
+        print(json.dumps({k: v for k, v in row.items() if k != "samples_ms"}), flush=True)
+    return rows
+
+
+def bench_msm_pinned(cp: Any, eng: Any, group: str, bases: Any, scalars: Any, reps: int,
+                     want: Any) -> dict[str, Any]:
+    """One MSM from pinned host memory to a point on the host (see the module docstring); `want` is
+    the resident MSM's point, which the result must equal."""
+    import cupyx
+
+    rt = cp.cuda.runtime
+    n = scalars.shape[0]
+    host_bases = cupyx.empty_pinned(bases.shape, dtype=np.uint32)
+    bases.get(out=host_bases)
+    host_scalars = cupyx.empty_pinned(scalars.shape, dtype=np.uint32)
+    scalars.get(out=host_scalars)
+    copy = cp.cuda.Stream(non_blocking=True)
+    out: list[Any] = []
+
+    def run() -> None:
+        compute = cp.cuda.get_current_stream()
+        dev_scalars = cp.empty(host_scalars.shape, dtype=cp.uint32)
+        dev_bases = cp.empty(host_bases.shape, dtype=cp.uint32)
+        copy.wait_event(compute.record())  # the pool's memory may still be read by the last call's kernels
+        rt.memcpyAsync(dev_scalars.data.ptr, host_scalars.ctypes.data, host_scalars.nbytes, rt.memcpyHostToDevice,
+                       copy.ptr)
+        scalars_ready = copy.record()
+        rt.memcpyAsync(dev_bases.data.ptr, host_bases.ctypes.data, host_bases.nbytes, rt.memcpyHostToDevice, copy.ptr)
+        bases_ready = copy.record()
+        compute.wait_event(scalars_ready)
+        out[:] = eng.to_points(group, [eng.msm(group, dev_bases, dev_scalars, bases_ready=bases_ready)])
+
+    row = {"op": f"msm_{group}_pinned", "log_n": n.bit_length() - 1,
+           **stats_ms(time_wall(cp, run, reps))}
+    row["checked_equal_to_resident"] = bool(out[0] == want)
+    return with_sppark(row, f"msm_{group}_pinned", row["log_n"])
 
 
 def bench_msm(cp: Any, group: str, sizes: list[int], reps: int, check_log: int | None,
@@ -350,12 +430,18 @@ def bench_msm(cp: Any, group: str, sizes: list[int], reps: int, check_log: int |
         run()
         row["phases_ms"] = {k: round(v, 3) for k, v in eng.profile.items()}
         eng.profile = None
+        resident_point = eng.to_points(group, [result[0]])[0]
         if check_log is not None and log_n == check_log:
             want = cpu_msm([pool[i] for i in idx.tolist()], host_scalars, group=cls)
-            row["checked_against_cpu"] = bool(eng.to_points(group, [result[0]])[0] == want)
+            row["checked_against_cpu"] = bool(resident_point == want)
         rows.append(with_sppark(row, f"msm_{group}", log_n))
         print(json.dumps({k: v for k, v in row.items() if k != "samples_ms"}), flush=True)
-        del bases, scalars, result
+        del result
+        pinned = bench_msm_pinned(cp, eng, group, bases, scalars, reps if log_n < 26 else max(3, reps - 2),
+                                  resident_point)
+        rows.append(pinned)
+        print(json.dumps({k: v for k, v in pinned.items() if k != "samples_ms"}), flush=True)
+        del bases, scalars
         cp.get_default_memory_pool().free_all_blocks()
     return rows
 
@@ -559,7 +645,8 @@ def bench_prove(circuit_id: str, reps: int, tuning: dict[str, Any] | None = None
         backend.prove(pk, asg, timings=t)
         walls.append((time.perf_counter() - t0) * 1e3)
         phases.append(t)
-    median_phases = {k: round(statistics.median(p[k] for p in phases) * 1e3, 3) for k in phases[0]}
+    median_phases = {k: round(statistics.median(p[k] for p in phases) * 1e3, 3) for k in phases[0]
+                     if k != "device_begin"}  # a clock reading, not a duration
     return {"circuit": circuit_id, "constraints": asg.num_constraints, "domain": pk.domain_size,
             "keygen_s": round(keygen, 2), "synthesis_s": round(synth, 2), "load_key_s": round(load, 3),
             "verified": bool(verified), **stats_ms(walls), "phases_median_ms": median_phases,

@@ -221,3 +221,31 @@ def test_batched_msm_and_index_map(kernels, emulated: bool) -> None:
     assert _device_msm(kernels, eng, "g1", pts, scalars, False) == want
     assert _device_msm(kernels, eng, "g1", pts, scalars, True) == want
 
+
+
+@pytest.mark.parametrize("group", ["g1", "g2"])
+def test_bases_uploaded_beside_the_sort(kernels, needs_gpu: None, group: str) -> None:
+    """`bases_ready`: bases copied from pinned memory on another stream while the scalars are sorted;
+    the sum is the one of the bases already resident, batched or not."""
+    import cupy as cp
+    import cupyx
+
+    cls, enc = GROUPS[group]
+    rng = random.Random(f"ready{group}")
+    n = 30000 if group == "g1" else 6000
+    pts = _points(cls, n, 9, distinct=64)
+    scalars = [rng.randrange(R_MODULUS) for _ in range(n)]
+    want = cpu_msm(pts, ints_to_limbs(scalars), group=cls)
+    for max_batch in (None, n // 2 + 1):
+        eng = DeviceMsm(kernels, max_batch=max_batch)
+        resident = eng.upload_bases(group, enc(pts))
+        host = cupyx.empty_pinned(resident.shape, dtype=np.uint32)
+        resident.get(out=host)
+        sc = cp.asarray(ints_to_limbs(scalars).view(np.uint32).reshape(-1, 8))
+        copy = cp.cuda.Stream(non_blocking=True)
+        bases = cp.empty_like(resident)
+        copy.wait_event(cp.cuda.get_current_stream().record())
+        rt = cp.cuda.runtime
+        rt.memcpyAsync(bases.data.ptr, host.ctypes.data, host.nbytes, rt.memcpyHostToDevice, copy.ptr)
+        out = eng.msm(group, bases, sc, bases_ready=copy.record())
+        assert eng.to_points(group, [out])[0] == want, max_batch

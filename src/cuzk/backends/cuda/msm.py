@@ -323,9 +323,11 @@ class DeviceMsm:
 
     # -- MSM ------------------------------------------------------------------------------------------
 
-    def msm(self, group: str, bases: Any, scalars: Any, index_map: Any = None) -> Partial:
+    def msm(self, group: str, bases: Any, scalars: Any, index_map: Any = None, bases_ready: Any = None) -> Partial:
         """sum_i scalars[i] * bases[index_map[i] or i]; batched over the scalars when one batch's sort
-        buffers would not fit (`max_batch`)."""
+        buffers would not fit (`max_batch`). `bases_ready`: a CUDA event the bases' upload records (on
+        another stream); the stream waits for it only once the first batch's scalars are sorted, which
+        needs no bases, so the upload overlaps the sort."""
         n = scalars.shape[0]
         if scalars.ndim != 2 or scalars.shape[1] != 8 or scalars.dtype != np.uint32:
             raise ValueError(f"scalars must be an (n, 8) uint32 array, got {scalars.dtype} {scalars.shape}")
@@ -339,9 +341,10 @@ class DeviceMsm:
         for lo in range(0, n, batch):
             hi = min(n, lo + batch)
             if index_map is None:
-                parts.append(self._msm_batch(group, bases[lo:hi], scalars[lo:hi], None))
+                parts.append(self._msm_batch(group, bases[lo:hi], scalars[lo:hi], None, bases_ready))
             else:
-                parts.append(self._msm_batch(group, bases, scalars[lo:hi], index_map[lo:hi]))
+                parts.append(self._msm_batch(group, bases, scalars[lo:hi], index_map[lo:hi], bases_ready))
+            bases_ready = None
         return self.add(parts)
 
     def window(self, n: int) -> int:
@@ -352,7 +355,7 @@ class DeviceMsm:
             return self.window_bits
         return window_size(n, default_max_window(n) if self.max_window is None else self.max_window)
 
-    def _msm_batch(self, group: str, bases: Any, scalars: Any, index_map: Any) -> Partial:
+    def _msm_batch(self, group: str, bases: Any, scalars: Any, index_map: Any, bases_ready: Any = None) -> Partial:
         xp = self.xp
         n = scalars.shape[0]
         c = self.window(n)
@@ -366,6 +369,8 @@ class DeviceMsm:
             return self.zero(group)
         offsets, entries = sorted_pairs
         self._mark("sort")
+        if bases_ready is not None:
+            xp.cuda.get_current_stream().wait_event(bases_ready)
 
         buckets = xp.zeros((nkeys, words), dtype=xp.uint32)
         bucket_keys = 1 << (c - 1)
