@@ -1,6 +1,6 @@
 """`CudaBackend._select`, the scalars of the density-filtered A and B MSMs: integer gathers that must give
-exactly what boolean-mask indexing and concatenation gave. It only calls the array module's
-flatnonzero / empty / take, so numpy stands in for CuPy and it runs without a GPU."""
+exactly what boolean-mask indexing and concatenation gave. It only calls the kernel module's flatnonzero
+and the array module's empty / take, so numpy stands in for CuPy and it runs without a GPU."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from cuzk.backends.cuda.backend import CudaBackend
 
 
 def _select(inputs: np.ndarray, input_mask: np.ndarray | None, aux: np.ndarray, aux_mask: np.ndarray) -> np.ndarray:
-    return CudaBackend._select(SimpleNamespace(_cp=np), inputs, input_mask, aux, aux_mask)  # type: ignore[arg-type]
+    backend = SimpleNamespace(_cp=np, kernels=SimpleNamespace(flatnonzero=np.flatnonzero))
+    return CudaBackend._select(backend, inputs, input_mask, aux, aux_mask)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("density", [0.0, 0.25, 0.997, 1.0])

@@ -222,7 +222,6 @@ def test_batched_msm_and_index_map(kernels, emulated: bool) -> None:
     assert _device_msm(kernels, eng, "g1", pts, scalars, True) == want
 
 
-
 @pytest.mark.parametrize("group", ["g1", "g2"])
 def test_bases_uploaded_beside_the_sort(kernels, needs_gpu: None, group: str) -> None:
     """`bases_ready`: bases copied from pinned memory on another stream while the scalars are sorted;
