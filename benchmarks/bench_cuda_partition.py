@@ -198,6 +198,36 @@ def device_bases(backend: Any, pool: tuple[list, np.ndarray, list, np.ndarray], 
     return out
 
 
+def resident_partition(distinct: int = 256) -> tuple[Any, Any, Any]:
+    """What the upload probes start from: the full-size partition's assignment and key, the key's bases
+    resident on a new CudaBackend, and one warm-up proof done. Returns (backend, pk, asg)."""
+    from cuzk.backends.cuda import CudaBackend
+
+    rng = np.random.default_rng(32)
+    asg, _ = synthetic_assignment(POREP_32G, rng)
+    pool = point_pool(distinct, 7)
+    pk, index = synthetic_key(POREP_32G, asg, pool, rng, host_bases=False)
+    backend = CudaBackend(0)
+    dev = device_bases(backend, pool, index)
+    del index
+    backend.load_key(pk, device_bases=dev)
+    del dev
+    backend.prove(pk, asg, r=1, s=2)
+    return backend, pk, asg
+
+
+def json_lines(out: str, **tags: object) -> Any:
+    """A logger for the probes: each call prints one JSON line (`tags` first) and appends it to `out`."""
+
+    def log(**kw: object) -> None:
+        line = json.dumps({**tags, **kw})
+        print(line, flush=True)
+        with open(out, "a") as f:
+            f.write(line + "\n")
+
+    return log
+
+
 def host_preparation(pk: Any, asg: Any, pinned: np.ndarray, pool: ThreadPoolExecutor, parts: int) -> float:
     """What `CudaBackend.prove` does on the host for one partition besides waiting: the size checks
     and the staging copies of a, b, c, the witness and the density masks into pinned memory, chunk by

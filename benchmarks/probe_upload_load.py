@@ -19,7 +19,6 @@ One JSON line per run is printed and appended to OUT.
 
 from __future__ import annotations
 
-import json
 import sys
 import threading
 import time
@@ -35,26 +34,10 @@ def main() -> None:
     import bench_cuda_partition as part
     import cupy as cp
 
-    from cuzk.backends.cuda import CudaBackend
 
-    out = sys.argv[1]
+    log = part.json_lines(sys.argv[1])
 
-    def log(**kw: object) -> None:
-        print(json.dumps(kw), flush=True)
-        with open(out, "a") as f:
-            f.write(json.dumps(kw) + "\n")
-
-    shape = part.POREP_32G
-    rng = np.random.default_rng(32)
-    asg, _ = part.synthetic_assignment(shape, rng)
-    pool = part.point_pool(256, 7)
-    pk, index = part.synthetic_key(shape, asg, pool, rng, host_bases=False)
-    backend = CudaBackend(0)
-    dev = part.device_bases(backend, pool, index)
-    del index
-    backend.load_key(pk, device_bases=dev)
-    del dev
-    backend.prove(pk, asg, r=1, s=2)
+    backend, pk, asg = part.resident_partition()
     log(step="setup done")
     rt = cp.cuda.runtime
     m = pk.domain_size

@@ -20,7 +20,6 @@ kernels). One JSON line per step is printed and appended to OUT.
 from __future__ import annotations
 
 import itertools
-import json
 import os
 import statistics
 import sys
@@ -39,28 +38,10 @@ def main() -> None:
     import cupy as cp
 
     import cuzk.backends.cuda.backend as backend_module
-    from cuzk.backends.cuda import CudaBackend
 
-    out = sys.argv[1]
-    tag = os.environ.get("CUDA_DEVICE_MAX_CONNECTIONS", "default")
+    log = part.json_lines(sys.argv[1], connections=os.environ.get("CUDA_DEVICE_MAX_CONNECTIONS", "default"))
 
-    def log(**kw: object) -> None:
-        kw = {"connections": tag, **kw}
-        print(json.dumps(kw), flush=True)
-        with open(out, "a") as f:
-            f.write(json.dumps(kw) + "\n")
-
-    shape = part.POREP_32G
-    rng = np.random.default_rng(32)
-    asg, _ = part.synthetic_assignment(shape, rng)
-    pool = part.point_pool(256, 7)
-    pk, index = part.synthetic_key(shape, asg, pool, rng, host_bases=False)
-    backend = CudaBackend(0)
-    dev = part.device_bases(backend, pool, index)
-    del index
-    backend.load_key(pk, device_bases=dev)
-    del dev
-    backend.prove(pk, asg, r=1, s=2)
+    backend, pk, asg = part.resident_partition()
     log(step="setup done")
     rt = cp.cuda.runtime
     staged_upload = backend_module._PinnedUploader.upload
