@@ -260,15 +260,23 @@ def bench_ntt_plans(cp: Any, specs: list[str], reps: int) -> list[dict[str, Any]
     return rows
 
 
+def pinned_copy(dev: Any) -> np.ndarray:
+    """A device array's copy in pinned host memory."""
+    import cupyx
+
+    host = cupyx.empty_pinned(dev.shape, dtype=dev.dtype)
+    dev.get(out=host)
+    return host
+
+
 def bench_ntt_pinned(cp: Any, ntt: Any, data: Any, log_n: int, reps: int) -> list[dict[str, Any]]:
     """The forward and forward coset NTTs from pinned host memory back to pinned host memory: device
     buffer from CuPy's pool, H2D, transform, D2H, on the current stream (host wall clock)."""
     import cupyx
 
     rt = cp.cuda.runtime
-    host_in = cupyx.empty_pinned(data.shape, dtype=np.uint32)
+    host_in = pinned_copy(data)
     host_out = cupyx.empty_pinned(data.shape, dtype=np.uint32)
-    data.get(out=host_in)
     rows = []
     for key, transform in (("ntt_fwd_NN_pinned", ntt.ntt), ("ntt_fwd_NN_coset_pinned", ntt.coset_ntt)):
         def run(transform: Callable[..., Any] = transform) -> None:
@@ -293,14 +301,9 @@ def bench_msm_pinned(cp: Any, eng: Any, group: str, bases: Any, scalars: Any, re
                      want: Any) -> dict[str, Any]:
     """One MSM from pinned host memory to a point on the host (see the module docstring); `want` is
     the resident MSM's point, which the result must equal."""
-    import cupyx
-
     rt = cp.cuda.runtime
     n = scalars.shape[0]
-    host_bases = cupyx.empty_pinned(bases.shape, dtype=np.uint32)
-    bases.get(out=host_bases)
-    host_scalars = cupyx.empty_pinned(scalars.shape, dtype=np.uint32)
-    scalars.get(out=host_scalars)
+    host_bases, host_scalars = pinned_copy(bases), pinned_copy(scalars)
     copy = cp.cuda.Stream(non_blocking=True)
     out: list[Any] = []
 

@@ -228,6 +228,49 @@ def json_lines(out: str, **tags: object) -> Any:
     return log
 
 
+def prove_in_threads(backend: Any, pk: Any, asg: Any, threads: int,
+                     proofs_each: int) -> tuple[list[dict[str, float]], float, float]:
+    """`threads` threads proving `proofs_each` partitions each at once, as the engine's prover workers
+    sharing a GPU do. Returns each proof's timings, with prove_end (time.monotonic() when it returned)
+    added, in the order the proofs took the device; the run's start (time.monotonic()); and its wall
+    time in seconds. A failed proof's exception is raised once every thread has ended."""
+    timings: list[dict[str, float]] = []
+    failures: list[BaseException] = []
+
+    def worker() -> None:
+        for _ in range(proofs_each):
+            t: dict[str, float] = {}
+            try:
+                backend.prove(pk, asg, r=1, s=2, timings=t)
+            except BaseException as exc:
+                failures.append(exc)
+                return
+            t["prove_end"] = time.monotonic()
+            timings.append(t)  # list.append is atomic under the GIL
+
+    start = time.monotonic()
+    workers = [threading.Thread(target=worker) for _ in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    wall = time.monotonic() - start
+    if failures:
+        raise failures[0]
+    return sorted(timings, key=lambda t: t["device_begin"]), start, wall
+
+
+def steady_state(by_start: list[dict[str, float]]) -> tuple[float, list[float]]:
+    """From `prove_in_threads`' timings: seconds a proof in the steady state and the handoffs.
+
+    The steady state leaves out the first proof's staging, which nothing can hide: from the end of the
+    first proof to the end of the last, per proof after the first. A handoff is the next proof's taking
+    the device minus the previous proof's return (negative: it took the device while the previous one
+    was finishing its points on the host)."""
+    steady = (by_start[-1]["prove_end"] - by_start[0]["prove_end"]) / max(1, len(by_start) - 1)
+    return steady, [b["device_begin"] - a["prove_end"] for a, b in itertools.pairwise(by_start)]
+
+
 def host_preparation(pk: Any, asg: Any, pinned: np.ndarray, pool: ThreadPoolExecutor, parts: int) -> float:
     """What `CudaBackend.prove` does on the host for one partition besides waiting: the size checks
     and the staging copies of a, b, c, the witness and the density masks into pinned memory, chunk by
@@ -342,43 +385,16 @@ def main() -> None:
                "device_slowdown": round(both["device"] / (median["device"] / 1e3), 3)}
     print(json.dumps({"overlap": overlap}), flush=True)
 
-    # Two workers: two threads proving back to back at once, against proofs one at a time.
-    pair_timings: list[dict[str, float]] = []
-    failures: list[BaseException] = []
-
-    def worker_loop() -> None:
-        for _ in range(args.pair_reps):
-            t: dict[str, float] = {}
-            try:
-                backend.prove(pk, asg, r=1, s=2, timings=t)
-            except BaseException as exc:
-                failures.append(exc)
-                return
-            t["prove_end"] = time.monotonic()
-            pair_timings.append(t)
-
-    start, start_monotonic = time.perf_counter(), time.monotonic()
-    workers = [threading.Thread(target=worker_loop) for _ in range(2)]
-    for w in workers:
-        w.start()
-    for w in workers:
-        w.join()
-    pair_wall = time.perf_counter() - start
-    if failures:
-        raise failures[0]
+    # Two workers: two threads proving back to back at once, against proofs one at a time. The
+    # host-side share of a proof (its wall time alone minus its device phase) is hidden to the extent
+    # steady_per_proof_ms nears the device phase.
+    pair_timings, start_monotonic, pair_wall = prove_in_threads(backend, pk, asg, 2, args.pair_reps)
     proofs = len(pair_timings)
-    # The steady state leaves out the first proof's staging, which nothing can hide: from the end of
-    # the first proof to the end of the last, per proof after the first. A handoff is the next proof's
-    # taking the device minus the previous proof's return (negative: it took the device while the
-    # previous one was finishing its points on the host). The host-side share of a proof (its wall
-    # time alone minus its device phase) is hidden to the extent steady_per_proof_ms nears the device
-    # phase.
-    by_start = sorted(pair_timings, key=lambda t: t["device_begin"])
-    steady = (by_start[-1]["prove_end"] - by_start[0]["prove_end"]) / max(1, proofs - 1)
+    steady, handoffs = steady_state(pair_timings)
     host_side = median["wall"] / 1e3 - median["device"] / 1e3
     two_workers = {"proofs": proofs, "wall_ms": ms(pair_wall), "per_proof_ms": ms(pair_wall / proofs),
                    "steady_per_proof_ms": ms(steady),
-                   "handoffs_ms": [ms(b["device_begin"] - a["prove_end"]) for a, b in itertools.pairwise(by_start)],
+                   "handoffs_ms": [ms(h) for h in handoffs],
                    "host_side_alone_ms": ms(host_side),
                    "hidden_fraction_of_host_side": round((median["wall"] / 1e3 - steady) / host_side, 3),
                    "one_at_a_time_per_proof_ms": median["wall"],
@@ -387,7 +403,7 @@ def main() -> None:
                    "staged_ahead": sum(1 for t in pair_timings if t["stage_ahead"] > 0),
                    "median_device_ms": ms(statistics.median(t["device"] for t in pair_timings)),
                    "median_lock_wait_ms": ms(statistics.median(t["lock_wait"] for t in pair_timings)),
-                   # Per proof, in the order they finished; device_begin counted from the run's start.
+                   # Per proof, in the order they took the device; clock readings from the run's start.
                    "samples_ms": [{**{k: ms(v) for k, v in t.items() if k not in ("device_begin", "prove_end")},
                                    "device_begin": ms(t["device_begin"] - start_monotonic),
                                    "prove_end": ms(t["prove_end"] - start_monotonic)} for t in pair_timings]}

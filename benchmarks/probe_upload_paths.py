@@ -19,11 +19,9 @@ kernels). One JSON line per step is printed and appended to OUT.
 
 from __future__ import annotations
 
-import itertools
 import os
 import statistics
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -104,25 +102,12 @@ def main() -> None:
 
     for path in ("staged", "registered", "staged", "registered"):
         use(path)
-        timings: list[dict[str, float]] = []
-
-        def worker(timings: list[dict[str, float]] = timings) -> None:
-            for _ in range(3):
-                t: dict[str, float] = {}
-                backend.prove(pk, asg, r=1, s=2, timings=t)
-                t["prove_end"] = time.monotonic()
-                timings.append(t)  # list.append is atomic under the GIL
-
-        start = time.monotonic()
-        threads = [threading.Thread(target=worker) for _ in range(2)]
-        for th in threads:
-            th.start()
-        for th in threads:
-            th.join()
-        wall = time.monotonic() - start
-        timings.sort(key=lambda t: t["device_begin"])
-        gaps = [b["device_begin"] - a["prove_end"] for a, b in itertools.pairwise(timings)]
-        steady = (timings[-1]["prove_end"] - timings[0]["prove_end"]) / (len(timings) - 1)
+        try:
+            timings, start, wall = part.prove_in_threads(backend, pk, asg, 2, 3)
+        except Exception as exc:  # registering: both threads prove the same arrays, the second one fails
+            log(step="two workers", path=path, failed=str(exc))
+            continue
+        steady, gaps = part.steady_state(timings)
         log(step="two workers", path=path, proofs=len(timings), per_proof_ms=round(wall / len(timings) * 1e3, 1),
             steady_per_proof_ms=round(steady * 1e3, 1),
             first_device_begin_ms=round((timings[0]["device_begin"] - start) * 1e3, 1),
