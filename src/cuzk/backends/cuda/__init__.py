@@ -7,34 +7,14 @@ without any CUDA package.
 
 from __future__ import annotations
 
-import importlib.util
 from typing import TYPE_CHECKING, Any
+
+from cuzk.backends.cuda.available import cuda_available
 
 if TYPE_CHECKING:
     from cuzk.backends.cuda.backend import CudaBackend
 
 __all__ = ["CudaBackend", "cuda_available"]
-
-_REASON: list[str | None] = []
-
-
-def cuda_available() -> str | None:
-    """None when a CUDA device and CuPy are usable here, otherwise the reason they are not."""
-    if _REASON:
-        return _REASON[0]
-    reason: str | None = None
-    if importlib.util.find_spec("cupy") is None:
-        reason = "CuPy is not installed (pip install cupy-cuda13x or cupy-cuda12x)"
-    else:
-        try:
-            import cupy
-
-            if cupy.cuda.runtime.getDeviceCount() < 1:
-                reason = "no CUDA device is visible"
-        except Exception as exc:  # any driver/runtime failure means "not usable here"
-            reason = f"CUDA is not usable: {type(exc).__name__}: {exc}"
-    _REASON.append(reason)
-    return reason
 
 
 def __getattr__(name: str) -> Any:

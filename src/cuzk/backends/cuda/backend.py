@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 
 from cuzk.backends.base import DeviceInfo, ProverBackend
-from cuzk.backends.cuda import cuda_available
+from cuzk.backends.cuda.available import cuda_available
 from cuzk.backends.cuda.deferred import complete_on_device
 from cuzk.backends.cuda.device import MemoryPlan, ahead_fits, memory_info, properties
 from cuzk.backends.cuda.fixed_base import DeviceFixedBase
