@@ -43,7 +43,7 @@ from cuzk.gadgets.num import AllocatedNum
 from cuzk.r1cs import ConstraintSystem, WitnessCS
 from cuzk.witness_gen import Sha256WitnessPlan
 
-#: A 32GiB PoRep partition: challenges, layers, tree_d levels (filecoin-proofs.md §5.5).
+#: A 32GiB PoRep partition: challenges, layers, tree_d levels (docs/circuits.md §7).
 PARTITION_CHALLENGES, PARTITION_LAYERS, TREE_D_LEVELS = 18, 11, 30
 
 

@@ -1,4 +1,4 @@
-"""Compound proofs end to end on real vanilla proofs made by cuzk.filecoin (filecoin-proofs.md §4.7, §7,
+"""Compound proofs end to end on real vanilla proofs made by cuzk.filecoin (docs/circuits.md §6, §9,
 §8, §10, §11.3).
 
 What is shown, per kind (2KiB):

@@ -1,5 +1,5 @@
 """Insertion / select gadgets and the PoR (Merkle inclusion) gadget: values, satisfiability and the
-row counts stated in rust-fil-proofs (filecoin-proofs.md §4.5, §4.6, §11.5)."""
+row counts stated in rust-fil-proofs (docs/circuits.md §6, §13)."""
 
 from __future__ import annotations
 

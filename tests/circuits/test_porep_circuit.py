@@ -1,4 +1,4 @@
-"""The StackedDRG PoRep C2 circuit: stated row counts (filecoin-proofs.md §4.6), public-input order
+"""The StackedDRG PoRep C2 circuit: stated row counts (docs/circuits.md §6), public-input order
 (§4.2) and satisfiability on a consistent witness built here from native SHA-256 and Poseidon."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The Fallback PoSt circuit: stated row counts (filecoin-proofs.md §7.1, storage-proofs-post's
+"""The Fallback PoSt circuit: stated row counts (docs/circuits.md §9, storage-proofs-post's
 tests/fallback_circuit.rs), satisfiability on witnesses built here from native Poseidon trees, and
 public inputs (§7.2) equal to what the circuit exposes, with leaf challenges derived as in §7.3."""
 

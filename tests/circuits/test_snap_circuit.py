@@ -1,4 +1,4 @@
-"""The SnapDeals (EmptySectorUpdate) circuit: stated row counts (filecoin-proofs.md §8.3, §11.5;
+"""The SnapDeals (EmptySectorUpdate) circuit: stated row counts (docs/circuits.md §10, §13;
 storage-proofs-update tests/circuit.rs and gadgets.rs), satisfiability on sector updates built here
 from native hashes, in-circuit challenges equal to the native derivation (§8.1), and public inputs
 (§8.2) equal to what the circuit exposes.

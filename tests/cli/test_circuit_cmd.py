@@ -32,7 +32,7 @@ def test_porep_32g_comes_from_the_table_at_once(capsys) -> None:
     assert time.perf_counter() - start < 5  # 130M rows: never synthesized without --count
     assert info["source"] == "table" and info["count_seconds"] is None and info["table_agrees"] is None
     part = info["per_partition"]
-    # filecoin-proofs.md §4.6 (rows without the input rows) and the Rust daemon's extracted aux and densities
+    # docs/circuits.md §6 (rows without the input rows) and the Rust daemon's extracted aux and densities
     assert part["rows_without_input_rows"] == 130_278_541 and part["input_rows"] == part["public_inputs"] == 328
     assert part["aux"] == 130_169_893
     assert part["a_density"] == {"inputs": 328, "aux": 129_753_292, "total": 129_753_620}

@@ -350,7 +350,7 @@ def test_known_shapes_cover_every_filecoin_id() -> None:
     for kind in CircuitKind:  # a larger sector never makes a smaller circuit
         sizes = [KNOWN_SHAPES[f"{kind.value}-{s.short}"].num_constraints for s in ALL_SIZES]
         assert sizes == sorted(sizes), kind
-    # the counts rust-fil-proofs publishes (filecoin-proofs.md §4.6, §11.5), input rows added
+    # the counts rust-fil-proofs publishes (docs/circuits.md §6, §13), input rows added
     for cid, rows in (("porep-8m", 3_844_929), ("porep-512m", 4_423_433), ("porep-32g", 130_278_541),
                       ("porep-64g", 131_185_849)):
         assert KNOWN_SHAPES[cid].num_constraints == rows + KNOWN_SHAPES[cid].num_inputs, cid

@@ -1,4 +1,4 @@
-"""Boolean gadgets: exact rows (bellpepper-core 0.2.1 / filecoin-proofs.md §4.1, §5.1), constant folding,
+"""Boolean gadgets: exact rows (bellpepper-core 0.2.1 / docs/circuits.md §4, §7), constant folding,
 witness values on every operand kind, and the bit-allocation helpers."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The Poseidon gadget emits neptune's legacy circuit row for row (filecoin-proofs.md §6.5).
+"""The Poseidon gadget emits neptune's legacy circuit row for row (docs/circuits.md §8).
 
 Besides hand-derived rows and counts, every recorded circuit is compared term by term (CSR arrays,
 witness, annotation paths) with `_reference_poseidon_hash_circuit`: a frozen copy of the first,

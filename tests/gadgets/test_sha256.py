@@ -1,4 +1,4 @@
-"""The SHA-256 gadget and its Filecoin framing (filecoin-proofs.md §4.5, §5.4-§5.6): the constraint counts
+"""The SHA-256 gadget and its Filecoin framing (docs/circuits.md §6, §7): the constraint counts
 stated in bellperson / rust-fil-proofs tests, digests against hashlib, and hash2 against the native
 tree_d node hash."""
 

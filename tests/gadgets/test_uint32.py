@@ -1,4 +1,4 @@
-"""UInt32 (bellperson uint32.rs, filecoin-proofs.md §5.2): wiring, per-bit operations, addmany's
+"""UInt32 (bellperson uint32.rs, docs/circuits.md §7): wiring, per-bit operations, addmany's
 constant short cut, result width, row layout and values."""
 
 from __future__ import annotations

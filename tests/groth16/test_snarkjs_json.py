@@ -62,7 +62,7 @@ def _scalar(v: int) -> Scalar:
 
 
 def _verify(vk: dict[str, Any], publics: list[int], proof: tuple[G1Point, G2Point, G1Point]) -> bool:
-    """python-deps.md Appendix B with parsed objects."""
+    """docs/dependencies.md §7 with parsed objects."""
     a, b, c = proof
     ic = vk["ic"]
     vk_x = ic[0] + G1Point.multiexp_unchecked(ic[1:], [_scalar(x) for x in publics])

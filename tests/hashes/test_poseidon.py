@@ -1,4 +1,4 @@
-"""Native Poseidon against neptune 11.0.0's known answers (filecoin-proofs.md §6, §11.1)."""
+"""Native Poseidon against neptune 11.0.0's known answers (docs/circuits.md §8, §13)."""
 
 from __future__ import annotations
 

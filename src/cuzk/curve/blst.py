@@ -1,7 +1,7 @@
 """blst's Pippenger MSM and bulk additions, reached through ctypes.
 
 blst (supranational, C and assembly) is 1.5-2x faster than the py-arkworks wheel at MSM
-(python-deps.md §1). No wheel ships a Python binding for its MSM, but the `ckzg` wheel (Ethereum's
+(docs/dependencies.md §2). No wheel ships a Python binding for its MSM, but the `ckzg` wheel (Ethereum's
 c-kzg-4844, on PyPI) links blst in and exports its whole C API, so we call blst in that shared
 object directly; ctypes drops the GIL for each call, so chunks run in parallel on threads.
 

@@ -1,4 +1,4 @@
-"""Byte-exact blstrs / zcash encodings of G1 and G2 points (filecoin-proofs.md §9.1).
+"""Byte-exact blstrs / zcash encodings of G1 and G2 points (docs/formats.md §1).
 
 * G1 uncompressed, 96 B: x || y, 48-byte big-endian each.
 * G2 uncompressed, 192 B: x.c1 || x.c0 || y.c1 || y.c0 (imaginary part first; py-arkworks' xy form

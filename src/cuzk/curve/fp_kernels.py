@@ -20,7 +20,7 @@ memory and doubled the cost of a product.
 
 Montgomery multiplication is CIOS in the "no-carry" form, valid because the top limb of p is
 below 2^62 (intermediate sums never need a 7th limb). Limb products are 64x64 -> 128-bit i128
-operations, which LLVM lowers to `mulx` + add/adc (python-deps.md, Appendix A). Reductions use
+operations, which LLVM lowers to `mulx` + add/adc (docs/dependencies.md §5). Reductions use
 `select`, not branches.
 
 Every constant used in jitted code is an `np.uint64`: numba would turn a uint64 mixed with a Python

@@ -4,7 +4,7 @@ Two engines compute the same sums. **blst** (the default; `curve.blst`) runs the
 parameter vectors (`msm_bases`), 1.5-2x faster than **arkworks** (py-arkworks), which stays for
 lists of py-arkworks points (`msm`: verifier, setup) and wherever blst cannot be loaded.
 `CUZK_CPU_MSM=arkworks|blst` picks one explicitly. Both libraries release the GIL, so work is cut
-into pieces that run on one shared thread pool (python-deps.md §3). Scalars equal to 0 are dropped
+into pieces that run on one shared thread pool (docs/dependencies.md §3). Scalars equal to 0 are dropped
 and scalars equal to 1 are summed with plain additions before Pippenger sees the rest: most of a
 SHA-256 circuit's witness is bits.
 """

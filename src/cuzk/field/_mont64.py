@@ -1,7 +1,7 @@
 """Inline numba helpers for Fr arithmetic on four 64-bit Montgomery limbs.
 
 Every helper is ``@njit(inline="always")`` so that a kernel calling it compiles to straight-line code
-with no call overhead: this is what lets a Montgomery multiplication run in ~20 ns (python-deps.md §6).
+with no call overhead: this is what lets a Montgomery multiplication run in ~20 ns (docs/dependencies.md §4).
 Elements travel as four scalar ``uint64`` values (limb 0 least significant) rather than small arrays,
 because numba keeps scalars in registers but would allocate for a temporary array.
 

@@ -1,4 +1,4 @@
-"""Constants of the BLS12-381 fields (values as in blstrs / ff, see filecoin-proofs.md §2)."""
+"""Constants of the BLS12-381 fields (values as in blstrs / ff, see docs/circuits.md §1)."""
 
 from __future__ import annotations
 

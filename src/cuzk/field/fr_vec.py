@@ -1,7 +1,7 @@
 """Vectorised Fr arithmetic on (n, 4) uint64 arrays in Montgomery form, compiled with numba.
 
 Why Montgomery form: a Montgomery product needs no division by r, so a field multiplication is 32
-64x64-bit products and a few adds (~20 ns per element and thread, python-deps.md §6). Arrays enter
+64x64-bit products and a few adds (~20 ns per element and thread, docs/dependencies.md §4). Arrays enter
 Montgomery form once (:func:`to_montgomery`), all arithmetic stays there, and they leave it once
 (:func:`from_montgomery`) before serialisation or MSM.
 

@@ -1,6 +1,6 @@
 """Filecoin's vanilla (non-circuit) proofs: the domain logic the circuits are fed from.
 
-Everything here follows rust-fil-proofs 19.x as described in filecoin-proofs.md: sector sizes and
+Everything here follows rust-fil-proofs 19.x as described in docs/circuits.md: sector sizes and
 proof ids (`sizes`), the SDR graph (`graph`, on the numpy ChaCha core of `chacha`), challenge
 derivation (`challenges`), SHA-256 and Poseidon Merkle trees (`merkle`, hashing levels in batches with
 `poseidon_batch`), sealing and PoRep vanilla proofs (`porep`) with their C1 encodings (`c1`, `codec`),

@@ -1,6 +1,6 @@
 """SealCommitPhase1Output ("C1") and the stacked vanilla proof types, with exact serde-JSON and bincode codecs.
 
-Layouts (filecoin-proofs.md §9.4, §9.5):
+Layouts (docs/formats.md §4, §5):
 
 * JSON is what filecoin-ffi's `seal_commit_phase1` emits through serde_json: compact, keys in struct
   declaration order, every 32-byte value an array of 32 integers, enums externally tagged by their

@@ -1,4 +1,4 @@
-"""replica_id and every challenge derivation of PoRep, PoSt and SnapDeals (filecoin-proofs.md §3.1, §7.3, §8.1).
+"""replica_id and every challenge derivation of PoRep, PoSt and SnapDeals (docs/circuits.md §5, §9, §10).
 
 All functions are pure and take/return plain values (32-byte strings, ints) so that provers,
 verifiers, the CLI and tests share one definition.

@@ -2,7 +2,7 @@
 
 Filecoin's FFI hands vanilla proofs around as bincode: little-endian fixed-width integers, usize as
 u64, Vec = u64 length + items, [u8; 32] = 32 raw bytes, enums = u32 variant index + payload
-(filecoin-proofs.md §9.5). The reader tracks the byte offset so that a truncated or corrupted file
+(docs/formats.md §5). The reader tracks the byte offset so that a truncated or corrupted file
 produces a FormatError naming the file, the offset and the field being read.
 
 serde_json writes every 32-byte value (commitments, tickets, domain values) as an array of 32

@@ -1,6 +1,6 @@
 """The SDR graph: 6 DRG parents (ChaCha8 bucket sampling) + 8 expander parents (Feistel PRP) per node.
 
-filecoin-proofs.md §3.2 and §11.4. Everything is vectorised over arrays of nodes:
+docs/circuits.md §5, §13. Everything is vectorised over arrays of nodes:
 
 * DRG parents need one ChaCha8 RNG per node (seed = drg_seed ‖ node); the 20 output words every node
   consumes come from two ChaCha blocks, computed for all requested nodes at once (`chacha.py`).

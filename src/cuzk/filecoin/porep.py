@@ -1,4 +1,4 @@
-"""Sealing test sectors, PoRep vanilla proofs (C1) and their verifier (filecoin-proofs.md §3, §9.4).
+"""Sealing test sectors, PoRep vanilla proofs (C1) and their verifier (docs/circuits.md §5; docs/formats.md §4).
 
 Sealing a sector (dense, every node materialised):
 

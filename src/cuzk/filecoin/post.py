@@ -1,7 +1,7 @@
 """Fallback PoSt (WinningPoSt / WindowPoSt) vanilla proofs: types, bincode, generation, verification.
 
 A PoSt vanilla proof opens tree_r_last of a sealed sector at leaves derived from the chain randomness
-(filecoin-proofs.md §7.3-7.4). The FFI exchanges one `FallbackPoStSectorProof` per sector as bincode
+(docs/circuits.md §9). The FFI exchanges one `FallbackPoStSectorProof` per sector as bincode
 (§9.5); those bytes are what a PoSt C2 consumes, so they are the unit here.
 
 Any sealed sector works as input — dense (2KiB, 8MiB) or sparse (32GiB, 64GiB): PoSt only opens

@@ -1,4 +1,4 @@
-"""SHA-256 as Filecoin uses it, and the 32-byte <-> Fr conversions (filecoin-proofs.md §2).
+"""SHA-256 as Filecoin uses it, and the 32-byte <-> Fr conversions (docs/circuits.md §1).
 
 Every SHA-256 output that becomes a tree node, label or id is "fr32-truncated": the two most
 significant bits of the little-endian integer are cleared (byte 31 &= 0x3f), so the value is below

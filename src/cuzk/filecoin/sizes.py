@@ -1,4 +1,4 @@
-"""Per-size parameters, registered proof ids, porep_id and parameter file names (filecoin-proofs.md §1).
+"""Per-size parameters, registered proof ids, porep_id and parameter file names (docs/circuits.md §2).
 
 Why a table *and* rules: the published sizes are fixed by constants.rs, but several columns follow
 simple rules (SnapDeals partitions, challenges ceil(min/partitions), ...). The table is written out

@@ -1,4 +1,4 @@
-"""Circuit booleans, row for row as bellpepper-core 0.2.1's `boolean.rs` (filecoin-proofs.md §4.1, §5.1).
+"""Circuit booleans, row for row as bellpepper-core 0.2.1's `boolean.rs` (docs/circuits.md §4, §7).
 
 An `AllocatedBit` is an aux variable with its booleanity row. A `Boolean` is a *view*: a constant,
 a bit (`Is`) or its negation (`Not`, free). Every boolean operation folds constants without emitting

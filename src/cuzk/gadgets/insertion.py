@@ -1,5 +1,5 @@
 """Placing a Merkle node among its siblings, row for row as storage-proofs-core's `insertion.rs`
-(filecoin-proofs.md §4.5).
+(docs/circuits.md §6).
 
 A Merkle level knows the current node `A`, its `arity - 1` siblings in path order and the node's
 position as `log2(arity)` index bits (LSB first). `insert` returns the `arity` hash inputs with `A`

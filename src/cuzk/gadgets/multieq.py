@@ -1,4 +1,4 @@
-"""MultiEq: many small equalities packed into one row, as bellperson's `multieq.rs` (filecoin-proofs.md §5.3).
+"""MultiEq: many small equalities packed into one row, as bellperson's `multieq.rs` (docs/circuits.md §7).
 
 UInt32 additions inside a SHA-256 compression each need "Σ operand bits = Σ result bits" over at most
 36 bits; MultiEq shifts each new equality above the previous ones and emits one row

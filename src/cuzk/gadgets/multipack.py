@@ -1,4 +1,4 @@
-"""Packing bits into field elements, row for row as bellperson's `multipack.rs` (filecoin-proofs.md §4.1).
+"""Packing bits into field elements, row for row as bellperson's `multipack.rs` (docs/circuits.md §4).
 
 Filecoin uses `pack_bits` to turn SHA-256 outputs into Fr values (labels, tree_d nodes) and
 `pack_into_inputs` to expose Merkle path bits and challenges as public inputs. Both pack at most

@@ -1,5 +1,5 @@
 """Field-element gadgets, row for row as bellpepper-core's `num.rs` and storage-proofs-core's
-`constraint.rs` / `insertion::pick` (filecoin-proofs.md §4.1).
+`constraint.rs` / `insertion::pick` (docs/circuits.md §4).
 
 An `AllocatedNum` is an aux (or input) variable with its value; `Num` is a linear combination with a
 known value, used to pack bits without allocating. The A/B/C placement of every row matters (e.g.

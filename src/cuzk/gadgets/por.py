@@ -1,5 +1,5 @@
 """Merkle inclusion ("proof of retrievability"), row for row as storage-proofs-core's `por.rs`
-(filecoin-proofs.md §4.5).
+(docs/circuits.md §6).
 
 Filecoin trees are a stack of levels: `base_levels` levels of the base arity, then optionally one
 sub level and one top level that combine several base trees. Per level the gadget allocates

@@ -2,7 +2,7 @@
 
 Filecoin's published parameters were generated from neptune's "Legacy" circuit, so this gadget
 reproduces its allocation order, row order, operand placement (A, B, C) and every coefficient
-(filecoin-proofs.md §6.5). It follows the optimized permutation of
+(docs/circuits.md §8). It follows the optimized permutation of
 :func:`cuzk.hashes.poseidon.permute_optimized` step by step.
 
 State elements are either *allocated* (a variable) or *linear combinations* with a known value

@@ -1,4 +1,4 @@
-"""The SHA-256 gadget, row for row as bellperson's `sha256.rs` (filecoin-proofs.md §5.4), and the
+"""The SHA-256 gadget, row for row as bellperson's `sha256.rs` (docs/circuits.md §7), and the
 Filecoin framing around it (§4.5, §5.5).
 
 Bits are in stream order: bytes in order, each byte MSB first (the standard digest bit order).

@@ -1,4 +1,4 @@
-"""32-bit words of circuit booleans, as bellperson's `uint32.rs` (filecoin-proofs.md §5.2).
+"""32-bit words of circuit booleans, as bellperson's `uint32.rs` (docs/circuits.md §7).
 
 Bits are stored LSB first. Rotations and shifts are pure wiring; xor/ch/maj go bit by bit (bit 0
 first) through the `Boolean` rules, so constant bits cost nothing. `addmany` allocates the sum's

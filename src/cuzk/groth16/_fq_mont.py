@@ -7,7 +7,7 @@ Point sections need no conversion: their layout is blst's affine layout, checked
 `cuzk.curve.encoding.find_invalid_affine_limbs`.
 
 The kernels use word-by-word Montgomery reduction with a 64x64->128-bit multiply-accumulate built from
-an LLVM i128 intrinsic (the trick of python-deps.md Appendix A). The helpers are left to LLVM to inline.
+an LLVM i128 intrinsic (the trick of docs/dependencies.md §5). The helpers are left to LLVM to inline.
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""bellperson's `.params` and `.vk` files, byte for byte (filecoin-proofs.md §9.2).
+"""bellperson's `.params` and `.vk` files, byte for byte (docs/formats.md §2).
 
 .vk     = α_G1 β_G1 β_G2 γ_G2 δ_G1 δ_G2 ‖ u32-BE |IC| ‖ IC…         (points uncompressed)
 .params = the .vk bytes ‖ five vectors H, L, A, B_G1 (G1) and B_G2 (G2), each u32-BE length ‖ points

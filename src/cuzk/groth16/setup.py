@@ -2,7 +2,7 @@
 
 The toxic waste (τ, α, β, γ, δ) is drawn in this process, so anyone holding it can forge proofs:
 these parameters are for testing only. Real Filecoin parameters come from the trusted-setup
-ceremony and can only be downloaded (filecoin-proofs.md §10).
+ceremony and can only be downloaded (docs/circuits.md §12).
 
 Every query point is base·scalar for one of two bases, so the work is one batch fixed-base
 multiplication per query after the QAP is evaluated at τ:

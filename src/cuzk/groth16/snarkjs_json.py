@@ -1,7 +1,7 @@
 """snarkjs JSON interop: verification keys, proofs and public signals for BLS12-381.
 
 Layouts are those of `snarkjs zkey export verificationkey` and `snarkjs groth16 prove` (see
-python-deps.md §7): every number is a decimal string of a canonical (non-Montgomery) field element;
+docs/formats.md §6): every number is a decimal string of a canonical (non-Montgomery) field element;
 points are affine written projectively with Z = "1": G1 `[x, y, "1"]`, G2 `[[x.c0, x.c1], [y.c0, y.c1],
 ["1", "0"]]`; the point at infinity is G1 `["0", "1", "0"]` and G2 `[["0", "0"], ["1", "0"], ["0", "0"]]`.
 

@@ -1,4 +1,4 @@
-"""Native Poseidon hashing over BLS12-381 Fr, as neptune 11.0.0 computes it (filecoin-proofs.md §6).
+"""Native Poseidon hashing over BLS12-381 Fr, as neptune 11.0.0 computes it (docs/circuits.md §8).
 
 Two permutations are provided and must agree (the tests check it):
 

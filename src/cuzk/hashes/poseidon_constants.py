@@ -4,7 +4,7 @@ Filecoin's tree_c / tree_r / column hashes and SnapDeals digests are neptune Pos
 published Groth16 parameters fix every coefficient of neptune's circuit. So nothing here is chosen
 by us: round numbers, Grain-LFSR round constants, the Cauchy MDS matrix, and neptune's optimisation
 artefacts (compressed round constants, pre-sparse and sparse matrices) are all reproduced bit for
-bit (filecoin-proofs.md §6.2-6.4). All values are Python ints in [0, r).
+bit (docs/circuits.md §8). All values are Python ints in [0, r).
 
 Conventions follow neptune: a matrix is a tuple of rows, and ``apply_matrix(m, v)`` is the row
 vector ``v`` times ``m`` (``out[j] = sum_i v[i] * m[i][j]``).

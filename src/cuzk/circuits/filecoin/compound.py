@@ -146,7 +146,7 @@ def blank_circuit(circuit_id: str) -> Circuit:
     """The key-generation circuit of a Filecoin circuit id (`porep-2k`, `winning-32g`, ...).
 
     Blank circuits carry no values, only the layout; bellperson's generator synthesizes exactly
-    this to make `.params` (filecoin-proofs.md §10).
+    this to make `.params` (docs/circuits.md §12).
     """
     kind, size = parse_circuit_id(circuit_id)
     if kind is CircuitKind.POREP:

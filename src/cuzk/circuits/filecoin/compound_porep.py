@@ -1,7 +1,7 @@
 """PoRep C2 as a compound proof: a C1 output in, one StackedCircuit per partition, `verify_seal`.
 
 The prover side (`PorepC2.from_c1`) mirrors `seal_commit_phase2` + `StackedCompound::circuit`
-(filecoin-proofs.md §4.7, §9.4): the circuit takes replica_id, comm_d and comm_r as found in the C1
+(docs/circuits.md §6; docs/formats.md §4): the circuit takes replica_id, comm_d and comm_r as found in the C1
 output, comm_c and comm_r_last from the roots of the vanilla proofs (they must agree across every
 challenge), and per challenge the data leaf, the tree_d / tree_r_last / tree_c paths and the 14
 parent columns; the challenge itself is `labeling_proofs[0].node`.

@@ -1,5 +1,5 @@
 """WinningPoSt and WindowPoSt as compound proofs: per-sector vanilla proofs in, FallbackPoStCircuit
-partitions out, and `verify_winning_post` / `verify_window_post` (filecoin-proofs.md §7, §10).
+partitions out, and `verify_winning_post` / `verify_window_post` (docs/circuits.md §9, §12).
 
 What the FFI hands a PoSt prover is one `FallbackPoStSectorProof` per challenged sector (its id,
 comm_r and the tree_r_last openings). The circuit is laid out differently per kind:

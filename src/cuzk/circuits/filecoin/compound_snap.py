@@ -1,5 +1,5 @@
 """SnapDeals (EmptySectorUpdate) as a compound proof: one vanilla PartitionProof per partition in,
-one EmptySectorUpdateCircuit per partition out, and `verify_update` (filecoin-proofs.md §8, §10).
+one EmptySectorUpdateCircuit per partition out, and `verify_update` (docs/circuits.md §10, §12).
 
 Mirrors `generate_empty_sector_update_proof_with_vanilla` + `EmptySectorUpdateCompound::circuit`:
 partition k's circuit takes comm_c, the apex leaves and the challenge openings from the k-th

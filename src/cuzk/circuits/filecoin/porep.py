@@ -1,5 +1,5 @@
 """The StackedDRG PoRep "C2" circuit, row for row as storage-proofs-porep's `StackedCircuit`
-(filecoin-proofs.md §4.2-4.4).
+(docs/circuits.md §6).
 
 Top level: replica_id, comm_d, comm_r are public (each an aux variable made public); replica_id's
 bits are computed once and reused by every label; comm_r_last and comm_c stay private and are tied

@@ -1,5 +1,5 @@
 """The Fallback PoSt circuit (WinningPoSt and WindowPoSt), row for row as storage-proofs-post's
-`FallbackPoStCircuit` (filecoin-proofs.md §7).
+`FallbackPoStCircuit` (docs/circuits.md §9).
 
 One partition proves `sector_count` sectors, each the same sub-circuit, in order:
 

@@ -1,5 +1,5 @@
 """The SnapDeals circuit (`EmptySectorUpdateCircuit`), row for row as storage-proofs-update's
-circuit.rs and gadgets.rs (filecoin-proofs.md §8).
+circuit.rs and gadgets.rs (docs/circuits.md §10).
 
 A sector update replaces an empty sector's data: new replica node = old replica node +
 new data node · rho(high bits of the node index), rho = Poseidon_GR(phi, high) and
