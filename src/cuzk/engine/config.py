@@ -1,8 +1,8 @@
 """The daemon's TOML configuration: the Rust cuzk daemon's sections and keys, strictly checked.
 
-Every key the Rust daemon reads is accepted with the same meaning and default (cuzk-anchor §2.1),
-and each one has an effect here (the Rust daemon ignored several). Keys it never had are marked
-"cuzk-py" below. Unlike the Rust daemon, nothing is silently wrong: an unknown section or key, a
+Every key the Rust daemon reads is accepted with the same meaning and default, and each one has an
+effect (what differs from the Rust daemon: docs/compatibility.md §2). Keys it never had are marked
+"cuzk-py" below. Nothing is silently wrong: an unknown section or key, a
 value of the wrong type, a size or duration that does not parse, or a missing config file that was
 named explicitly is a `ConfigError` naming the file and `section.key`.
 
@@ -159,7 +159,7 @@ class DaemonConfig:
     #: cuzk-py: jobs waiting to start (queued or collecting into a batch) beyond which SubmitProof/Prove
     #: answer RESOURCE_EXHAUSTED, Curio's backpressure signal; 0 = no limit.
     max_queued_jobs: int = 256
-    #: cuzk-py security (README "Security"). Relative paths are relative to the config file's directory.
+    #: cuzk-py security (docs/security.md). Relative paths are relative to the config file's directory.
     #: A file holding the bearer token TCP clients must send ("authorization: Bearer <token>"); "" = none.
     auth_token_file: str = ""
     #: A file holding the token management calls (PreloadSRS, EvictSRS, cancelling another client's job)
@@ -184,7 +184,7 @@ class DaemonConfig:
 class SrsConfig:
     #: Directory of the `.params`/`.vk` files (test-circuit parameters are generated here).
     param_cache: str = "/data/zk/params"
-    #: Circuit ids to make hot at startup (deprecated and ignored by the Rust daemon; honoured here).
+    #: Circuit ids to make hot at startup (docs/compatibility.md §2).
     preload: list[str] = field(default_factory=list)
 
 
@@ -195,7 +195,7 @@ class MemoryConfig:
     safety_margin: int = 5 * GIB
     #: Seconds an SRS entry must be unused before budget pressure may evict it.
     eviction_min_idle: float = 300.0
-    #: Deprecated in the Rust daemon (replaced by total_budget): accepted with a warning, no effect.
+    #: Deprecated (replaced by total_budget; docs/compatibility.md §2): accepted with a warning, no effect.
     pinned_budget: int | None = None
     working_memory_budget: int | None = None
 
@@ -229,8 +229,7 @@ class SchedulerConfig:
     #: How long the first job of a batch waits for others.
     max_batch_wait_ms: int = 10000
     #: Serve NORMAL jobs grouped by circuit (fewer SRS switches), bounded so no job starves.
-    #: The Rust daemon parsed this (default true) and ignored it; here the default is false so that
-    #: NORMAL stays strictly FIFO unless asked.
+    #: Default false, so that NORMAL stays strictly FIFO unless asked (docs/compatibility.md §2).
     sort_by_type: bool = False
 
 
@@ -238,9 +237,9 @@ class SchedulerConfig:
 class SynthesisConfig:
     #: Threads each synthesis process may use for vector kernels; 0 = cores / synthesis processes.
     threads: int = 0
-    #: Deprecated in the Rust daemon (the budget decides): accepted with a warning, no effect.
+    #: Deprecated (the budget decides; docs/compatibility.md §2): accepted with a warning, no effect.
     partition_workers: int | None = None
-    #: cuzk-py: compiled circuits under <srs.param_cache>/compiled/ (README "Compiled circuits"): "use" them
+    #: cuzk-py: compiled circuits under <srs.param_cache>/compiled/ (docs/compiled-circuits.md): "use" them
     #: when present, also "build" one in the background on a circuit's first job, or "off".
     compiled: str = "use"
     #: cuzk-py: where a compiled circuit's a = A·w, b = B·w, c = C·w are computed: in the "synthesis"

@@ -1,6 +1,6 @@
 """Filecoin circuit providers: PoRep C2, WinningPoSt, WindowPoSt and SnapDeals requests as engine jobs.
 
-Each provider turns one SubmitProofRequest, exactly as Curio sends it (cuzk-anchor §1.2, Appendix A),
+Each provider turns one SubmitProofRequest, exactly as Curio sends it (docs/protocol.md §3),
 into the partitions of the matching compound proof (`cuzk.circuits.filecoin.compound*`):
 
 ============================  =================================================================
@@ -8,7 +8,7 @@ kind (registered_proof)       payload
 ============================  =================================================================
 POREP_SEAL_COMMIT             `vanilla_proof`: the commit phase-1 output, see "PoRep payloads";
 (the C1's RegisteredSeal-     `sector_number`, `miner_id` (prover_id = LEB128 of the actor id,
-Proof)                        zero-padded to 32 bytes, filecoin-proofs.md §2).
+Proof)                        zero-padded to 32 bytes, docs/circuits.md §1).
 WINNING_POST (0-4)            `vanilla_proofs`: one bincode FallbackPoStSectorProof (66 openings);
                               `randomness` (32 bytes, a canonical Fr); `miner_id`.
 WINDOW_POST_PARTITION         `vanilla_proofs`: one bincode FallbackPoStSectorProof (10 openings)
@@ -19,7 +19,7 @@ SNAP_DEALS_UPDATE (0-4)       `vanilla_proofs`: one bincode PartitionProof per p
 ============================  =================================================================
 
 `sector_size`, when non-zero, must be the registered proof's sector size (0: not given). Fields a
-kind does not use (e.g. `sector_number` of a SnapDeals request) are ignored, as the Rust daemon does.
+kind does not use (e.g. `sector_number` of a SnapDeals request) are ignored (docs/compatibility.md §3).
 
 PoRep payloads (`vanilla_proof`), told apart by their first bytes:
 
@@ -33,7 +33,7 @@ PoRep payloads (`vanilla_proof`), told apart by their first bytes:
    only if they are exactly as long as that proof's C1 and start with its partition and challenge
    counts; anything else is refused with those numbers.
 
-For the JSON forms the C1's own `registered_proof` decides the circuit, as in the Rust daemon; a
+For the JSON forms the C1's own `registered_proof` decides the circuit (docs/compatibility.md §3); a
 non-zero request `registered_proof` must name the same proof (0 is the proto default, i.e. not
 given). The sector number is the request's `sector_number`, or the wrapper's SectorNum when the
 request leaves it 0; both non-zero and different is refused. NonInteractivePoRep C1 outputs are
@@ -75,8 +75,8 @@ last one adds a digest) variants for the large ones (extrapolation equals direct
 both were run). They reproduce every count published for rust-fil-proofs' circuits: PoRep 8MiB,
 512MiB, 32GiB and 64GiB rows (3,844,929 / 4,423,433 / 130,278,541 / 131,185,849, each + the input
 rows), WindowPoSt 32GiB / 64GiB (125,279,217 / 129,887,900), SnapDeals 32GiB (81,049,499)
-(filecoin-proofs.md §4.6, §11.5), and porep-32g's aux count and A/B densities as the Rust daemon's
-pre-compiled evaluator extracted them (130,169,893 aux, 129,753,292 / 33,112,281; cuzk-anchor §6.2).
+(docs/circuits.md §6, §9, §10, §13), and porep-32g's aux count and A/B densities as the Rust daemon's
+pre-compiled evaluator extracted them (130,169,893 aux, 129,753,292 / 33,112,281; docs/circuits.md §11).
 
 The engine reserves `PartitionEstimate.from_shape(shape)` per partition (cuzk.engine.memory), with n
 constraints, v = inputs + aux variables and m = domain size:
@@ -245,7 +245,7 @@ def filecoin_circuit_shape(circuit_id: str, params_path: str) -> CircuitShape:
     return shape_from_layout(layout, known)
 
 
-# -- byte sizes of the bincode forms (filecoin-proofs.md §9.5) -------------------------------------
+# -- byte sizes of the bincode forms (docs/formats.md §5) ------------------------------------------
 
 def merkle_proof_bytes(layout: TreeLayout) -> int:
     """Bincode size of a MerkleProof of `layout`: u32 tag, one u64-counted path per part (base, sub,

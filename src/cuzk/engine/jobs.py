@@ -23,7 +23,7 @@ class ProofKind(IntEnum):
 
     @property
     def label(self) -> str:
-        """The name in status output and logs (the Rust daemon's spelling for the Filecoin kinds)."""
+        """The name in status output and logs (spelled as the Rust daemon does: docs/compatibility.md §4)."""
         return _KIND_LABELS[self]
 
     @property
@@ -52,7 +52,7 @@ class Priority(IntEnum):
 
     @classmethod
     def resolve(cls, value: int, kind: ProofKind) -> Priority:
-        """An explicit priority, or the kind's default when 0 (unspecified), as in the Rust daemon."""
+        """An explicit priority, or the kind's default when 0 (unspecified; docs/compatibility.md §4)."""
         if value == 0:
             return DEFAULT_PRIORITY[kind]
         return cls(value)
@@ -81,7 +81,7 @@ class JobState(Enum):
 
 
 class PartitionState(Enum):
-    """The Rust daemon's /status names, plus cancelled."""
+    """The Rust daemon's /status names (docs/compatibility.md §4), plus cancelled."""
 
     PENDING = "pending"
     SYNTHESIZING = "synthesizing"

@@ -1,8 +1,7 @@
 """The job journal: accepted jobs and finished results in SQLite, so a crash or restart loses nothing.
 
-The Rust daemon kept results in memory only: a restart answered NOT_FOUND for every finished job, and
-jobs in flight vanished. Here the engine writes to this journal synchronously (see `JobJournal` in
-cuzk.engine.engine):
+The engine writes to this journal synchronously (see `JobJournal` in cuzk.engine.engine; why:
+docs/compatibility.md §5):
 
 - when it accepts a job, before SubmitProof/Prove answer: job id (= request_id when given), input
   digest, kind, priority, the accepting instance; with `daemon.on_restart = "requeue"` also the

@@ -1,12 +1,11 @@
 """Prometheus metrics: the same text for HTTP `/metrics` and the GetMetrics RPC.
 
-Names follow the Rust daemon where the exposition format allows: `cuzk_proofs_completed_total`,
-`cuzk_proofs_failed_total`, `cuzk_uptime_seconds`, `cuzk_queue_depth`, `cuzk_running_jobs`,
-`cuzk_gpu_workers`, and `cuzk_proof_duration_seconds` (a real histogram here, monotonic, where the
-Rust daemon summed a ring buffer). The Rust per-kind families reused the totals' base name, which a
-valid exposition cannot; they are `cuzk_proofs_completed_by_kind_total{proof_kind}` and
-`cuzk_proofs_failed_by_kind_total{proof_kind}` here. Label values are the Rust ones (porep_c2,
-snap_update, window_post, winning_post) plus test_circuit.
+Names and label values are the Rust daemon's where the exposition format allows (what differs and
+why: docs/compatibility.md §6): `cuzk_proofs_completed_total`, `cuzk_proofs_failed_total`,
+`cuzk_uptime_seconds`, `cuzk_queue_depth`, `cuzk_running_jobs`, `cuzk_gpu_workers`, the histogram
+`cuzk_proof_duration_seconds`, and per kind `cuzk_proofs_completed_by_kind_total{proof_kind}` and
+`cuzk_proofs_failed_by_kind_total{proof_kind}`. Label values: porep_c2, snap_update, window_post,
+winning_post, test_circuit.
 
 Gauges are computed at scrape time from an engine snapshot, so they can never drift from the
 state they describe.

@@ -2,8 +2,8 @@
 
 Each event is one log record on the `cuzk.timeline` logger with the message
 `TIMELINE <EVENT> job=<id> [partition=<i>] t_ms=<ms since submit> ...`; the JSON log format
-carries the same fields as keys. The event names follow the Rust daemon's TIMELINE lines
-(SYNTH_START, SYNTH_END, GPU_QUEUE, GPU_START, GPU_END), with DEVICE_* for the device stages since
+carries the same fields as keys. The event names are the Rust daemon's (SYNTH_START, SYNTH_END,
+GPU_QUEUE, GPU_START, GPU_END; docs/compatibility.md §4), with DEVICE_* for the device stages since
 the device may be a CPU, plus job-level events. The times themselves live on the job's
 PartitionRecords and come back in AwaitProof's timings.
 """

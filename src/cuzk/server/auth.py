@@ -1,6 +1,6 @@
 """Who may talk to the daemon: bearer tokens, mutual TLS, owner-only unix sockets, management rights.
 
-The rules (README "Security"):
+The rules (docs/security.md):
 
 - A unix socket is created with `daemon.unix_socket_mode` (default 0600, only the daemon's user);
   its callers are trusted as the operator unless `daemon.auth_unix` asks for the token there too.

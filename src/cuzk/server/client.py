@@ -1,10 +1,10 @@
 """A small typed client for the cuzk.v1 daemon (used by the CLI and the tests).
 
 Addresses: "host:port", "unix:///abs/path" (or "unix:rel"), and for convenience "http://host:port"
-(the Rust bench's spelling; the scheme is dropped). The default is the daemon's default listen
+(the Rust bench's spelling, docs/compatibility.md §8; the scheme is dropped). The default is the daemon's default listen
 address, or $CUZK_ADDR when set. Messages up to 256 MiB travel either way, like Curio's client.
 
-Credentials (`ClientAuth`, README "Security"): a bearer token read from a file (never given on a
+Credentials (`ClientAuth`, docs/security.md): a bearer token read from a file (never given on a
 command line, where `ps` would show it), sent as `authorization: Bearer <token>` on every call; and
 for TCP, TLS with a CA bundle to check the daemon's certificate plus, for mutual TLS, the client's
 certificate and key. Each comes from the constructor, else from $CUZK_TOKEN_FILE, $CUZK_TLS_CA,

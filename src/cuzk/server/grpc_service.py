@@ -4,7 +4,7 @@ Engine errors map to status codes: a request that can never succeed is INVALID_A
 reason), an unknown job NOT_FOUND, a request_id reused for different inputs ALREADY_EXISTS, an
 eviction of parameters in use FAILED_PRECONDITION, memory that can never suffice
 RESOURCE_EXHAUSTED, a draining daemon UNAVAILABLE. A proof that fails is not an RPC error: the
-response says FAILED with the message, as in the Rust daemon.
+response says FAILED with the message (docs/compatibility.md §1).
 
 Prove waits for the result; if the client goes away first (deadline, cancel, disconnect) the job
 finishes or is cancelled according to `daemon.on_prove_disconnect`.

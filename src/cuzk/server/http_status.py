@@ -3,7 +3,7 @@ live timeline), /metrics (Prometheus), /healthz.
 
 /status is the engine's status dict: pipelines with their partitions and states, workers, devices,
 memory, SRS allocations, counters. /metrics is the same text as the GetMetrics RPC, so Prometheus
-can scrape the daemon directly (the Rust daemon offered metrics only over gRPC). /healthz answers
+can scrape the daemon directly. /healthz answers
 200 "ok" while accepting jobs and 503 while draining. /status.html is a page that polls
 /timeline.json (every partition's synthesis and device spans of the last `?window=` seconds, default
 120, per worker) and draws them as a Gantt chart with device idle gaps marked. Anything else is 404;

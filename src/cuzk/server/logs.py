@@ -2,7 +2,7 @@
 instance's own log file.
 
 Precedence for the level: the CUZK_LOG_LEVEL environment variable, then `--log-level`, then the
-config (as RUST_LOG, --log-level and logging.level do for the Rust daemon). "trace" is DEBUG.
+config (the Rust daemon's order: docs/compatibility.md §7). "trace" is DEBUG.
 JSON lines carry timestamp, level, logger, message, any structured `fields` a record has (timeline
 events put theirs there) and the static context given to `setup_logging` (e.g. the instance id).
 
