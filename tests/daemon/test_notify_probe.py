@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from cuzk.daemon.notify import Notifier
-from cuzk.daemon.probe import (
+from cuzk.errors import CuzkError
+from cuzk.server.address import (
     AddressInUseError,
     address_free,
     check_listen_address,
@@ -18,7 +19,6 @@ from cuzk.daemon.probe import (
     remove_stale_unix_socket,
     unix_socket_state,
 )
-from cuzk.errors import CuzkError
 
 
 def _receiver(address: str | bytes) -> socket.socket:

@@ -29,20 +29,21 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from cuzk.daemon.identity import Identity, iso_time, new_instance_id
-from cuzk.daemon.pidfile import PidLock, ProcessRef, lock_holders, process_summary, read_pid
-from cuzk.daemon.probe import (
-    AddressInUseError,
-    address_free,
-    check_listen_address,
-    daemon_info,
-    remove_stale_unix_socket,
-    tcp_host_port,
-    unix_path,
-)
+from cuzk.daemon.pidfile import PidLock, ProcessRef, lock_holders, read_pid
 from cuzk.daemon.runner import DaemonRunningError
 from cuzk.daemon.state import StateDir, resolve_state_dir
 from cuzk.engine.config import Config, ConfigError
 from cuzk.errors import CuzkError
+from cuzk.server.address import (
+    AddressInUseError,
+    address_free,
+    check_listen_address,
+    daemon_info,
+    process_summary,
+    remove_stale_unix_socket,
+    tcp_host_port,
+    unix_path,
+)
 
 Say = Callable[[str], None]
 #: Extra time `stop` allows beyond the instance's shutdown grace before it escalates to SIGKILL.

@@ -20,6 +20,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from cuzk.server.address import process_summary
+
 #: /proc/<pid>/stat states of a process that has exited.
 _DEAD_STATES = ("Z", "X", "x")
 
@@ -39,21 +41,6 @@ def proc_stat(pid: int) -> tuple[str, int] | None:
 def process_start_ticks(pid: int) -> int | None:
     stat = proc_stat(pid)
     return None if stat is None else stat[1]
-
-
-def process_summary(pid: int, limit: int = 120) -> str:
-    """The command line of `pid` for messages ("?" if it cannot be read)."""
-    try:
-        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        raw = b""
-    text = " ".join(part.decode(errors="replace") for part in raw.split(b"\0") if part)
-    if not text:
-        try:
-            text = f"[{Path(f'/proc/{pid}/comm').read_text().strip()}]"
-        except OSError:
-            text = "?"
-    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 @dataclass(frozen=True)

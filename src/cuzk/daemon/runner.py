@@ -9,7 +9,7 @@ In order, each step before anything expensive that depends on it:
    (a cuzk daemon's pid, instance and config, or a program that is not cuzk); a stale unix socket
    file is removed only after a refused connection showed that nobody listens on it;
 4. the instance record (phase "starting"), the job journal, then the servers and engine
-   (cuzk.server.daemon); "ready" is logged, written to the record and sent to systemd only once
+   (cuzk.server.serve); "ready" is logged, written to the record and sent to systemd only once
    the listeners are bound and the engine accepts work;
 5. on SIGTERM/SIGINT: STOPPING=1, drain for `daemon.shutdown_grace`, journal checkpoint, record
    and pid file removed, `last-exit.json` written, exit 0.
@@ -24,14 +24,14 @@ from typing import TYPE_CHECKING, Any
 
 from cuzk.daemon.identity import Identity
 from cuzk.daemon.notify import Notifier
-from cuzk.daemon.pidfile import PidLock, ProcessRef, lock_holders, process_summary, read_pid
-from cuzk.daemon.probe import check_listen_address, unix_path
+from cuzk.daemon.pidfile import PidLock, ProcessRef, lock_holders, read_pid
 from cuzk.daemon.state import StateDir, resolve_state_dir
 from cuzk.engine.config import Config
 from cuzk.errors import CuzkError
+from cuzk.server.address import check_listen_address, process_summary, unix_path
 
 if TYPE_CHECKING:
-    from cuzk.server.daemon import Daemon, StopSummary
+    from cuzk.server.serve import Daemon, StopSummary
 
 log = logging.getLogger("cuzk.daemon")
 
@@ -128,7 +128,7 @@ def _run_locked(config: Config, state: StateDir, lock: PidLock, me: ProcessRef, 
         journal = Journal(state.journal_path, instance_id=instance_id, keep_requests=d.on_restart == "requeue",
                           retention_s=d.result_retention, max_results=d.max_retained_results)
 
-    from cuzk.server.daemon import run_foreground
+    from cuzk.server.serve import run_foreground
 
     def on_ready(daemon: Daemon) -> None:
         identity.listen = list(daemon.addresses)

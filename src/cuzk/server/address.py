@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cuzk.daemon.pidfile import process_summary
 from cuzk.errors import CuzkError
 
 UNIX_PREFIX = "unix://"
@@ -90,6 +89,21 @@ class Holder:
         who = (f"pid {self.owner_pid}: {process_summary(self.owner_pid)}" if self.owner_pid is not None
                else "its process is not visible to this user")
         return f"a program that is not a cuzk daemon ({who}; it does not answer cuzk's GetDaemonInfo RPC)"
+
+
+def process_summary(pid: int, limit: int = 120) -> str:
+    """The command line of `pid` for messages ("?" if it cannot be read)."""
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        raw = b""
+    text = " ".join(part.decode(errors="replace") for part in raw.split(b"\0") if part)
+    if not text:
+        try:
+            text = f"[{Path(f'/proc/{pid}/comm').read_text().strip()}]"
+        except OSError:
+            text = "?"
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 # -- identification --------------------------------------------------------------------------------------

@@ -39,13 +39,13 @@ from typing import TYPE_CHECKING, Any
 
 import grpc
 
-from cuzk.daemon.probe import UNIX_PREFIX, check_listen_address, unix_path
 from cuzk.engine.config import Config, loopback_if_no_host
 from cuzk.engine.engine import Engine
 from cuzk.engine.jobs import JobState, ProofRequest
 from cuzk.engine.memory import BudgetError
 from cuzk.errors import CuzkError
 from cuzk.server._gen import proving_pb2_grpc as pb_grpc
+from cuzk.server.address import UNIX_PREFIX, check_listen_address, unix_path
 from cuzk.server.auth import AuthInterceptor, ServerSecurity, is_loopback_host, restrict_socket, socket_umask
 from cuzk.server.grpc_service import ProvingService
 from cuzk.server.health import DaemonHealth
