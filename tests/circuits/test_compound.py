@@ -1,5 +1,5 @@
 """Compound proofs end to end on real vanilla proofs made by cuzk.filecoin (docs/circuits.md §6, §9,
-§8, §10, §11.3).
+§10, §12, §13).
 
 What is shown, per kind (2KiB):
 
@@ -170,7 +170,7 @@ def test_porep_2kib_partition_is_satisfied_with_the_verifier_inputs(c1_2k: SealC
     c2 = PorepC2.from_c1(c1_2k, prover_id=PROVER, sector_id=SECTOR)
     assert (c2.circuit_id, c2.partition_count) == ("porep-2k", 1)
     expected = c2.public_inputs(0)
-    # §4.2 from public data: replica_id recomputed, challenges from replica_id and the seed
+    # docs/circuits.md §6 from public data: replica_id recomputed, challenges from replica_id and the seed
     rid = replica_id(PROVER, SECTOR, c1_2k.ticket, c1_2k.comm_d, seal_proof(5).porep_id)
     challenges = porep_challenges(seal_proof(5), rid, c1_2k.seed, c1_2k.comm_r, 0)
     assert expected[:3] == [_fr(rid), _fr(c1_2k.comm_d), _fr(c1_2k.comm_r)]
@@ -241,7 +241,8 @@ def test_porep_features_derive_their_own_challenges(registered: int) -> None:
 
 
 def test_regression_record_public_inputs() -> None:
-    """§11.3: the first 2KiB V1_1 record of seal_regression_records-v16.json, inputs from its public data."""
+    """The first 2KiB V1_1 record of seal_regression_records-v16.json, inputs from its public data
+    (docs/circuits.md §13)."""
     h = bytes.fromhex
     inputs = seal_public_inputs(
         "StackedDrg2KiBV1_1",
@@ -509,7 +510,7 @@ def test_verify_update_derives_the_prover_inputs(update_2k: UpdatedSector) -> No
         assert verify_update(key.vk, proof, **kw)  # type: ignore[arg-type]
         for name in ("comm_r_old", "comm_r_new", "comm_d_new"):
             assert not verify_update(key.vk, proof, **{**kw, name: _bump(kw[name])})  # type: ignore[arg-type]
-    assert snap.partition_count == 4 and snap.public_inputs(3)[0] == 3 + 32  # §8.2: 8MiB k + 32
+    assert snap.partition_count == 4 and snap.public_inputs(3)[0] == 3 + 32  # docs/circuits.md §10: 8MiB k + 32
 
 
 # -- the registry -------------------------------------------------------------------------------------------

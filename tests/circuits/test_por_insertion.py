@@ -92,7 +92,7 @@ def test_select_every_index(log_size: int) -> None:
         assert cs.num_constraints - before == size - 1
 
 
-# -- per-level costs (§4.6) -------------------------------------------------------------------
+# -- per-level costs (docs/circuits.md §6) ----------------------------------------------------
 
 @pytest.mark.parametrize(("arity", "hasher", "rows"), [
     (8, POSEIDON, 530), (4, POSEIDON, 387), (2, POSEIDON, 314), (2, SHA256, 45_382),
@@ -105,7 +105,7 @@ def test_por_level_cost(arity: int, hasher: str, rows: int) -> None:
     assert cs.num_constraints == rows
 
 
-# -- storage-proofs-core/tests/por_circuit.rs (§11.5): 64 leaves per base tree ---------------------
+# -- storage-proofs-core/tests/por_circuit.rs (docs/circuits.md §13): 64 leaves per base tree ---------------------
 
 POR_STATED = [
     (TreeShape(64, 2, hasher=SHA256), 272_295),
@@ -138,7 +138,7 @@ def test_por_circuit_private_root_stated_counts(base_arity: int, rows: int) -> N
 
 
 def test_production_inclusion_costs() -> None:
-    """Inc of §4.6 (levels + pack row + root row) for every published tree_c / tree_r shape."""
+    """Inc of docs/circuits.md §6 (levels + pack row + root row) for every published tree_c / tree_r shape."""
     for shape, inc in [(TreeShape(1 << 6), 1_062), (TreeShape(1 << 18), 3_182), (TreeShape(1 << 24), 4_242),
                        (TreeShape(1 << 30, 8, 8), 5_302), (TreeShape(1 << 31, 8, 8, 2), 5_616)]:
         cs = _shape_cs()

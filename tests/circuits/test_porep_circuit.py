@@ -1,5 +1,5 @@
 """The StackedDRG PoRep C2 circuit: stated row counts (docs/circuits.md §6), public-input order
-(§4.2) and satisfiability on a consistent witness built here from native SHA-256 and Poseidon."""
+(docs/circuits.md §6) and satisfiability on a consistent witness built here from native SHA-256 and Poseidon."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ Challenge = tuple[int, list[int], list[int]]
 # -- a consistent witness -----------------------------------------------------------------------
 
 def native_label(replica_id: int, layer: int, node: int, parents: Sequence[int]) -> int:
-    """§3.3: fr32(SHA256(replica_id ‖ layer u32 BE ‖ node u64 BE ‖ 20 zero bytes ‖ 37 parents))."""
+    """docs/circuits.md §5: fr32(SHA256(replica_id ‖ layer u32 BE ‖ node u64 BE ‖ 20 zero bytes ‖ 37 parents))."""
     preimage = (replica_id.to_bytes(32, "little") + layer.to_bytes(4, "big") + node.to_bytes(8, "big") + bytes(20)
                 + b"".join(p.to_bytes(32, "little") for p in parents))
     return int.from_bytes(hashlib.sha256(preimage).digest(), "little") & FR32_MASK
@@ -133,7 +133,7 @@ def test_wrong_witness_fails_early() -> None:
 # -- public inputs ---------------------------------------------------------------------------------
 
 def test_public_inputs_of_the_2kib_regression_record() -> None:
-    """§11.3's derived order for a real 2KiB record (challenges 57 and 58)."""
+    """docs/circuits.md §13's derived order for a real 2KiB record (challenges 57 and 58)."""
     challenges = [(57, [56, 56, 48, 50, 42, 55], [46, 41, 13, 46, 44, 31, 3, 15]),
                   (58, [57, 45, 11, 54, 56, 57], [51, 52, 38, 18, 33, 8, 54, 40])]
     inputs = porep_public_inputs(1, 2, 3, challenges)
@@ -178,7 +178,7 @@ def test_blank_circuit_cannot_be_proven() -> None:
         synthesize_for_proving(StackedCircuit.blank(StackedConfig(8, 2, 1, 8)))
 
 
-# -- stated row counts (storage-proofs-porep/tests/stacked_circuit.rs; §4.6) -------------------------
+# -- stated row counts (storage-proofs-porep/tests/stacked_circuit.rs; docs/circuits.md §6) ----------
 
 STACKED_STATED = [
     (StackedConfig(8, 2, 1, 2), 1_206_212),

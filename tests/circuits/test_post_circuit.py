@@ -1,6 +1,6 @@
 """The Fallback PoSt circuit: stated row counts (docs/circuits.md §9, storage-proofs-post's
 tests/fallback_circuit.rs), satisfiability on witnesses built here from native Poseidon trees, and
-public inputs (§7.2) equal to what the circuit exposes, with leaf challenges derived as in §7.3."""
+public inputs equal to what the circuit exposes, with leaf challenges derived as in docs/circuits.md §9."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ from cuzk.hashes.poseidon import hash_merkle
 KIB, MIB, GIB = 1 << 10, 1 << 20, 1 << 30
 
 
-# -- native helpers (§7.3) ----------------------------------------------------------------------------
+# -- native helpers (docs/circuits.md §9) -------------------------------------------------------------
 
 def leaf_challenge(randomness: int, sector_id: int, challenge_index: int, nodes: int) -> int:
     """u64 LE of SHA256(randomness ‖ sector_id u64 LE ‖ challenge_index u64 LE)[:8] mod nodes."""
@@ -99,17 +99,17 @@ def test_bench_cs_count_32gib_base_8() -> None:
 
 @pytest.mark.slow
 def test_winning_2kib_production_count() -> None:
-    """§7.1: 66 sectors × 1 challenge, 90,750 rows and 133 inputs including ONE."""
+    """docs/circuits.md §9: 66 sectors × 1 challenge, 90,750 rows and 133 inputs including ONE."""
     assert WINNING_POST_CONFIGS[2 * KIB] == FallbackPoStConfig.winning(2 * KIB)
     assert _rows(FallbackPoStConfig.winning(2 * KIB)) == (90_750, 133)
 
 
 def test_window_2kib_production_count() -> None:
-    """§7.1: 2 sectors × 10 challenges, 21,866 rows and 23 inputs including ONE."""
+    """docs/circuits.md §9: 2 sectors × 10 challenges, 21,866 rows and 23 inputs including ONE."""
     assert _rows(FallbackPoStConfig.window(2 * KIB)) == (21_866, 23)
 
 
-#: §7.1 table: size → (Winning rows, Window rows, Window inputs incl ONE); 32/64GiB Window stated.
+#: docs/circuits.md §9 table: size → (Winning rows, Window rows, Window inputs incl ONE); 32/64GiB Window stated.
 PRODUCTION = {
     8 * MIB: (230_670, 64_266, 23),
     512 * MIB: (300_630, 85_466, 23),

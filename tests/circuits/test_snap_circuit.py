@@ -1,7 +1,7 @@
 """The SnapDeals (EmptySectorUpdate) circuit: stated row counts (docs/circuits.md §10, §13;
 storage-proofs-update tests/circuit.rs and gadgets.rs), satisfiability on sector updates built here
-from native hashes, in-circuit challenges equal to the native derivation (§8.1), and public inputs
-(§8.2) equal to what the circuit exposes.
+from native hashes, in-circuit challenges equal to the native derivation (docs/circuits.md §10), and public inputs
+(docs/circuits.md §10) equal to what the circuit exposes.
 
 SHA-256 dominates the rows (45,379 per tree_d node hash) and the run time, so besides real counts
 of the 1KiB/2KiB circuits and of one apex gadget, every size is also counted with the hash gadgets
@@ -53,7 +53,7 @@ def size_id(size: int) -> str:
     return f"{size >> 10}KiB"
 
 
-# -- native side (§8.1) --------------------------------------------------------------------------------
+# -- native side (docs/circuits.md §10) ----------------------------------------------------------------
 
 def native_challenges(config: EmptySectorUpdateConfig, comm_r_new: int, k: int) -> list[int]:
     """challenges.rs: digest j = Poseidon_GR(comm_r_new, k·dpp + j); rb-bit chunks, LSB first,
@@ -279,7 +279,7 @@ def light_hashes(monkeypatch: pytest.MonkeyPatch) -> Iterator[_Missing]:
 
 
 #: Rows before the generator's 5 input rows: stated in storage-proofs-update tests (1KiB..32KiB,
-#: 32GiB) or derived in §8.3 (8MiB, 512MiB, 64GiB).
+#: 32GiB) or derived in docs/circuits.md §10 (8MiB, 512MiB, 64GiB).
 ALL_COUNTS = {
     1 * KIB: 1_248_389, 2 * KIB: 1_705_039, 4 * KIB: 2_165_109, 8 * KIB: 2_620_359, 16 * KIB: 6_300_021,
     32 * KIB: 6_760_091, 8 * MIB: 10_007_503, 512 * MIB: 57_450_479, 32 * GIB: 81_049_499, 64 * GIB: 85_006_101,
@@ -329,7 +329,7 @@ def test_configs_follow_constants_rs() -> None:
 
 
 def test_public_inputs() -> None:
-    """§8.2: k_and_h_select = k + (h_select << pb); 32GiB partition k → k + 128 (h = 10),
+    """docs/circuits.md §10: k_and_h_select = k + (h_select << pb); 32GiB partition k → k + 128 (h = 10),
     8MiB → k + 32, 2KiB → 1."""
     assert snap_public_inputs(3, 10, 7, 8, 9, 16) == [3 + 128, 7, 8, 9]
     assert snap_public_inputs(2, 10, 7, 8, 9, 4) == [2 + 32, 7, 8, 9]

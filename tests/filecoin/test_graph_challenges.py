@@ -1,4 +1,5 @@
-"""SDR graph (parent-cache digests of parent_cache.json) and challenge derivation (§3, §7.3, §8.1, §11.3-11.4)."""
+"""SDR graph (parent-cache digests of parent_cache.json) and challenge derivation
+(docs/circuits.md §5, §9, §10, §13)."""
 
 from __future__ import annotations
 
@@ -49,7 +50,7 @@ PARENT_CACHE_DIGESTS = {
     ("8MiB", 6): "03cd13565ded97c240a5f52e54295ad127bd0461b57904cb3a4d79b097bbecab",
 }
 
-# §11.2/§11.3: the first 2KiB V1_1 record of seal_regression_records-v16.json
+# docs/circuits.md §13: the first 2KiB V1_1 record of seal_regression_records-v16.json
 RECORD = {
     "prover_id": "101cbe4b9c42604f04c703c396f788c6cb2d6d7d58f45430b12eb2edd640076c",
     "sector_id": 9259733836259213201,

@@ -1,4 +1,5 @@
-"""Merkle trees: CC comm_d vectors, Poseidon batch == reference, sparse == dense, proof codecs (§9.4-9.5, §11)."""
+"""Merkle trees: CC comm_d vectors, Poseidon batch == reference, sparse == dense, proof codecs
+(docs/formats.md §4, §5; docs/circuits.md §13)."""
 
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ def _fr_bytes(rng: random.Random) -> bytes:
 
 
 def test_zero_sector_comm_d() -> None:
-    # §11.6 (filecoin-proofs tests/pieces.rs)
+    # docs/circuits.md §13 (filecoin-proofs tests/pieces.rs)
     assert DenseTree(TreeLayout.tree_d(4), bytes(128)).root.hex() == (
         "3731bb99ac689f66eef5973e4a94da188f4ddcae580724fc6f3fd60dfd488333")
     assert DenseTree(TreeLayout.tree_d(64), bytes(2048)).root.hex() == (

@@ -1,4 +1,5 @@
-"""Sealing, C1 generation, its JSON/bincode codecs and the vanilla verifier (§3, §9.4-9.5)."""
+"""Sealing, C1 generation, its JSON/bincode codecs and the vanilla verifier (docs/circuits.md §5;
+docs/formats.md §4, §5)."""
 
 from __future__ import annotations
 
@@ -17,12 +18,12 @@ from cuzk.filecoin.porep import (
     compute_labels,
     create_label,
     expand_parents,
-    generate_c1,
     random_sector_data,
     seal,
     verify_porep_vanilla,
 )
 from cuzk.filecoin.sizes import ApiVersion, seal_proof
+from cuzk.filecoin.synthetic import generate_c1
 
 PROVER = bytes([0xE8, 0x07]) + bytes(30)
 SECTOR = 42

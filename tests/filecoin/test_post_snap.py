@@ -1,4 +1,5 @@
-"""PoSt and SnapDeals vanilla proofs: generation, bincode, verification, tampering (§7.3-7.4, §8.1, §9.5)."""
+"""PoSt and SnapDeals vanilla proofs: generation, bincode, verification, tampering (docs/circuits.md
+§9, §10; docs/formats.md §5)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Sector sizes, proof ids, porep_id, circuit ids and the published parameter file names (§1)."""
+"""Sector sizes, proof ids, porep_id, circuit ids and the published parameter file names (docs/circuits.md §2)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,8 @@ from cuzk.filecoin.sizes import (
     update_proof,
 )
 
-# §1.4: the file-name hash part of every published parameter set (kind order: PoRep, Winning, Window, SnapDeals).
+# The file-name hash part of every published parameter set (kind order: PoRep, Winning, Window,
+# SnapDeals; docs/circuits.md §3).
 PUBLISHED = {
     "2KiB": ("032d3138d22506ec0082ed72b2dcba18df18477904e35bafee82b3793b06832f",
              "3ea05428c9d11689f23529cde32fd30aabd50f7d2c93657c1d3650bca3e8ea9e",

@@ -197,7 +197,7 @@ def _neg(k: str) -> str:
 
 
 def expected_ch_rows(a: str, b: str, c: str) -> int:
-    """§5.1's rule list for ch, in its order."""
+    """docs/circuits.md §7's rule list for ch, in its order."""
     if all(k in ("F", "T") for k in (a, b, c)) or a == "F":
         return 0
     if b == "F":
@@ -212,7 +212,7 @@ def expected_ch_rows(a: str, b: str, c: str) -> int:
 
 
 def expected_maj_rows(a: str, b: str, c: str) -> int:
-    """§5.1's rule list for maj, in its order."""
+    """docs/circuits.md §7's rule list for maj, in its order."""
     if all(k in ("F", "T") for k in (a, b, c)):
         return 0
     for first, (x, y) in ((a, (b, c)), (b, (a, c)), (c, (a, b))):

@@ -1,5 +1,6 @@
-"""MultiEq flushing (§5.3), bit packing (bellperson multipack.rs) and the AllocatedNum gadgets of §4.1
-(to_bits_le layout, inputize, equal/add/sub, pick, mul/square): exact rows and values."""
+"""MultiEq flushing (docs/circuits.md §7), bit packing (bellperson multipack.rs) and the AllocatedNum
+gadgets of docs/circuits.md §4 (to_bits_le layout, inputize, equal/add/sub, pick, mul/square): exact
+rows and values."""
 
 from __future__ import annotations
 

@@ -30,7 +30,7 @@ from cuzk.hashes.poseidon_constants import (
 from cuzk.r1cs import ONE, ConstraintSystem, LinearCombination, ProvingAssignment, RecordingCS, ShapeCS, Variable
 from cuzk.r1cs.system import Annotation, Value
 
-# (arity, strength) -> rows; neptune circuit.rs test_poseidon_hash (§6.1, §6.5).
+# (arity, strength) -> rows; neptune circuit.rs test_poseidon_hash (docs/circuits.md §8).
 ROW_COUNTS = {
     (2, "standard"): 311,
     (4, "standard"): 377,
@@ -168,7 +168,7 @@ def _row(matrices: object, name: str, row: int) -> dict[int, int]:
 
 
 def test_rows_follow_section_6_5_literally() -> None:
-    """Arity 2, derived by hand from §6.4-6.5 (columns: 0 = ONE, 1, 2 = inputs x1, x2, 3.. = gadget aux)."""
+    """Arity 2, derived by hand from docs/circuits.md §8 (columns: 0 = ONE, 1, 2 = inputs x1, x2, 3.. = gadget aux)."""
     c = poseidon_constants(2)
     crc, m, t = c.compressed_round_constants, c.mds, c.width
     rec = _record(2, 3)

@@ -44,7 +44,7 @@ def _le_hex(text: str) -> int:
     return int.from_bytes(bytes.fromhex(text), "little")
 
 
-# §11.1: preimage [0, 1, ..., arity - 1], MerkleTree tag.
+# docs/circuits.md §13: preimage [0, 1, ..., arity - 1], MerkleTree tag.
 STANDARD_KATS = {
     2: [0x2E203C369A02E7FF, 0xA6FBA9339D05A69D, 0x739E0FD902EFE161, 0x396508D75E76A56B],
     4: [0x019814FF6662075D, 0xFB6B4605BF1327EC, 0x00DB3C6579229399, 0x58A54B10A9E5848A],
@@ -54,7 +54,7 @@ STANDARD_KATS = {
     24: [0xD7EF3569F585B321, 0xC3E779F6468815B1, 0x066F39BF783F3D9F, 0x63BEB8831F11AE15],
     36: [0x4473606DFA4E8140, 0x75CD368DF8A8AC3C, 0x540A30E03C10BBAA, 0x699303082A6E5D5F],
 }
-# neptune src/poseidon.rs `hash_values` (strengthened arity 2 is also in §11.1).
+# neptune src/poseidon.rs `hash_values` (strengthened arity 2 is also in docs/circuits.md §13).
 STRENGTHENED_KATS = {
     2: [0x793DBAF54552CD69, 0x5278ECBF17040EA6, 0xC48B36ECC4CAB748, 0x33D28A753BAEE41B],
     4: [0x4650EE190212AA9A, 0xE5113A254D6F5C7E, 0x54013BDAF68BA4C2, 0x09D8207C51CA3F43],
@@ -91,7 +91,7 @@ def test_constant_length_pads_with_zeros(arity: int) -> None:
 
 
 def test_curio_arity_8_vector() -> None:
-    """Curio lib/proof/post_vproof_test.go: an oct-tree node (§11.1)."""
+    """Curio lib/proof/post_vproof_test.go: an oct-tree node (docs/circuits.md §13)."""
     children = [_le_hex(h) for h in (
         "f743111428ecda9b74a18826f1cc62d48ae1510de17e58645997559f86442f31",
         "197a6efa37086e3a37108f8460c52bc810e2781aff0091bfd7b74e3f6f752f02",
@@ -108,7 +108,7 @@ def test_curio_arity_8_vector() -> None:
 
 
 def test_first_round_constants() -> None:
-    """§6.3: the Grain LFSR output for t = 3 and t = 12."""
+    """docs/circuits.md §8: the Grain LFSR output for t = 3 and t = 12."""
     c2 = poseidon_constants(2)
     assert len(c2.round_constants) == 189
     assert c2.round_constants[:3] == (
@@ -122,7 +122,7 @@ def test_first_round_constants() -> None:
 
 
 def test_round_numbers() -> None:
-    """§6.2 table and neptune's strengthened cases (lib.rs test_strengthened_round_numbers)."""
+    """docs/circuits.md §8 table and neptune's strengthened cases (lib.rs test_strengthened_round_numbers)."""
     expected = {1: 55, 2: 55, 3: 56, 6: 56, 7: 57, 14: 57, 15: 59, 30: 59, 31: 60, 36: 60}
     for arity, r_p in expected.items():
         assert partial_rounds(arity) == r_p, arity

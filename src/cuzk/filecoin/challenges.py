@@ -111,7 +111,7 @@ def porep_challenges(proof: RegisteredSealProof, replica: bytes, seed: bytes, co
     return interactive_challenges(nodes, replica, seed, k, count)
 
 
-# -- PoSt (§7.3) -------------------------------------------------------------------------------------------
+# -- PoSt (docs/circuits.md §9) ----------------------------------------------------------------------------
 
 def post_challenge_index(api_version: ApiVersion, sector_index: int, challenges_per_sector: int, n: int) -> int:
     """V1_0_0/V1_1_0: sector_index·count + n; V1_2_0 (the grindability fix): n."""
@@ -151,7 +151,7 @@ def winning_sector_challenge(randomness: bytes, prover_id: bytes, n: int, sector
     return int.from_bytes(digest[:8], "little") % sector_set_len
 
 
-# -- SnapDeals (§8.1) --------------------------------------------------------------------------------------
+# -- SnapDeals (docs/circuits.md §10) ----------------------------------------------------------------------
 
 def snap_challenges(size: SectorParams, comm_r_new: bytes, k: int) -> list[int]:
     """SnapDeals challenges of partition k, drawn from Poseidon_GR(comm_r_new, digest index) bits."""

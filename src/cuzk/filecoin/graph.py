@@ -37,7 +37,7 @@ class SdrGraph:
     """The stacked DRG of one sector size and porep_id.
 
     `api_version` V1_0_0 puts the predecessor last and truncates Feistel outputs to u32; later
-    versions put it first (§1.3).
+    versions put it first (docs/circuits.md §3).
     """
 
     def __init__(self, nodes: int, porep_id: bytes, api_version: ApiVersion = ApiVersion.V1_1_0) -> None:

@@ -4,7 +4,7 @@ A tree is described by a :class:`TreeLayout`: the arity of every level from the 
 base levels (arity 8 or 2), an optional sub level and an optional top level. Because every base tree
 has a power-of-8 number of leaves, the "8 base trees + sub level" of a 32GiB tree_r is exactly one
 tree whose levels have arities 8,...,8,8 — so one level-by-level builder covers every shape, and the
-shape only matters when a proof is cut into the Single/Sub/Top variants of §9.4.
+shape only matters when a proof is cut into the Single/Sub/Top variants of docs/formats.md §4.
 
 Two implementations share the proof logic:
 

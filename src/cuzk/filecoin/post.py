@@ -2,7 +2,7 @@
 
 A PoSt vanilla proof opens tree_r_last of a sealed sector at leaves derived from the chain randomness
 (docs/circuits.md §9). The FFI exchanges one `FallbackPoStSectorProof` per sector as bincode
-(§9.5); those bytes are what a PoSt C2 consumes, so they are the unit here.
+(docs/formats.md §5); those bytes are what a PoSt C2 consumes, so they are the unit here.
 
 Any sealed sector works as input — dense (2KiB, 8MiB) or sparse (32GiB, 64GiB): PoSt only opens
 tree_r_last, and a sparse tree proves any leaf.

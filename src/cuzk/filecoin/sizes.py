@@ -86,7 +86,7 @@ class TreeShape:
 
 @dataclass(frozen=True)
 class SectorParams:
-    """Everything size-dependent that vanilla proofs, circuits and file names need (§1.1)."""
+    """Everything size-dependent that vanilla proofs, circuits and file names need (docs/circuits.md §2)."""
 
     name: str  #: "2KiB" ... "64GiB"
     short: str  #: circuit-id token: "2k", "8m", "512m", "32g", "64g"
@@ -208,7 +208,7 @@ def sector_params(size: int | str) -> SectorParams:
     return params
 
 
-# -- registered proofs (§1.2, §1.3) -------------------------------------------------------------------
+# -- registered proofs (docs/circuits.md §3) ----------------------------------------------------------
 
 @dataclass(frozen=True)
 class RegisteredSealProof:
@@ -330,11 +330,11 @@ def update_proof(key: int | str) -> RegisteredUpdateProof:
 
 
 def porep_id(registered_id: int, nonce: int = 0) -> bytes:
-    """porep_id = id u64 LE ‖ nonce u64 LE ‖ 16 zero bytes (§1.3)."""
+    """porep_id = id u64 LE ‖ nonce u64 LE ‖ 16 zero bytes (docs/circuits.md §3)."""
     return registered_id.to_bytes(8, "little") + nonce.to_bytes(8, "little") + bytes(16)
 
 
-# -- circuit ids and parameter file names (§1.4) -------------------------------------------------------
+# -- circuit ids and parameter file names (docs/circuits.md §3) ----------------------------------------
 
 def circuit_id(kind: CircuitKind | str, size: SectorParams | int | str) -> str:
     """`porep-32g`, `winning-2k`, `wpost-8m`, `snap-64g`, ..."""

@@ -1,4 +1,5 @@
-"""SnapDeals (EmptySectorUpdate) vanilla proofs: encoding, partition proofs, bincode, verification (§8.1, §9.5).
+"""SnapDeals (EmptySectorUpdate) vanilla proofs: encoding, partition proofs, bincode, verification
+(docs/circuits.md §10; docs/formats.md §5).
 
 An update writes new data into an already sealed sector without re-sealing:
 phi = Poseidon_GR(comm_d_new, comm_r_old); every node v gets rho = Poseidon_GR(phi, v >> (log2 N - h));

@@ -144,7 +144,7 @@ class Boolean:
             return LinearCombination([(one, c)])
         return LinearCombination()
 
-    # -- operations (rules and operand orders of bellpepper-core, §5.1) ---------------------
+    # -- operations (rules and operand orders of bellpepper-core, docs/circuits.md §7) ------
     @staticmethod
     def xor(cs: ConstraintSystem, a: Boolean, b: Boolean) -> Boolean:
         """false ⊕ x = x; true ⊕ x = ¬x; Is ⊕ Not = ¬xor(is, not's bit); same kinds: Is(xor(a, b))."""
@@ -371,7 +371,7 @@ def reverse_bit_numbering(bits: Sequence[Boolean]) -> list[Boolean]:
     """Pad to a multiple of 8 with constant false, then reverse the bits inside each byte.
 
     Turns the LE bits of an Fr into the SHA-256 bit stream of its 32-byte LE encoding, and a
-    SHA-256 output into the LE bits of the digest read as a little-endian integer (§2).
+    SHA-256 output into the LE bits of the digest read as a little-endian integer (docs/circuits.md §1).
     """
     padded = list(bits)
     padded.extend([FALSE] * (-len(padded) % 8))

@@ -9,7 +9,7 @@ State elements are either *allocated* (a variable) or *linear combinations* with
 (neptune's `Elt::Num`): the linear layers are free LC arithmetic, and an LC is only pinned to a new
 variable ("ensure allocated", one row LC * ONE = v) when an S-box or the output needs it.
 
-Rows, with k the compressed round constants in consumption order (§6.4):
+Rows, with k the compressed round constants in consumption order (docs/circuits.md §8):
 
 * round 0, element 0 (the domain tag): folded to the constant ((tag + pre)^5 + post), no rows;
 * round 0, input x (already allocated): q = (x+pre)^2, q2 = q^2, y = (x+pre)*q2 + post, rows
@@ -21,7 +21,7 @@ Rows, with k the compressed round constants in consumption order (§6.4):
 Every row allocates exactly one new variable, so aux count = row count =
 3 (t R_F + R_P - 1) + (t R_F + R_P - arity), e.g. 311 / 377 / 505 / 598 for arity 2 / 4 / 8 / 11.
 
-Details read in neptune v11.0.0 src/circuit.rs (fact-finding, where §6.5 does not say):
+Details read in neptune v11.0.0 src/circuit.rs (fact-finding, where docs/circuits.md §8 does not say):
 
 * each gadget allocates its result *before* emitting its row;
 * `mul_sum` puts the S-box input in A and the power in B: (x + pre) * q2, v * v4;
@@ -154,7 +154,7 @@ def _mix_symbolic(state: list[dict[int, int]], matrix: Matrix | SparseMatrix) ->
 
 
 def _round_matrix(c: PoseidonConstants, round_index: int) -> Matrix | SparseMatrix:
-    """The optimized form's linear layer after round `round_index` (§6.4)."""
+    """The optimized form's linear layer after round `round_index` (docs/circuits.md §8)."""
     half = c.half_full_rounds
     if round_index == half - 1:
         return c.pre_sparse_matrix
@@ -359,7 +359,7 @@ class _Template:
                 state = [sbox(elt, post, f"{names[rnd]}/quintic s-box {i}/")
                          for i, (elt, post) in enumerate(zip(state, round_posts, strict=True))]
             matrix = _round_matrix(c, rnd)
-            # Partial rounds, and only they, mix with a sparse M'' (§6.4); the kernel relies on it.
+            # Partial rounds, and only they, mix with a sparse M'' (docs/circuits.md §8); the kernel relies on it.
             assert partial == isinstance(matrix, SparseMatrix)
             partial_flags.append(partial)
             if isinstance(matrix, SparseMatrix):

@@ -1,5 +1,5 @@
 """The SHA-256 gadget, row for row as bellperson's `sha256.rs` (docs/circuits.md §7), and the
-Filecoin framing around it (§4.5, §5.5).
+Filecoin framing around it (docs/circuits.md §6, §7).
 
 Bits are in stream order: bytes in order, each byte MSB first (the standard digest bit order).
 Padding, IV and round constants are constant words, so everything they touch folds away. One

@@ -1,7 +1,7 @@
 """What a `.params` file made for a circuit must look like, and how a real file differs from it.
 
 bellperson's generator fixes every vector length from the circuit's shape (docs/circuits.md §4,
-§9.2): |IC| = inputs (ONE included), |L| = aux variables, |H| = domain size − 1 with the domain the
+docs/formats.md §2): |IC| = inputs (ONE included), |L| = aux variables, |H| = domain size − 1 with the domain the
 smallest power of two ≥ the rows (input rows included), |A| = variables with a non-zero A
 coefficient somewhere, |B_G1| = |B_G2| = the same for B (points at infinity are dropped, so a
 variable that never reaches a query has no point in it). Comparing these with a file's header

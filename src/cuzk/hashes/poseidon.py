@@ -66,7 +66,7 @@ def permute_reference(state: Sequence[int], constants: PoseidonConstants) -> lis
 
 
 def _mixing_matrix(constants: PoseidonConstants, round_index: int) -> Matrix | SparseMatrix:
-    """The linear layer of round `round_index` (0-based) in the optimized form (§6.4)."""
+    """The linear layer of round `round_index` (0-based) in the optimized form (docs/circuits.md §8)."""
     half = constants.half_full_rounds
     if round_index == half - 1:
         return constants.pre_sparse_matrix

@@ -31,8 +31,8 @@ MAX_ARITY = 36
 
 # Partial rounds by width t (neptune round_numbers.rs with n = 256, M = 128 and its security margin;
 # the computation is pure f32 arithmetic, so the results are hard-coded as (first t, R_P) steps).
-# From t = 63 on the formula gives 61 (neptune's tests list t = 65 -> 61), not the 60 of §6.2's
-# "t = 32..~64"; neptune has no arity above 36, so neither do we.
+# From t = 63 on the formula gives 61 (neptune's tests list t = 65 -> 61), not 60; neptune has no arity
+# above 36, so neither do we (docs/circuits.md §8).
 _PARTIAL_ROUNDS_BY_WIDTH = ((2, 55), (4, 56), (8, 57), (16, 59), (32, 60))
 
 

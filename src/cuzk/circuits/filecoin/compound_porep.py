@@ -9,7 +9,7 @@ parent columns; the challenge itself is `labeling_proofs[0].node`.
 The verifier side (`seal_public_inputs`, `verify_seal`) mirrors `verify_seal`: replica_id is
 recomputed from prover_id, sector number, ticket, comm_d and porep_id; the challenges are recomputed
 from replica_id and the seed (interactive), from the synthetic set (SyntheticPoRep) or from comm_r
-(NonInteractivePoRep); then the inputs of §4.2. A C1 output whose replica_id, challenges or paths do
+(NonInteractivePoRep); then the inputs of docs/circuits.md §6. A C1 output whose replica_id, challenges or paths do
 not match those public values therefore yields a witness with other public inputs, and its proof
 fails verification — `PorepC2.synthesize_partition` refuses it before any proving work.
 """
@@ -72,7 +72,7 @@ def _check_sector_id(sector_id: int) -> int:
 
 def seal_public_inputs(registered_proof: RegisteredSealProof | int | str, *, comm_r: bytes, comm_d: bytes,
                        prover_id: bytes, sector_id: int, ticket: bytes, seed: bytes, k: int) -> list[int]:
-    """Partition k's public inputs as `verify_seal` derives them (§3.1, §4.2), ONE excluded:
+    """Partition k's public inputs as `verify_seal` derives them (docs/circuits.md §5, §6), ONE excluded:
     [replica_id, comm_d, comm_r] then per challenge [c, 6 DRG parents, 8 expander parents, c, c, c]."""
     proof = _registered(registered_proof)
     comm_r_fr = check_fr(comm_r, "comm_r")
@@ -249,7 +249,7 @@ def _check_layout(p: VanillaStackedProof, config: StackedConfig, tree_d: TreeLay
 
 
 def _challenge_proof(p: VanillaStackedProof) -> ChallengeProof:
-    """§4.7: the circuit's witness of one challenge."""
+    """docs/circuits.md §6: the circuit's witness of one challenge."""
     rcp = p.replica_column_proofs
 
     def opening(cp: ColumnProof) -> ColumnOpening:

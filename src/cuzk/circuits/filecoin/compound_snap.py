@@ -5,7 +5,7 @@ Mirrors `generate_empty_sector_update_proof_with_vanilla` + `EmptySectorUpdateCo
 partition k's circuit takes comm_c, the apex leaves and the challenge openings from the k-th
 partition proof, root_r_old / root_r_new from the roots of its first challenge's openings, and the
 public comm_r_old, comm_d_new, comm_r_new and h (always the size's default h, `hs[3]`, as Rust's
-`SectorUpdateConfig`). The four public inputs (§8.2) depend on public values only; the challenges
+`SectorUpdateConfig`). The four public inputs (docs/circuits.md §10) depend on public values only; the challenges
 are derived inside the circuit from comm_r_new, so a partition proof that opens other leaves, or
 leaves that do not encode as claimed, leaves the circuit unsatisfied rather than changing an input.
 """

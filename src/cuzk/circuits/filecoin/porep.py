@@ -104,7 +104,7 @@ class StackedConfig:
             raise ValueError(f"no published PoRep circuit for sector size {sector_size} (known: {sizes})") from None
 
 
-#: Sector size in bytes → circuit configuration, from the published size table (§1.1).
+#: Sector size in bytes → circuit configuration, from the published size table (docs/circuits.md §2).
 PRODUCTION_CONFIGS: dict[int, StackedConfig] = {
     p.sector_bytes: StackedConfig(p.nodes, p.layers, p.porep_challenges, p.tree_shape.base, p.tree_shape.sub,
                                   p.tree_shape.top)
@@ -126,7 +126,7 @@ class ColumnOpening:
 
 @dataclass
 class ChallengeProof:
-    """The witness of one challenge (the vanilla `Proof` as the circuit sees it, §4.7)."""
+    """The witness of one challenge (the vanilla `Proof` as the circuit sees it, docs/circuits.md §6)."""
 
     challenge: int | None
     data_leaf: int | None

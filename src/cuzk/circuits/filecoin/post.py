@@ -213,7 +213,7 @@ def post_public_inputs(sectors: Sequence[tuple[int, Sequence[int]]], sector_coun
     """`FallbackPoStCompound::generate_public_inputs` for partition `k` (ONE excluded).
 
     `sectors` holds, for every public sector in order, (comm_r, its leaf challenge indices), the
-    challenges already derived (§7.3: they depend on the API version and on the sector's position,
+    challenges already derived (docs/circuits.md §9: they depend on the API version and on the sector's position,
     which only the caller knows). Partition k proves chunk k of `sector_count` sectors; each gives
     [comm_r, c_0, ..., c_{n-1}] (a leaf index is what the packed path bits of its opening equal),
     and a short last chunk repeats its last sector's group until the chunk is full.

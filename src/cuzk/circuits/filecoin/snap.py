@@ -17,7 +17,7 @@ apex leaves (a row of tree_d) are hashed up to the apex root, which is opened ag
 with the partition bits; each challenge then only opens tree_d up to its apex leaf, picked from
 the apex leaves by the challenge's next bits.
 
-Synthesis order (§8.3), everything below is emitted exactly in this order:
+Synthesis order (docs/circuits.md §10), everything below is emitted exactly in this order:
 
 1. k_and_h_select (aux, made public), its pb + len(hs) bits allocated, one packing row;
 2. partition = pack_bits(partition bits);
@@ -132,7 +132,7 @@ class EmptySectorUpdateConfig:
 
     @classmethod
     def for_sector_size(cls, sector_size: int) -> EmptySectorUpdateConfig:
-        """The configuration storage-proofs-update uses for a sector size in bytes (§1.1 rules)."""
+        """The configuration storage-proofs-update uses for a sector size in bytes (docs/circuits.md §2 rules)."""
         try:
             return SNAP_CONFIGS[sector_size]
         except KeyError:
