@@ -52,10 +52,11 @@ from cuzk.field.constants import R_MODULUS
 from cuzk.filecoin.c1 import SealCommitPhase1Output, VanillaStackedProof
 from cuzk.filecoin.challenges import porep_challenges, post_sector_challenges, replica_id
 from cuzk.filecoin.merkle import MerkleProof, PathElement
-from cuzk.filecoin.porep import SealedSector, generate_c1, random_sector_data, seal
+from cuzk.filecoin.porep import SealedSector, random_sector_data, seal
 from cuzk.filecoin.post import window_post_vanilla, winning_post_vanilla
 from cuzk.filecoin.sizes import post_proof, seal_proof, sector_params
 from cuzk.filecoin.snap import ChallengeProof, PartitionProof, UpdatedSector, encode_update, partition_proof
+from cuzk.filecoin.synthetic import generate_c1
 from cuzk.groth16.keys import ProvingKey, VerifyingKey, prepare_verifying_key
 from cuzk.groth16.params_file import read_params, read_vk
 from cuzk.groth16.proof import Proof, proofs_to_bytes

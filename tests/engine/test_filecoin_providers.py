@@ -37,7 +37,7 @@ from cuzk.engine.providers import InvalidRequestError, JobPlan, ProviderRegistry
 from cuzk.filecoin.c1 import SealCommitPhase1Output
 from cuzk.filecoin.codec import BincodeWriter
 from cuzk.filecoin.merkle import MerkleProof, PathElement, TreeLayout
-from cuzk.filecoin.porep import SealedSector, generate_c1, random_sector_data
+from cuzk.filecoin.porep import SealedSector, random_sector_data
 from cuzk.filecoin.post import window_post_vanilla, winning_post_vanilla
 from cuzk.filecoin.sizes import (
     ALL_SIZES,
@@ -48,6 +48,7 @@ from cuzk.filecoin.sizes import (
     sector_params,
 )
 from cuzk.filecoin.snap import UpdatedSector, encode_update, partition_proof
+from cuzk.filecoin.synthetic import generate_c1
 from cuzk.groth16.params_file import read_vk, scan_layout
 from cuzk.groth16.synthesis import circuit_shape
 from cuzk.r1cs import CircuitShape

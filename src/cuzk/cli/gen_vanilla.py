@@ -143,8 +143,9 @@ def _sector(args: argparse.Namespace, size: SectorParams, common: dict) -> Seale
 
 def _porep(args: argparse.Namespace, size: SectorParams, common: dict, rng: np.random.Generator) -> list[Path]:
     from cuzk.filecoin.challenges import porep_challenges
-    from cuzk.filecoin.porep import generate_c1, verify_porep_vanilla
+    from cuzk.filecoin.porep import verify_porep_vanilla
     from cuzk.filecoin.sizes import CircuitKind, circuit_id, parameter_file_name
+    from cuzk.filecoin.synthetic import generate_c1
 
     proof = _seal_proof_for(args, size)
     c1 = generate_c1(size, sparse=args.sparse, seed=args.seed, prover_id=common["prover_id"],

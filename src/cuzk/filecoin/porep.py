@@ -11,10 +11,10 @@ Sealing a sector (dense, every node materialised):
 3. replica = label_L + data in Fr; tree_c over column hashes (Poseidon of arity L over a node's L
    labels), tree_r_last over the replica; comm_r = Poseidon_2(comm_c, comm_r_last).
 
-A C1 output holds, per partition and challenge, the vanilla proof of §9.4. :func:`generate_c1` builds one
-for any published size: densely for small sectors, or from a sparse synthetic sector (`cuzk.filecoin.sparse`)
-for 32GiB/64GiB. :func:`verify_porep_vanilla` checks a C1 the way C2 relies on it and lists every
-problem it finds instead of stopping at the first.
+A C1 output holds, per partition and challenge, the vanilla proof of §9.4. `generate_c1`
+(`cuzk.filecoin.synthetic`) builds one for any published size: densely for small sectors, or from a
+sparse synthetic sector (`cuzk.filecoin.sparse`) for 32GiB/64GiB. :func:`verify_porep_vanilla` checks a
+C1 the way C2 relies on it and lists every problem it finds instead of stopping at the first.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ from cuzk.filecoin.graph import SdrGraph
 from cuzk.filecoin.merkle import POSEIDON, SHA256, DenseTree, MerkleProof, SparseTree, TreeLayout, compute_roots
 from cuzk.filecoin.poseidon_batch import as_limbs, hash_batch, limbs_to_bytes
 from cuzk.filecoin.sha256 import FR32_MASK, sha256_fr32
-from cuzk.filecoin.sizes import DRG_DEGREE, RegisteredSealProof, SectorParams, seal_proof, sector_params
+from cuzk.filecoin.sizes import DRG_DEGREE, RegisteredSealProof
 from cuzk.hashes.poseidon import hash_merkle
 from cuzk.hashes.poseidon_constants import merkle_tree_tag
 
@@ -59,7 +59,6 @@ __all__ = [
     "compute_labels",
     "create_label",
     "expand_parents",
-    "generate_c1",
     "label_parents",
     "random_sector_data",
     "seal",
@@ -70,7 +69,7 @@ __all__ = [
 
 _Z20 = bytes(20)
 #: dense sealing keeps every label in memory (L x N x 32 bytes): allowed up to 8MiB sectors
-_DENSE_MAX_NODES = 1 << 18
+DENSE_MAX_NODES = 1 << 18
 
 
 # -- labels ---------------------------------------------------------------------------------------------
@@ -210,7 +209,7 @@ def seal(proof: RegisteredSealProof, data: bytes, prover_id: bytes, sector_id: i
     size = proof.size
     if len(data) != size.sector_bytes:
         raise CuzkError(f"sector data must be {size.sector_bytes} bytes for {size.name}, got {len(data)}")
-    if size.nodes > _DENSE_MAX_NODES:
+    if size.nodes > DENSE_MAX_NODES:
         raise CuzkError(f"dense sealing is for test sizes (2KiB, 8MiB); use a sparse sector for {size.name}")
     arr = np.frombuffer(data, dtype=np.uint8).reshape(-1, 32)
     if (arr[:, 31] & ~np.uint8(FR32_MASK)).any():
@@ -286,52 +285,6 @@ def c1_of(sector: SectorView, seed: bytes, ticket: bytes) -> SealCommitPhase1Out
     """Assemble the C1 output of a sealed sector for interactive seed `seed`."""
     return SealCommitPhase1Output(sector.proof, tuple(vanilla_proofs(sector, seed)), sector.comm_r, sector.comm_d,
                                   sector.replica_id, seed, ticket)
-
-
-def _bytes32(value: bytes | None, rng: np.random.Generator, *, fr: bool) -> bytes:
-    if value is None:
-        b = bytearray(rng.integers(0, 256, size=32, dtype=np.uint8).tobytes())
-        if fr:
-            b[31] &= FR32_MASK
-        return bytes(b)
-    if len(value) != 32:
-        raise CuzkError(f"expected 32 bytes, got {len(value)}")
-    return bytes(value)
-
-
-def generate_c1(size: SectorParams | int | str, *, sparse: bool, seed: int = 0, prover_id: bytes | None = None,
-                sector_id: int = 1, ticket: bytes | None = None, seed_randomness: bytes | None = None,
-                registered_proof: RegisteredSealProof | int | str | None = None,
-                data: bytes | None = None) -> SealCommitPhase1Output:
-    """A C1 output whose vanilla proofs verify, for any published size.
-
-    `seed` drives every unspecified value (sector data, prover_id, ticket, interactive seed, the sparse
-    sector's free labels), so outputs are reproducible. `registered_proof` defaults to the V1_1
-    (interactive) proof of the size. `sparse=True` builds a sparse synthetic sector
-    (:mod:`cuzk.filecoin.sparse`); it supports the interactive proofs only.
-    """
-    params = size if isinstance(size, SectorParams) else sector_params(size)
-    if registered_proof is None:
-        proof = seal_proof(params.index + 5)
-    else:
-        proof = registered_proof if isinstance(registered_proof, RegisteredSealProof) else seal_proof(registered_proof)
-    if proof.size != params:
-        raise CuzkError(f"registered proof {proof.name} is for {proof.size.name}, not {params.name}")
-    if not sparse and params.nodes > _DENSE_MAX_NODES:
-        raise CuzkError(f"dense sealing is for test sizes (2KiB, 8MiB); use a sparse sector for {params.name}")
-    rng = np.random.default_rng(seed)
-    prover = _bytes32(prover_id, rng, fr=True)
-    tick = _bytes32(ticket, rng, fr=False)
-    interactive_seed = _bytes32(seed_randomness, rng, fr=False)
-    if sparse:
-        from cuzk.filecoin.sparse import sparse_sector
-
-        sector: SectorView = sparse_sector(proof, seed=seed, prover_id=prover, sector_id=sector_id, ticket=tick,
-                                           seed_randomness=interactive_seed)
-    else:
-        sector = seal(proof, data if data is not None else random_sector_data(params.nodes, seed), prover, sector_id,
-                      tick)
-    return c1_of(sector, interactive_seed, tick)
 
 
 # -- verification ------------------------------------------------------------------------------------------

@@ -44,8 +44,9 @@ from cuzk.filecoin.c1 import ColumnProof, SealCommitPhase1Output, VanillaStacked
 from cuzk.filecoin.challenges import porep_challenges, replica_id
 from cuzk.filecoin.graph import SdrGraph
 from cuzk.filecoin.merkle import TreeLayout
-from cuzk.filecoin.porep import generate_c1, verify_porep_vanilla
+from cuzk.filecoin.porep import verify_porep_vanilla
 from cuzk.filecoin.sizes import ApiVersion, CircuitKind, RegisteredSealProof, SectorParams, circuit_id, seal_proof
+from cuzk.filecoin.synthetic import generate_c1
 from cuzk.groth16.keys import PreparedVerifyingKey, VerifyingKey
 
 __all__ = ["PorepC2", "seal_public_inputs", "verify_seal"]
