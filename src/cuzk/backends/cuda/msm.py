@@ -37,14 +37,10 @@ _FP_WORDS = 12
 #: Window sizes considered by the cost model (c bits; 2^(c-1) buckets per window).
 MIN_WINDOW, MAX_WINDOW = 4, 22
 #: The caps DeviceMsm applies by default: DEFAULT_MAX_WINDOW up to LARGE_MSM scalars, LARGE_MAX_WINDOW
-#: above. Measured on an H200 with the batch-affine tree rounds (2026-11-30, G1, median ms,
-#: benchmarks/results/cuda-msm-windows-h200-2026-11-30.json): c = 16 / 20 took 122.5 / 127.3 at 2^24,
-#: 244.1 / 237.6 at 2^25, 487.6 / 452.3 at 2^26, 976.1 / 885.0 at 2^27 (c = 22: 171.9, 285.8, 508.1,
-#: 967.5; its sort and bucket reduction grow faster than its tree rounds shrink). Fewer windows mean
-#: fewer additions; more keys make the global-atomic sort and the reduction dearer, which only large
-#: MSMs repay. Windows whose top window is a few bits wide (c = 17, 18, 21: 0-3 bits) send a large
-#: share of all scalars to a handful of buckets, whose pieces msm_combine then adds one by one
-#: (2^26: 203-269 ms in that step); the model, capped at 16 or 20, never picks them there.
+#: above. Fewer windows mean fewer additions, but more keys make the sort and the bucket reduction
+#: dearer, which only large MSMs repay; the caps also keep the model off windows whose top window is a
+#: few bits wide (c = 17, 18, 21), which crowd a handful of buckets. H200:
+#: benchmarks/results/cuda-msm-windows-h200-2026-11-30.json (history: benchmarks/HISTORY.md).
 DEFAULT_MAX_WINDOW = 16
 LARGE_MAX_WINDOW = 20
 LARGE_MSM = 1 << 24
@@ -56,9 +52,8 @@ _ACC_BLOCK = 128
 #: 2^(c-1) counters: up to c = 16 (128 KiB). Each block takes a chunk of one window's digits, sized so
 #: that about SORT_BLOCKS blocks fill the device, within [SORT_MIN_CHUNK, SORT_MAX_CHUNK] digits.
 SMEM_SORT_MAX_WINDOW = 16
-#: ... and only up to this many (scalar, window) pairs: measured on an H200 (2026-11-29, c = 16), the
-#: sort took 2.2 ms instead of 3.6 at 2^22 scalars but 16.7 instead of 14.0 at 2^24 and 69 instead of 58
-#: at 2^26, where the global-atomic sort stays in use.
+#: ... and only up to this many (scalar, window) pairs: beyond them the global-atomic sort is the faster
+#: one (H200, c = 16; benchmarks/HISTORY.md, "The shared-memory sort's limit").
 SMEM_SORT_MAX_PAIRS = 1 << 26
 SORT_BLOCKS = 1024
 SORT_MIN_CHUNK, SORT_MAX_CHUNK = 1 << 10, 1 << 18
@@ -96,25 +91,17 @@ SUM_CHUNK = 8
 #: thread pays one inversion per round: a binary GCD, kernels/mont.cuh inv_binary, by its instruction
 #: count about 100 products; Fermat's took ~570), at most TREE_MAX_ROUNDS rounds; windows are taken in
 #: groups whose first round writes at most TREE_GROUP_BYTES of points (bounds the extra memory).
-#: Thresholds measured on an H200, side by side, median ms. With Fermat's inversion (2026-11-30): G1 64
-#: gave 15.1 / 39.6 / 142.6 / 580.5 at 2^20 / 2^22 / 2^24 / 2^26 (off: 15.1 / 46.3 / 172.2 / 662.3, 128:
-#: 15.3 / 39.4 / 141.3 / 595.3), G2 32 gave 34.4 / 97.2 at 2^20 / 2^22 (off: 44.9 / 143.4). With the
-#: binary GCD (2026-11-30, benchmarks/results/cuda-msm-ab-h200-2026-11-30.json): G1 16 / 32 / 64 gave
-#: 11.4 / 11.6 / 12.8, 32.9 / 33.1 / 33.9, 123.8 / 123.9 / 125.0, 500.7 / 506.5 / 520.3; G2 16 / 32 gave
-#: 31.1 / 31.6-32.0 and 92.5 / 92.1-92.6 (no clear difference: 32 kept).
+#: TREE_MIN_PAIRS: the fastest thresholds on an H200 with the binary GCD (G2: 16 and 32 alike, 32 kept):
+#: benchmarks/results/cuda-msm-ab-h200-2026-11-30.json (history: benchmarks/HISTORY.md).
 TREE_MIN_PAIRS = {"g1": 16, "g2": 32}
 TREE_MAX_ROUNDS = 8
 TREE_THREADS_PER_SM = {"g1": 512, "g2": 256}
 #: A round large enough to give each of up to TREE_WAVES[group] times those threads at least
 #: TREE_WAVE_PAIRS additions runs on that many: the device then takes the blocks in several waves,
 #: which evens out the SMs' finishing times of the large early rounds (the round threshold above is
-#: unchanged). Measured on an H200 (2026-11-30, side by side, median ms,
-#: benchmarks/results/cuda-msm-tree-waves-h200-2026-11-30.json), one wave per round against up to 4
-#: whenever each thread kept TREE_MIN_PAIRS additions: G1 2^24 123.3 -> 119.5, 2^26 458.9 -> 448.4, 2^27
-#: 887.1 -> 863.8; but 2^20 11.2 -> 11.9 and G2 2^20 / 2^22 31.2 / 90.5 -> 32.3 / 93.1 (8 and 16 waves
-#: were slower everywhere). Hence the rule here: several waves only for G1 rounds with at least
-#: TREE_WAVE_PAIRS additions per thread (the first rounds of a large MSM). With it, not side
-#: by side: G1 2^20 11.3, 2^24 121.1, 2^26 450.8, G2 2^22 91.1 (cuda-h200-2026-11-30e.json).
+#: unchanged). Several waves only for G1 rounds with at least TREE_WAVE_PAIRS additions per thread (the
+#: first rounds of a large MSM): elsewhere, and for G2, they were slower
+#: (benchmarks/results/cuda-msm-tree-waves-h200-2026-11-30.json; history: benchmarks/HISTORY.md).
 TREE_WAVES = {"g1": 4, "g2": 1}
 TREE_WAVE_PAIRS = 256
 TREE_GROUP_BYTES = 6 << 30
