@@ -1,7 +1,7 @@
 """Compiling cuzk's CUDA kernels at run time (CuPy RawModule through NVRTC) and launching them.
 
 The kernels come in named units (`UNITS`), each compiled on its own: "curve" holds the field,
-curve, NTT and MSM kernels (46 CPU-seconds of NVRTC on the H200 host, 2026-12-01), "synthesis" the
+curve, NTT and MSM kernels (46 CPU-seconds of NVRTC on the H200 host), "synthesis" the
 sparse products of compiled circuits (common.cuh, mont.cuh, fr.cuh, spmv.cu: 2 s there), "witness"
 the SHA-256 witness generator (common.cuh, sha256_witness.cu: under a second), "poseidon" the
 Merkle-path witness generator over Poseidon trees (poseidon_witness.cu: seconds), "setup" the

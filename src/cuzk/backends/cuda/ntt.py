@@ -33,12 +33,9 @@ DIRECT_TWIDDLE_LOG = 18
 _BLOCK = 256
 #: Pass sizes (top bits down; DIT runs them reversed) for sizes where the default measured slower on an
 #: H200. The default lists balanced sizes largest first in both directions, so at 2^28 DIT would run
-#: 10,9,9 from the bottom up, which is the plan "9,9,10" below. With the register-resident passes (median
-#: ms of the DIF / DIT passes): 2^27 9,9,9 (the default) 42.43 / 43.36 against 9,8,10 (the earlier
-#: passes' choice) 43.62 / 43.91, 10,9,8 43.51 / 43.78, 9,10,8 42.86 / 43.42 (benchmarks/results/
-#: cuda-ntt-plans-h200-2026-12-01b.json); 2^28 10,9,9 90.09 / 91.02 against 9,9,10 94.28 / 95.92, 10,8,10
-#: 92.56 / 92.12 and 10,10,8 90.88 / 91.07 (cuda-ntt-plans-h200-2026-12-01c.json). Sizes below 2^27 were
-#: compared with the earlier passes only (cuda-ntt-plans-h200-2026-12-01.json).
+#: 10,9,9 from the bottom up (the plan "9,9,10"), which was slower than 10,9,9 both ways; at 2^27 the
+#: default was the fastest (benchmarks/results/cuda-ntt-plans-h200-2026-12-01c.json and -12-01b.json;
+#: history: benchmarks/HISTORY.md).
 MEASURED_PLANS = {28: (10, 9, 9)}
 #: kernels/ntt.cu ntt_bitrev_tiled: tiles of 2^K x 2^K points (NTT_BR_K) and their shared memory.
 _BITREV_TILE_LOG = 4

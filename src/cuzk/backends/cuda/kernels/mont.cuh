@@ -86,9 +86,8 @@ struct mont_t {
     // lands on an aligned pair: a_j b_i for even j (and m p_j) go into e at limbs (j, j+1), for odd j
     // into o at limbs (j-1, j), o starting afresh each round. The low limb of t is e[0], so
     // m = e[0] * m0 as usual, and the shift is the merge e = (e >> 32) + o, one add chain.
-    // Tried on an H200 and not kept: E and O trading places each round instead of the merge (a third
-    // fewer instructions in an Fr product, but G1 MSM 2^26 1.5% slower and no NTT gain), and Fr's
-    // mod(0) = 1, mod(1) = 2^32 - 1 used to skip two products a round (ptxas then split the others).
+    // Two variants measured slower on an H200 and not kept (E and O trading places instead of the merge;
+    // skipping products on Fr's special limbs): benchmarks/HISTORY.md, "Montgomery product variants".
     // Bound: with a, b < mod and t < 2*mod < 2^(32N) at the start of a round, every partial sum of
     // t + a*b_i + m*mod stays below 2^(32N + 32), so N + 1 limbs of e hold it and no carry leaves them.
     DEV friend mont_t operator*(const mont_t& a, const mont_t& b) {

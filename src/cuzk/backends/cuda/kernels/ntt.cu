@@ -44,9 +44,8 @@ DEV fr_t pass_twiddle(const fr_t* lo, const fr_t* hi, const fr_t* direct, u32 k,
 // pass (stages 0 up to S-1) loads rows (2 tau, 2 tau + 1), trades on bit s - 1 before stage s and stores
 // rows (tau, tau + 2^(S-1)). Partners in one warp trade by shuffles, others through shared memory. Against
 // passes that kept the points in shared memory (every butterfly reading and writing both of its points
-// there) this halves the shared-memory traffic of a stage; on an H200 the 2^27 forward transform went 48.98
-// -> 46.67 ms, its DIF passes 46.47 -> 44.13 and DIT passes 45.82 -> 44.39
-// (benchmarks/results/cuda-ntt-register-passes-h200-2026-12-01.json, outputs equal).
+// there) this halves the shared-memory traffic of a stage, and it is faster on an H200
+// (benchmarks/results/cuda-ntt-register-passes-h200-2026-12-01.json; history: benchmarks/HISTORY.md).
 // The host emulator runs a block one phase at a time, thread after thread: there a thread's points live
 // in arrays indexed by tid (THREAD_POINT) and every trade goes through shared memory.
 #ifdef CUZK_HOST_EMU
@@ -105,12 +104,9 @@ DEV void trade_keep(fr_t& a, fr_t& b, const fr_t& r, bool up) {
 // then has the same j, so a warp with j = 0 (half the warps at stage 1, a quarter at stage 2, ...) skips
 // the product and the others read one broadcast twiddle. `hb`: the first tid bit above both the lane
 // and the column bits. The price: neighbouring lanes hold rows 2^m apart, so the loads and stores of a
-// lo = 0 pass are no longer one contiguous run a warp (each point is still a whole 32-byte sector).
-// On an H200, against lane-ordered tau in every pass (benchmarks/results/cuda-ntt-warp-twiddles-h200-
-// 2026-12-01b.json, 2^27 as 9,9,9, median ms): forward 46.53 -> 44.71, DIF passes 43.99 -> 42.15, DIT
-// 44.59 -> 43.32; 2^24 forward 5.28 -> 5.03; 2^20 forward 0.331 -> 0.355 (slower: 32 MiB transforms sit
-// in L2, where the scattered accesses cost more). Lane-ordered tau in the lo = 0 pass only was in
-// between at 2^27 and 2^24 (forward 45.36, 5.12).
+// lo = 0 pass are no longer one contiguous run a warp (each point is still a whole 32-byte sector). On an
+// H200 that pays from 2^24 up and costs a little where a transform sits in L2 (2^20)
+// (benchmarks/results/cuda-ntt-warp-twiddles-h200-2026-12-01b.json; history: benchmarks/HISTORY.md).
 struct pass_map {
     u32 logC, hb, nl, m;  // nl lane bits of tau above its m warp bits
     DEV pass_map(u32 S, u32 logC_) : logC(logC_) {
@@ -242,14 +238,12 @@ DEV void dif_pass(fr_t* data, u32 log_n, u32 lo, u32 S_in, u32 logC_in, u32 inne
     data, log_n, lo, S, logC, inner_log, inner, tw_lo, tw_hi, tw_direct, pre_lo, pre_hi, post_lo, post_hi, post_scale
 BLOCK_KERNEL LAUNCH_BOUNDS(512) ntt_dif_pass(NTT_DIF_PARAMS) { dif_pass<0>(NTT_DIF_ARGS); }
 // The passes of 2^10 elements at three blocks (1536 threads) an SM: 40 registers and a few spilled words
-// beat two blocks at 54 registers without spills. On an H200, 2^27 DIF passes 44.13 ms at three blocks
-// against 46.07 at two (benchmarks/results/cuda-ntt-register-passes-h200-2026-12-01.json); loading the
-// next stage's twiddle before the trade was slower at three blocks (46.28: more spills), at two 45.26.
+// beat two blocks at 54 registers without spills on an H200
+// (benchmarks/results/cuda-ntt-register-passes-h200-2026-12-01.json; history: benchmarks/HISTORY.md).
 // Each stage count 7..10 of a 2^10-point pass has its own copy with the stage loop unrolled (other counts
-// take the generic loop): the trade kinds, masks and twiddle strides become constants. On an H200
-// (benchmarks/results/cuda-ntt-unrolled-h200-2026-12-01.json, against the one loop for all, median of 5,
-// outputs equal): 2^27 forward 44.55 -> 43.89 ms, DIF passes 42.16 -> 41.46, DIT 43.56 -> 41.71; 2^24
-// forward 5.03 -> 4.96.
+// take the generic loop): the trade kinds, masks and twiddle strides become constants, which makes the
+// passes faster on an H200 (benchmarks/results/cuda-ntt-unrolled-h200-2026-12-01.json; history:
+// benchmarks/HISTORY.md).
 // The price is code: nvcc takes 51 s for this file instead of 9, and the kernels are 5-6x longer.
 #define NTT_PASS_1024_BY_STAGES(pass, ARGS)       \
     switch (S) {                                  \
