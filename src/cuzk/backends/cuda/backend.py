@@ -689,9 +689,8 @@ class CudaBackend(ProverBackend):
             # its last steps). The memory plan counts a G1 and a G2 MSM's working memory at once
             # (proof_working_bytes). Streamed bases take what is free when they start, so with any
             # vector streamed the MSMs run one after the other, and so they do while DeviceMsm.profile
-            # times phases (its events assume one MSM at a time). (Measured on an H200 and not kept:
-            # the A and B gathers on the second stream too, beside L: the device phase went 1,500 ->
-            # 1,511 ms and the pool's peak past the plan, the gathers' memory arriving during L's.)
+            # times phases (its events assume one MSM at a time). The A and B gathers stay on this
+            # stream: beside L they pushed the pool's peak past the plan (benchmarks/HISTORY.md).
             beside = (self.msm.profile is None
                       and all(dk.bases[name] is not None for name in ("l", "a", "b_g1", "b_g2")))
             g2_done: list[Any] = []
