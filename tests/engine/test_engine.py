@@ -203,7 +203,10 @@ def test_listeners_status_and_metrics(engine: Engine) -> None:
     wait_until(lambda: ("after-failures", ResultStatus.COMPLETED) in engine.recorder.finished, what="events")  # type: ignore[attr-defined]
     assert "order" in engine.recorder.accepted  # type: ignore[attr-defined]
     status = engine.status()
-    assert status["devices"][0]["kind"] == "cpu" and len(status["gpu_workers"]) == 2
+    assert status["devices"][0]["kind"] == "cpu"
+    # gpus.gpu_workers_per_device (2) regular workers, and the device's lane for CRITICAL work.
+    assert [w["reserved_for"] for w in status["gpu_workers"]] == [None, None, "CRITICAL"]
+    assert [w["reserved_for"] for w in status["synthesis"]["workers"]][-1] == "CRITICAL"
     assert status["memory"]["baseline_bytes"] > 0 and status["counters"]["total_completed"] > 0
     assert {q["proof_kind"] for q in status["queues"]} >= {"porep-c2", "winning-post", "test-circuit"}
     # compiled circuits: the default store (use files when present, never build), nothing compiled yet

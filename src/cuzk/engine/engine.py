@@ -8,7 +8,8 @@ Threads in the daemon process (no proving or synthesis runs here):
 - planners (`pipeline.synthesis_concurrency` of them, plus a separate pool so CRITICAL jobs never
   wait behind another job's planning) ask the provider for partitions, measure the circuit's shape
   once per circuit id, and take the job's SRS reference (loading it hot if needed);
-- the pipeline's feeder threads (one per synthesis process, one per prover worker);
+- the pipeline's feeder threads (one per synthesis process, one per prover worker; one synthesis
+  process, `cuzk-synth-critical`, and one prover lane per device serve CRITICAL work only);
 - the notifier delivers job events to listeners, and the housekeeper prunes finished jobs after
   `daemon.result_retention`, restarts idle workers found dead and refreshes device information.
 
@@ -66,6 +67,9 @@ from cuzk.errors import CuzkError
 
 log = logging.getLogger("cuzk.engine")
 MAX_REQUEST_ID = 256
+#: Niceness of the regular synthesis processes, so that the one reserved for CRITICAL work (nice 0),
+#: the device processes feeding the GPUs and the daemon's own threads get the CPU first.
+SYNTHESIS_NICE = 5
 #: Per worker process, on top of its measured RSS at start: allocator slack and numba/arkworks caches.
 PROCESS_SLACK_BYTES = 64 << 20
 
@@ -243,8 +247,14 @@ class Engine:
             self.devices.compiled_for = self.compiled.ready_path
         synth_count = max(1, min(config.pipeline.max_parallel_synthesis or 18, cores))
         synth_threads = config.synthesis.threads or max(1, cores // synth_count)
-        self.synth_procs = [WorkerProcess(f"cuzk-synth-{k}", synthesis_worker_main, (synth_threads,))
+        self.synth_procs = [WorkerProcess(f"cuzk-synth-{k}", synthesis_worker_main, (synth_threads, SYNTHESIS_NICE))
                             for k in range(synth_count)]
+        # Idle unless a CRITICAL job needs it; then it has every core's threads, and the CPU before
+        # the regular processes (SYNTHESIS_NICE), so a WinningPoSt is neither queued nor starved
+        # behind PoRep synthesis.
+        self.critical_synth = WorkerProcess("cuzk-synth-critical", synthesis_worker_main,
+                                            (config.synthesis.threads or cores, 0))
+        self.synth_procs.append(self.critical_synth)
         self.srs = SrsManager(self.budget, self.devices, self.providers.srs_source, self._materialize,
                               min_idle_s=config.memory.eviction_min_idle)
         self.budget.evictor = self.evict_for
@@ -253,9 +263,9 @@ class Engine:
             cv=self._cv, budget=self.budget, synth_procs=self.synth_procs, devices=self.devices,
             settings=PipelineSettings(config.pipeline.slot_size, config.pipeline.max_gpu_queue_depth,
                                       config.scheduler.max_batch_size, config.pipeline.verify_proofs),
-            host=self, metrics=self.metrics,
+            host=self, metrics=self.metrics, critical_synth=self.critical_synth,
         )
-        provers = len(self.pipeline.prover_workers)
+        provers = self.pipeline.regular_provers  # the CRITICAL lanes take no window share
         window = provers + config.pipeline.synthesis_lookahead if config.pipeline.enabled else 1
         self.window = max(window, config.scheduler.max_batch_size if self.collector.enabled else 1)
         self._planners = ThreadPoolExecutor(config.pipeline.synthesis_concurrency, thread_name_prefix="cuzk-plan")
@@ -602,12 +612,12 @@ class Engine:
         pool = self._critical_planners if job.priority is Priority.CRITICAL else self._planners
         pool.submit(self._plan, job)
 
-    def _shape(self, circuit_id: str, provider: CircuitProvider) -> Any:
+    def _shape(self, circuit_id: str, provider: CircuitProvider, *, critical: bool = False) -> Any:
         with self._shape_lock:
             shape = self._shapes.get(circuit_id)
         if shape is None:
             ref, args = provider.shape_call(circuit_id)
-            shape = self.pipeline.call(ref, args)
+            shape = self.pipeline.call(ref, args, critical=critical)
             log.info("circuit %s measured: %d constraints, %d inputs, %d aux", circuit_id, shape.num_constraints,
                      shape.num_inputs, shape.num_aux)
             with self._shape_lock:
@@ -635,7 +645,7 @@ class Engine:
             plan = provider.plan(job.request)
             if not plan.partitions:
                 raise InvalidRequestError("the request has no partitions to prove")
-            shape = self._shape(plan.circuit_id, provider)
+            shape = self._shape(plan.circuit_id, provider, critical=job.priority is Priority.CRITICAL)
             estimate = self._partition_estimate(plan, shape)
             if estimate.total > self.budget.usable:
                 raise BudgetError(f"a partition of {plan.circuit_id} needs {estimate.total:,} bytes but the memory "

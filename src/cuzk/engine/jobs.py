@@ -154,6 +154,8 @@ class PartitionRecord:
     synth_end: float | None = None
     synth_worker: str = ""
     device_queue: float | None = None
+    #: When its prover worker asked for the device lock (in-process only: not in results).
+    lock_wait_start: float | None = None
     device_start: float | None = None
     device_end: float | None = None
     device_ordinal: int = 0
@@ -258,13 +260,21 @@ class Job:
         self.srs_lease: object | None = None
         self.payload_reservation: Any = None  #: the request's bytes, held against the budget until planned
         self.batchable = False
+        #: Let out of the scheduler by aging (see cuzk.engine.scheduler): sorts as HIGH from then on.
+        self.aged = False
         self.done = threading.Event()
 
     # -- derived -----------------------------------------------------------------------------------
     @property
+    def effective_priority(self) -> Priority:
+        """The priority its partitions are queued and take the device lock with: a job aged past
+        younger HIGH work keeps that place in the pipeline (as HIGH, and older than them)."""
+        return max(self.priority, Priority.HIGH) if self.aged else self.priority
+
+    @property
     def sort_key(self) -> tuple[int, int, int]:
         """Order of partitions in the synthesis and device queues: priority, then batch, then job."""
-        return (-int(self.priority), self.batch_id or self.seq, self.seq)
+        return (-int(self.effective_priority), self.batch_id or self.seq, self.seq)
 
     def phase(self) -> str:
         """queued / planning / synthesizing / proving / finished, for queue statistics."""

@@ -2,7 +2,19 @@
 
 Every planned partition becomes a `PartitionWork`. Both queues are ordered by (priority, batch or
 job sequence, partition index), so the oldest job's lowest partition goes first within a priority
-and a CRITICAL job's partitions overtake everything still queued.
+and a CRITICAL job's partitions overtake everything still queued (a job the scheduler let out by
+aging sorts as HIGH: `Job.effective_priority`).
+
+CRITICAL work (WinningPoSt) never waits for a worker busy with lower-priority work: one synthesis
+process (`critical_synth`) and one prover lane per device (the device process's channel past the
+regular workers') take CRITICAL partitions only and are idle otherwise; the regular workers take
+CRITICAL work too when they are free first. `max_gpu_queue_depth` does not hold CRITICAL partitions
+back, and worker calls made for a CRITICAL job (its circuit's shape) may run in the reserved process.
+On the device, the prover workers' lock (`cuzk.backends.device_lock.PriorityLock`) serves waiters
+by priority, so a CRITICAL partition is the next on the device after the partition in flight, ahead
+of partitions other workers have staged. Its worst-case wait is thus its own synthesis plus the rest
+of one partition in flight (plus, when the memory budget is full, the time until enough of it is
+released: a CRITICAL partition heads the synthesis queue, so it takes the next release that fits).
 
 Synthesis admission (one thread per synthesis process pulls work): the first eligible item must
 fit in the memory budget (its shape-based estimate is reserved up front, the synthesis part is
@@ -31,7 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from cuzk.engine import timeline
-from cuzk.engine.jobs import Job, PartitionRecord, PartitionState
+from cuzk.engine.jobs import Job, PartitionRecord, PartitionState, Priority
 from cuzk.engine.memory import MemoryBudget, PartitionEstimate, Reservation
 from cuzk.engine.metrics import EngineMetrics
 from cuzk.engine.procs import WorkerCrashedError, WorkerProcess
@@ -90,6 +102,8 @@ class WorkerState:
     name: str
     kind: str  #: "synthesis" or "prover"
     device_ordinal: int = -1
+    #: The lowest priority this worker takes (0: any); Priority.CRITICAL for the reserved workers.
+    min_priority: int = 0
     job_id: str = ""
     partition: int = -1
     proof_kind: str = ""
@@ -114,12 +128,15 @@ class WorkerState:
 class _Call:
     ref: str
     args: tuple[Any, ...]
+    critical: bool = False  #: made for a CRITICAL job: the reserved synthesis process may run it
     future: Future = field(default_factory=Future)
 
 
 class Pipeline:
     def __init__(self, *, cv: threading.Condition, budget: MemoryBudget, synth_procs: list[WorkerProcess],
-                 devices: DevicePool, settings: PipelineSettings, host: PipelineHost, metrics: EngineMetrics) -> None:
+                 devices: DevicePool, settings: PipelineSettings, host: PipelineHost, metrics: EngineMetrics,
+                 critical_synth: WorkerProcess | None = None) -> None:
+        """`critical_synth`: one of `synth_procs`, reserved for CRITICAL work."""
         self.cv = cv
         self.budget = budget
         self.synth_procs = synth_procs
@@ -136,11 +153,15 @@ class Pipeline:
         self.synthesizing = 0
         self.shared_segments = 0
         self.shared_bytes = 0
-        self.synth_workers = [WorkerState(p.name, "synthesis") for p in synth_procs]
+        self.synth_workers = [WorkerState(p.name, "synthesis",
+                                          min_priority=Priority.CRITICAL if p is critical_synth else 0)
+                              for p in synth_procs]
         self.prover_workers: list[tuple[Device, int, WorkerState]] = [
             (d, ch, WorkerState(f"{d.proc.name}/w{ch}", "prover", d.spec.ordinal))
             for d in devices.devices for ch in range(devices.workers_per_device)
-        ]
+        ] + [(d, devices.critical_channel, WorkerState(f"{d.proc.name}/critical", "prover", d.spec.ordinal,
+                                                       min_priority=Priority.CRITICAL))
+             for d in devices.devices]
         self._per_job_synthesizing: dict[int, int] = {}  #: job seq -> partitions in synthesis
 
     # -- lifecycle ---------------------------------------------------------------------------------
@@ -200,6 +221,11 @@ class Pipeline:
         self.shared_bytes -= work.shared.size
         work.shared = None
 
+    @property
+    def regular_provers(self) -> int:
+        """Prover workers that take any work (the CRITICAL lanes left out)."""
+        return sum(1 for _, _, state in self.prover_workers if not state.min_priority)
+
     def waiting_for_device(self) -> int:
         return len(self._device_queue)
 
@@ -207,9 +233,10 @@ class Pipeline:
         return len(self._synth_queue)
 
     # -- worker calls ------------------------------------------------------------------------------------
-    def call(self, ref: str, args: tuple[Any, ...]) -> Any:
-        """Run `ref(*args)` in a synthesis process (ahead of partitions) and return its result."""
-        call = _Call(ref, args)
+    def call(self, ref: str, args: tuple[Any, ...], *, critical: bool = False) -> Any:
+        """Run `ref(*args)` in a synthesis process (ahead of partitions) and return its result;
+        `critical` (a CRITICAL job's call) lets the reserved process run it too."""
+        call = _Call(ref, args, critical)
         with self.cv:
             if self._stopping:
                 raise CuzkError("the daemon is shutting down")
@@ -218,16 +245,28 @@ class Pipeline:
         return call.future.result()
 
     # -- synthesis -----------------------------------------------------------------------------------------
-    def _eligible_head(self) -> PartitionWork | None:
+    def _eligible_head(self, min_priority: int = 0) -> PartitionWork | None:
+        """The first partition a worker taking `min_priority` and up may start (CRITICAL partitions,
+        always first in the queue, are exempt from max_gpu_queue_depth)."""
         depth = self.settings.max_gpu_queue_depth
-        if depth and self.synthesizing + len(self._device_queue) >= depth:
-            return None
+        capped = depth and self.synthesizing + len(self._device_queue) >= depth
         slot = self.settings.slot_size
         for work in self._synth_queue:
+            critical = work.job.priority is Priority.CRITICAL
+            if work.job.priority < min_priority or (capped and not critical):
+                return None
             if slot and self._per_job_synthesizing.get(work.job.seq, 0) >= slot:
                 continue
             return work
         return None
+
+    def _take_call(self, state: WorkerState) -> _Call | None:
+        if not state.min_priority:
+            return self._calls.popleft() if self._calls else None
+        call = next((c for c in self._calls if c.critical), None)
+        if call is not None:
+            self._calls.remove(call)
+        return call
 
     def _take_synthesis(self, state: WorkerState) -> _Call | PartitionWork | None:
         """Wait for a call or an admissible partition; None when stopping."""
@@ -237,9 +276,10 @@ class Pipeline:
                 while True:
                     if self._stopping:
                         return None
-                    if self._calls:
-                        return self._calls.popleft()
-                    work = self._eligible_head()
+                    call = self._take_call(state)
+                    if call is not None:
+                        return call
+                    work = self._eligible_head(state.min_priority)
                     if work is None:
                         self.cv.wait(WAIT_SLICE_S)
                         continue
@@ -344,7 +384,8 @@ class Pipeline:
     # -- proving -------------------------------------------------------------------------------------------
     def _take_batch(self, state: WorkerState) -> list[PartitionWork] | None:
         with self.cv:
-            while not self._device_queue:
+            # The queue is in priority order: a CRITICAL lane waits for a CRITICAL head.
+            while not self._device_queue or self._device_queue[0].job.priority < state.min_priority:
                 if self._stopping:
                     return None
                 self.cv.wait(WAIT_SLICE_S)
@@ -372,7 +413,8 @@ class Pipeline:
             batch = self._take_batch(state)
             if batch is None:
                 return
-            items = [ProveItem(w.job.circuit_id, w.shared, w.plan.public_inputs, w.label) for w in batch]
+            items = [ProveItem(w.job.circuit_id, w.shared, w.plan.public_inputs, w.label,
+                               int(w.job.effective_priority), w.plan.device_hold_s) for w in batch]
             crashed = False
             try:
                 results = self.devices.prove(device, channel, items, self.settings.verify_proofs)
@@ -402,6 +444,7 @@ class Pipeline:
         rec, job = work.record, work.job
         if result.ok:
             rec.device_start, rec.device_end, rec.verify_s = result.device_start, result.device_end, result.verify_s
+            rec.lock_wait_start = result.lock_wait_start or None
             rec.device_phases = dict(result.phases)
             rec.done = time.monotonic()
             self.metrics.stage.labels("device_wait").observe(max(0.0, result.device_start - (rec.device_queue or 0)))

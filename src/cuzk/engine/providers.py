@@ -20,12 +20,15 @@ Test circuits (only with `[debug] test_circuits = true`) use `proof_kind = PROOF
 and a JSON `vanilla_proof`:
 
     {"test_circuit": "mimc-8", "partitions": 3, "seed": 7, "fail_partition": null,
-     "fail_mode": "error", "synth_delay_ms": 0, "partition_memory": 0, "batchable": true}
+     "fail_mode": "error", "synth_delay_ms": 0, "device_delay_ms": 0, "partition_memory": 0,
+     "batchable": true}
 
 Only `test_circuit` is required. `fail_mode` says how `fail_partition` fails: "error" (synthesis
 raises), "crash" (the synthesis process exits), "prove" (the partition is synthesized from a
 circuit of another size, so the prover rejects it against the parameters) or "unverifiable" (the
 proof is checked against wrong public inputs).
+`device_delay_ms` holds the device that long before each partition's proof (under the device lock on
+the CPU path), to make device contention on purpose.
 `partition_memory` (bytes) raises each partition's memory reservation to at least that much, to
 create budget pressure on purpose.
 Their parameters are generated (INSECURE, logged as such) into `srs.param_cache` on first use.
@@ -106,6 +109,8 @@ class PartitionPlan:
     index: int
     recipe: PartitionRecipe
     public_inputs: list[int]
+    #: Seconds the device is held before the proof (test circuits' `device_delay_ms`).
+    device_hold_s: float = 0.0
 
 
 @dataclass
@@ -166,6 +171,7 @@ class DebugCircuitSpec:
     synth_delay_ms: int = 0
     partition_memory: int = 0
     batchable: bool = True
+    device_delay_ms: int = 0
 
     @classmethod
     def from_payload(cls, payload: bytes) -> DebugCircuitSpec:
@@ -177,7 +183,7 @@ class DebugCircuitSpec:
             raise InvalidRequestError("test circuit: vanilla_proof must be a JSON object with a \"test_circuit\" key, "
                                  "e.g. {\"test_circuit\": \"mimc-8\", \"partitions\": 2}")
         allowed = {"test_circuit", "partitions", "seed", "fail_partition", "fail_mode", "synth_delay_ms",
-                   "partition_memory", "batchable"}
+                   "device_delay_ms", "partition_memory", "batchable"}
         unknown = sorted(set(data) - allowed)
         if unknown:
             raise InvalidRequestError(f"test circuit: unknown field(s) {', '.join(unknown)} "
@@ -205,7 +211,8 @@ class DebugCircuitSpec:
             raise InvalidRequestError(f"test circuit: batchable must be true or false, got {batchable!r}")
         return cls(circuit=circuit, partitions=partitions, seed=integer("seed", 0, 0, 2**63 - 1),
                    fail_partition=fail, fail_mode=mode, synth_delay_ms=integer("synth_delay_ms", 0, 0, 60_000),
-                   partition_memory=integer("partition_memory", 0, 0, 1 << 50), batchable=batchable)
+                   partition_memory=integer("partition_memory", 0, 0, 1 << 50), batchable=batchable,
+                   device_delay_ms=integer("device_delay_ms", 0, 0, 60_000))
 
 
 TEST_CIRCUIT_RE = re.compile(r"^(mimc|bits)-\d+$")
@@ -327,7 +334,7 @@ class DebugCircuitProvider(CircuitProvider):
                 inputs = [(x + 1) for x in inputs] or inputs
             recipe = DebugCircuitRecipe(spec.circuit, seed, None if fail == "unverifiable" else fail,
                                        spec.synth_delay_ms, f"{request.request_id} partition {k}")
-            partitions.append(PartitionPlan(k, recipe, inputs))
+            partitions.append(PartitionPlan(k, recipe, inputs, spec.device_delay_ms / 1000))
         return JobPlan(spec.circuit, partitions, min_partition_bytes=spec.partition_memory)
 
     def srs_source(self, circuit_id: str) -> SrsSource | None:

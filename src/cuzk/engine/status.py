@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import psutil
 
 from cuzk import __version__
-from cuzk.engine.jobs import JobState, ProofKind
+from cuzk.engine.jobs import JobState, Priority, ProofKind
 from cuzk.engine.metrics import GaugeSnapshot
 
 if TYPE_CHECKING:
@@ -96,6 +96,11 @@ def info(engine: Engine) -> dict[str, Any]:
     }
 
 
+def _reserved_for(state: Any) -> str | None:
+    """The priority a reserved worker serves ("CRITICAL"), None for a worker that takes anything."""
+    return Priority(state.min_priority).name if state.min_priority else None
+
+
 def snapshot(engine: Engine) -> dict[str, Any]:
     """Everything GetStatus and /status report (the /status JSON is this dict)."""
     now = time.monotonic()
@@ -120,11 +125,12 @@ def snapshot(engine: Engine) -> dict[str, Any]:
         workers = [{"worker_id": s.name, "gpu_ordinal": d.spec.ordinal, "device_kind": d.spec.kind,
                     "state": "proving" if s.busy else "idle", "current_job": s.job_id,
                     "current_partition": s.partition if s.busy else None, "current_proof_kind": s.proof_kind,
-                    "busy_secs": round(s.busy_s + ((now - s.since) if s.busy else 0.0), 3)}
+                    "busy_secs": round(s.busy_s + ((now - s.since) if s.busy else 0.0), 3),
+                    "reserved_for": _reserved_for(s)}
                    for d, _, s in pipeline.prover_workers]
         synth = [{"worker_id": s.name, "pid": p.pid, "state": "synthesizing" if s.busy else "idle",
                   "current_job": s.job_id, "current_partition": s.partition if s.busy else None,
-                  "restarts": p.restarts}
+                  "restarts": p.restarts, "reserved_for": _reserved_for(s)}
                  for p, s in zip(engine.synth_procs, pipeline.synth_workers, strict=True)]
         counters = {
             "total_completed": engine.counters["completed"], "total_failed": engine.counters["failed"],

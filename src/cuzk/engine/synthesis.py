@@ -218,12 +218,19 @@ def _warm_up() -> None:
     random_stacked_circuit(PRODUCTION_CONFIGS[2 << 10]).witness_arrays()
 
 
-def synthesis_worker_main(name: str, control: Connection, threads: int) -> None:
-    """Entry point of a synthesis process: ("synth", recipe) and ("call", ref, args) requests."""
+def synthesis_worker_main(name: str, control: Connection, threads: int, nice: int = 0) -> None:
+    """Entry point of a synthesis process: ("synth", recipe) and ("call", ref, args) requests;
+    `nice` lowers its CPU priority by that much (the processes that do not serve CRITICAL work)."""
     from cuzk.engine.procs import resolve_call, set_thread_env
 
     set_thread_env(threads)
     import os
+
+    if nice > 0:
+        try:
+            os.nice(nice)
+        except OSError as err:  # pragma: no cover - a platform without nice: equal shares then
+            log.debug("cannot lower this process's CPU priority: %s", err)
 
     try:
         _warm_up()

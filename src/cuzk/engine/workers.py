@@ -2,11 +2,15 @@
 
 Each device process owns a `ProverBackend` (CPU now, CUDA later: the daemon process itself never
 imports a GPU library) and the parameter sets made resident for it. Inside, one thread per prover
-worker (`gpus.gpu_workers_per_device`) serves its own pipe; the workers share one device lock that
-is held only around `backend.prove` (shared-memory mapping, proof encoding and verification happen
-outside it, so a second worker prepares while the first computes). The CUDA backend locks the
-device itself, around its device phase only, so there a worker's staging of its inputs overlaps
-the other's kernels too. With no GPU, one CPU "device" runs the CPU backend with the same structure.
+worker (`gpus.gpu_workers_per_device`, plus one lane that only CRITICAL partitions use, so that a
+WinningPoSt never waits for a worker busy with PoRep) serves its own pipe; the workers share one
+device lock (`cuzk.backends.device_lock.PriorityLock`: served by the partition's priority, FIFO
+within a level) that is held only around `backend.prove` (shared-memory mapping, proof encoding
+and verification happen outside it, so a second worker prepares while the first computes). The
+CUDA backend locks the device itself, around its device phase only, with the same kind of lock and
+the priority each item carries (`priority_scope`), so there a worker's staging of its inputs
+overlaps the other's kernels too. With no GPU, one CPU "device" runs the CPU backend with the same
+structure.
 
 Parameter sets (`load`/`unload` on the control pipe) follow the SRS tiers: `read_params` maps the
 file (warm), `backend.load_key` makes it resident (hot), dropping the key returns to cold.
@@ -30,6 +34,7 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any
 
+from cuzk.backends.device_lock import DEFAULT_PRIORITY, PriorityLock, priority_scope
 from cuzk.engine.compiled_store import load_for_synthesis
 from cuzk.engine.config import Config, ConfigError
 from cuzk.engine.procs import WorkerProcess, set_thread_env
@@ -53,6 +58,11 @@ class ProveItem:
     shared: SharedAssignment
     public_inputs: list[int]
     label: str
+    #: The job's priority (`Priority` value): the order in which waiters get the device lock.
+    priority: int = DEFAULT_PRIORITY
+    #: Test circuits' `device_delay_ms`: seconds the device is held before the proof (under the
+    #: device lock on the CPU path), to make device contention on purpose.
+    hold_s: float = 0.0
 
 
 @dataclass
@@ -166,7 +176,7 @@ class _DeviceState:
         self.hot: set[str] = set()
         self.prepared: dict[str, Any] = {}
         self.keys_lock = threading.Lock()
-        self.device_lock = threading.Lock()
+        self.device_lock = PriorityLock()
 
     def load(self, circuit_id: str, path: str, hot: bool, compiled_path: str | None = None) -> dict[str, Any]:
         """Read a key (and with `hot`, make it resident on the device). `compiled_path`: the circuit's
@@ -221,7 +231,9 @@ class _DeviceState:
             self.backend.unload_key(pk)
 
     def prove(self, items: list[ProveItem], verify: bool) -> list[ItemResult]:
-        """Prove items back to back under one hold of the device lock (a batch shares the lock)."""
+        """Prove items back to back under one hold of the device lock (a batch shares the lock), at
+        the items' priority; between items a waiter of higher priority goes first (the lock's
+        `yield_to_waiters`), so a batch delays a CRITICAL partition by one partition at most."""
         from cuzk.groth16.verifier import verify_proof
 
         attached, results = [], []
@@ -253,13 +265,26 @@ class _DeviceState:
             # A backend that locks the device itself (CUDA) holds it only around its device phase, so
             # this worker's staging overlaps another worker's kernels; the others run under our lock.
             own_lock = getattr(self.backend, "locks_device_itself", False)
-            with contextlib.nullcontext() if own_lock else self.device_lock:
+            priority = max((item.priority for item in items), default=DEFAULT_PRIORITY)
+            first = True
+            with priority_scope(priority), \
+                    contextlib.nullcontext() if own_lock else self.device_lock.hold(priority) as grant:
                 for k, entry in enumerate(attached):
                     if entry is None:
                         continue
                     pk, att, compiled = entry
-                    results[k].lock_wait_start = wait_start
-                    results[k].device_start = time.monotonic()
+                    results[k].lock_wait_start, results[k].device_start = wait_start, time.monotonic()
+                    if grant is not None:
+                        # The lock's own stamps: exact about who was served while whom waited. A later
+                        # item of the batch that yielded nothing starts at once, without a wait.
+                        taken = grant if first else self.device_lock.yield_to_waiters()
+                        if taken is not None:
+                            results[k].lock_wait_start, results[k].device_start = taken.requested, taken.granted
+                        else:
+                            results[k].lock_wait_start = results[k].device_start
+                    first = False
+                    if items[k].hold_s:
+                        time.sleep(items[k].hold_s)
                     phases = results[k].phases
                     try:
                         asg = att.assignment
@@ -407,11 +432,13 @@ class DevicePool:
         for spec in specs:
             settings = {"ordinal": spec.ordinal, "kind": spec.kind, "threads": threads}
             proc = WorkerProcess(f"cuzk-device-{spec.kind}{spec.ordinal}", device_worker_main, (settings,),
-                                 channels=workers_per_device)
+                                 channels=workers_per_device + 1)
             device = Device(spec, proc)
             proc.on_restart = self._restarted(device)
             self.devices.append(device)
         self.workers_per_device = workers_per_device
+        #: The channel past the regular workers' of every device: the lane only CRITICAL work takes.
+        self.critical_channel = workers_per_device
         #: The ready compiled file of a circuit, when the prover computes the products (the engine
         #: sets it): device processes then verify and prepare it as they make the key hot.
         self.compiled_for: Callable[[str], str | None] | None = None

@@ -54,6 +54,7 @@ from cuzk.backends.cuda.ntt import DeviceNtt
 from cuzk.backends.cuda.poseidon_witness import DevicePoseidonPaths
 from cuzk.backends.cuda.sha256_witness import DeviceSha256Witness
 from cuzk.backends.cuda.spmv import DeviceCompiled, DeviceSpmv, matrix_bytes
+from cuzk.backends.device_lock import PriorityLock, current_priority
 from cuzk.curve.points import G1Point, G2Point
 from cuzk.errors import CuzkError
 from cuzk.field.constants import FR_GENERATOR, R_MODULUS
@@ -222,7 +223,7 @@ class CudaBackend(ProverBackend):
         self._fixed_base: DeviceFixedBase | None = None
         #: Compiled circuits by fingerprint (CompiledCircuit holds arrays: it cannot be a dict key itself).
         self._compiled: dict[str, DeviceCompiled] = {}
-        self._lock = threading.RLock()  # device work: keys, compiled circuits, a proof's device phase
+        self._lock = PriorityLock()  # device work: keys, compiled circuits, a proof's device phase
         self._lanes: list[_Lane] = []  # idle lanes, reused by later proofs
         self._lanes_lock = threading.Lock()  # the lanes and the two byte counts below
         self._running_reserve = 0  # proof_working_bytes of the proof holding the device (0: none)
@@ -557,7 +558,7 @@ class CudaBackend(ProverBackend):
             staged, ahead = self._stage_ahead(pk, asg, lane)
             t["stage_ahead"] = clock() - start if staged is not None else 0.0
             start = clock()
-            with self._lock:
+            with self._lock.hold(current_priority()):  # served by priority (cuzk.backends.device_lock)
                 t["lock_wait"] = clock() - start
                 t["device_begin"] = time.monotonic()
                 with self._lanes_lock:
