@@ -36,4 +36,4 @@ test: setup lint
 	fi
 
 bench: setup
-	$(BIN)/python benchmarks/bench_prove.py
+	$(BIN)/python benchmarks/cpu/bench_prove.py

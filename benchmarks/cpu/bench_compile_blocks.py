@@ -23,9 +23,9 @@ VmHWM) and its growth over the process after imports (`peak_over_start_bytes`) a
   recording (81M rows, ~18 GB at ~224 bytes per row) does not fit this 24 GB box shared with other
   jobs, so this check is what stands for it there.
 
-    python benchmarks/bench_compile_blocks.py                    # porep-2k full vs blocks, wpost/winning
-    python benchmarks/bench_compile_blocks.py --cases blocks:porep-32g check:porep-32g
-    python benchmarks/bench_compile_blocks.py --cases full:snap-8m blocks:snap-8m check:snap-32g
+    python benchmarks/cpu/bench_compile_blocks.py                    # porep-2k full vs blocks, wpost/winning
+    python benchmarks/cpu/bench_compile_blocks.py --cases blocks:porep-32g check:porep-32g
+    python benchmarks/cpu/bench_compile_blocks.py --cases full:snap-8m blocks:snap-8m check:snap-32g
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _common
 from _common import envelope, write
 
 DEFAULT_CASES = ("full:winning-2k", "blocks:winning-2k", "full:wpost-2k", "blocks:wpost-2k", "full:porep-2k",

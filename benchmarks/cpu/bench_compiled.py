@@ -14,7 +14,7 @@ back (memory-mapped, every digest verified). Figures are medians over ``--reps``
 two paths alternating within each repetition; wall and process CPU seconds are both recorded (the
 SpMV runs on numba's thread pool, so its CPU time exceeds its wall time).
 
-    python benchmarks/bench_compiled.py --reps 3 --circuits winning-2k porep-2k
+    python benchmarks/cpu/bench_compiled.py --reps 3 --circuits winning-2k porep-2k
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from typing import Any
 import numba
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _common
 from _common import envelope, write
 
 from cuzk.circuits.filecoin.compound import blank_circuit, sample_compound

@@ -1,6 +1,6 @@
 """Benchmark of the Fr layer: vector multiplication, batch inversion and NTTs on the CPU.
 
-Usage: ``python benchmarks/bench_field.py [--json out.json] [--big] [--runs 5]``
+Usage: ``python benchmarks/cpu/bench_field.py [--json out.json] [--big] [--runs 5]``
 
 Each figure is the median of ``--runs`` timed calls after one untimed warm-up call (which also pays
 numba's compilation or cache load). Sizes are 2^16 and 2^20, plus 2^24 with ``--big``. The JSON

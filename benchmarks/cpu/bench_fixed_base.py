@@ -6,7 +6,7 @@ threads and on one thread. `us_per_point_thread` = wall time * threads / n, the 
 with the per-thread targets (G1 <= ~20 us, G2 <= ~60 us). The load average is recorded because the
 development machine is shared.
 
-    python benchmarks/bench_fixed_base.py --sizes 14,16 --reps 3
+    python benchmarks/cpu/bench_fixed_base.py --sizes 14,16 --reps 3
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numba
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _common
 from _common import envelope, median_time, write
 
 from cuzk.curve.fixed_base import (

@@ -8,7 +8,7 @@ prover feeds them. `overhead` = the median over rounds of proof time / sum
 of that round's bare kernels, i.e. what the Python around the kernels costs; interleaving keeps a
 change in machine load from landing on one side of the ratio only.
 
-    python benchmarks/bench_prove.py --sizes 10,12,14,16 --reps 3 [--engine arkworks]
+    python benchmarks/cpu/bench_prove.py --sizes 10,12,14,16 --reps 3 [--engine arkworks]
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _common
 from _common import envelope, write
 
 from cuzk.circuits.registry import lookup

@@ -17,8 +17,8 @@ samples and the load average before and after are in the JSON. Every sample is c
 witness path's values equal the proving path's, and the allocated public inputs are the ones the
 verifier derives.
 
-    python benchmarks/bench_synthesis.py --reps 3
-    python benchmarks/bench_synthesis.py --circuits winning-2k --reps 5 --json /tmp/synthesis.json
+    python benchmarks/cpu/bench_synthesis.py --reps 3
+    python benchmarks/cpu/bench_synthesis.py --circuits winning-2k --reps 5 --json /tmp/synthesis.json
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _common
 from _common import envelope, write
 
 from cuzk.circuits.filecoin.compound import PartitionInstance, sample_compound

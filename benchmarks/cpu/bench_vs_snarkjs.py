@@ -13,7 +13,7 @@ Both cuzk rows run once per CPU MSM engine (blst, the default, and py-arkworks),
 compared in the same run too. Every proof is checked with `snarkjs groth16 verify`. Building the
 power-17 ptau takes hours on 2 cores the first time; it is kept under benchmarks/_work/.
 
-    python benchmarks/bench_vs_snarkjs.py --reps 3
+    python benchmarks/cpu/bench_vs_snarkjs.py --reps 3
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests"))
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _common
 import snarkjs_tools  # noqa: E402
 from _common import envelope, write  # noqa: E402
 
@@ -39,7 +39,7 @@ from cuzk.groth16.prover import prove  # noqa: E402
 from cuzk.groth16.wtns import read_wtns  # noqa: E402
 from cuzk.groth16.zkey import read_zkey  # noqa: E402
 
-WORK = Path(__file__).parent / "_work"
+WORK = Path(__file__).resolve().parents[1] / "_work"
 
 
 ENGINES = ("blst", "arkworks")

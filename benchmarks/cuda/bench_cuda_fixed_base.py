@@ -13,8 +13,8 @@ Measures, for random scalars uniform below r (top limb below r's):
 
 Every time is the median (min, max) of `--reps` runs after one warm-up.
 
-    python benchmarks/bench_cuda_fixed_base.py --out results.json
-    python benchmarks/bench_cuda_fixed_base.py --quick
+    python benchmarks/cuda/bench_cuda_fixed_base.py --out results.json
+    python benchmarks/cuda/bench_cuda_fixed_base.py --quick
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _common
 from _common import envelope, nvidia_smi, write
 
 from cuzk.curve.fixed_base import g1_fixed_base_batch, g2_fixed_base_batch

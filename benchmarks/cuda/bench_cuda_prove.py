@@ -9,8 +9,8 @@ resident on the device; CPU: converted for its MSM engine, `cpu_load_key_s`). Ti
 of `--reps` proofs (after one warm-up proof on the GPU); the CPU takes `--cpu-reps` at the sizes of
 `--cpu-single`.
 
-    python benchmarks/bench_cuda_prove.py --out results.json
-    python benchmarks/bench_cuda_prove.py --sizes 12,14 --reps 2       # a small smoke test
+    python benchmarks/cuda/bench_cuda_prove.py --out results.json
+    python benchmarks/cuda/bench_cuda_prove.py --sizes 12,14 --reps 2       # a small smoke test
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _common
 from _common import envelope, write
 from bench_cuda_partition import POREP_32G, point_pool, synthetic_assignment, synthetic_key
 

@@ -9,7 +9,7 @@ written as a field element (eight u32 words) into one device aux vector, device 
 the plan's `generate` (aux as bytes), and the same plus writing them as (n, 4) uint64 limbs into a
 preallocated host vector (numpy), what a partition's aux vector needs.
 
-    python benchmarks/bench_cuda_sha256_witness.py --out results.json
+    python benchmarks/cuda/bench_cuda_sha256_witness.py --out results.json
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _common
 from _common import envelope, write
 
 from cuzk.backends.cuda.module import get_module

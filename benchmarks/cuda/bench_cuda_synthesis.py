@@ -15,12 +15,12 @@ Steps (one process, after the numba and CUDA kernels are warmed up on a 2KiB par
    `--gpu-reps` runs (median, and A / B / C apart); the witness and a·b = c checks on the device;
 5. equality: the GPU's a, b, c are brought back and compared with the CPU's (array equality and a
    BLAKE2b digest of each); the device row check must find exactly the rows the CPU check finds (a
-   random partition fails its 307 commitment rows: benchmarks/bench_compile_blocks.py).
+   random partition fails its 307 commitment rows: benchmarks/cpu/bench_compile_blocks.py).
 
 `--wait-file PATH` waits (up to 10 minutes) for PATH to exist before step 2, so that other work sharing
 the machine during the compile (a test run, say) stays out of the timings.
 
-    python benchmarks/bench_cuda_synthesis.py --json results/cuda-synthesis-h200-<date>.json
+    python benchmarks/cuda/bench_cuda_synthesis.py --json results/cuda-synthesis-h200-<date>.json
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _common
 from _common import envelope, write
 
 

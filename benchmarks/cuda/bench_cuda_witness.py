@@ -26,7 +26,7 @@ The device's aux vector is checked equal to the CPU generator's, element for ele
 (results/cuda-porep-witness-h200-2026-11-30.json came from this file's PoRep-only predecessor,
 bench_cuda_porep_witness.py.)
 
-    python benchmarks/bench_cuda_witness.py --circuit wpost-32g --out results.json
+    python benchmarks/cuda/bench_cuda_witness.py --circuit wpost-32g --out results.json
 """
 
 from __future__ import annotations
@@ -40,7 +40,8 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _common
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "witness"))  # bench_post_witness
 from _common import envelope, median_time, write
 from bench_post_witness import GIB32, random_snap
 

@@ -4,8 +4,8 @@ and `cuzk bench stress` against it, stop it, and keep the records (JSON, PNG tim
 The daemon is configured here (backend, workers per device, memory budget) and its config
 fingerprint is in every record. Test circuits get insecure parameters generated on first use.
 
-    python benchmarks/bench_daemon.py --backend cuda --circuit mimc-14 --partitions 4 -c 12 -j 3
-    python benchmarks/bench_daemon.py --backend cpu --circuit mimc-8 -c 6 --quick
+    python benchmarks/e2e/bench_daemon.py --backend cuda --circuit mimc-14 --partitions 4 -c 12 -j 3
+    python benchmarks/e2e/bench_daemon.py --backend cpu --circuit mimc-8 -c 6 --quick
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-RESULTS = Path(__file__).parent / "results"
+RESULTS = Path(__file__).resolve().parents[1] / "results"
 
 
 def _bench(args: argparse.Namespace, addr: str, *extra: str) -> int:

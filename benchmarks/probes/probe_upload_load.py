@@ -14,7 +14,7 @@ is timed part by part: `wait` (for the staging buffer's previous copy), `stage` 
 
 One JSON line per run is printed and appended to OUT.
 
-    python benchmarks/probe_upload_load.py OUT.jsonl
+    python benchmarks/probes/probe_upload_load.py OUT.jsonl
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _common
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cuda"))  # bench_cuda_partition, bench_cuda
 
 
 def main() -> None:

@@ -14,7 +14,7 @@ Run it with and without CUDA_DEVICE_MAX_CONNECTIONS=32 (the number of hardware w
 spread over: 8 by default, so a copy stream may share one with the compute stream and wait behind its
 kernels). One JSON line per step is printed and appended to OUT.
 
-    python benchmarks/probe_upload_paths.py OUT.jsonl
+    python benchmarks/probes/probe_upload_paths.py OUT.jsonl
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _common
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cuda"))  # bench_cuda_partition, bench_cuda
 
 
 def main() -> None:

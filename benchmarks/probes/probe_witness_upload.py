@@ -8,7 +8,7 @@ with 16 staging threads, reporting the proofs' h2d_witness / upload_wait / devic
 line per step is printed and appended to OUT (no hardware envelope: the benchmarks README names the
 machine and date of the committed run).
 
-    python benchmarks/probe_witness_upload.py OUT.jsonl     # ~60 s on an H200
+    python benchmarks/probes/probe_witness_upload.py OUT.jsonl     # ~60 s on an H200
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _common
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cuda"))  # bench_cuda_partition, bench_cuda
 
 
 def main() -> None:

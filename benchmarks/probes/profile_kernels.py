@@ -2,15 +2,20 @@
 
     ncu --kernel-name regex:'msm_tree_round_g1|ntt_dif_pass_1024' --launch-count 2 \
         --section WarpStateStats --section SchedulerStats --section ComputeWorkloadAnalysis \
-        python benchmarks/profile_kernels.py
+        python benchmarks/probes/profile_kernels.py
 """
 
 from __future__ import annotations
 
 import random
+import sys
+from pathlib import Path
 
 import cupy as cp
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _common
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cuda"))  # bench_cuda_partition, bench_cuda
 from bench_cuda import R, random_scalars
 
 from cuzk.backends.cuda.module import get_module

@@ -22,7 +22,7 @@ takes the first-touch page faults of a fresh aux array). The 32GiB generator is 
 aux array per run (`generator_s`), and one array refilled through `out=` (`generator_reused_out_s`),
 as a pipeline keeping its buffers would.
 
-    python benchmarks/bench_porep_witness.py --reps 3
+    python benchmarks/witness/bench_porep_witness.py --reps 3
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from typing import Any
 import numba
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _common
 from _common import envelope, write
 
 from cuzk.circuits.filecoin.compound import sample_compound

@@ -18,7 +18,7 @@ over ``--reps`` samples. Both clocks are recorded: process CPU time (the printed
 shared machine it is what stays reproducible, since time spent descheduled is not counted) and wall
 time (in the JSON; the speed-up it gives is printed too).
 
-    python benchmarks/bench_poseidon_gadget.py --reps 5 --json /tmp/poseidon.json
+    python benchmarks/witness/bench_poseidon_gadget.py --reps 5 --json /tmp/poseidon.json
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _common
 from _common import envelope, write
 
 from cuzk.field.constants import R_MODULUS
@@ -43,7 +43,7 @@ from cuzk.hashes.poseidon_constants import merkle_tree_tag, poseidon_constants
 from cuzk.r1cs import ConstraintSystem, LinearCombination, ProvingAssignment, RecordingCS, ShapeCS, Variable
 from cuzk.r1cs.system import Annotation, Value
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 HashFn = Callable[..., PoseidonOutput]
 Replay = list[tuple[Annotation, Value, Annotation, LinearCombination, LinearCombination, LinearCombination]]
 BACKENDS: dict[str, Callable[[], ConstraintSystem]] = {"ShapeCS": ShapeCS, "ProvingAssignment": ProvingAssignment}

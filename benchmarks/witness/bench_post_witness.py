@@ -21,8 +21,8 @@ Both outputs are compared element by element once per circuit (``identical``); f
 wall-clock medians over ``--reps`` runs, the two contenders alternating, after one untimed warm-up
 of each (numba kernels load from their cache).
 
-    python benchmarks/bench_post_witness.py --reps 3
-    python benchmarks/bench_post_witness.py --reps 1 --circuits snap-32g-1 snap-32g
+    python benchmarks/witness/bench_post_witness.py --reps 3
+    python benchmarks/witness/bench_post_witness.py --reps 1 --circuits snap-32g-1 snap-32g
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from typing import Any
 import numba
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _common
 from _common import envelope, write
 
 from cuzk.circuits.filecoin.compound import sample_compound

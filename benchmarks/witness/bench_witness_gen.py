@@ -16,7 +16,7 @@ labels and 30 tree_d levels of hash2 = 5,040 compressions), generated plan by pl
 Numbers are compressions per second of wall time; the generator uses numba's thread pool (all cores),
 the WitnessCS path one core.
 
-    python benchmarks/bench_witness_gen.py --batch 512
+    python benchmarks/witness/bench_witness_gen.py --batch 512
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from typing import Any
 import numba
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _common
 from _common import envelope, write
 
 import cuzk.circuits.filecoin.porep as porep

@@ -17,7 +17,7 @@ uses numba's threads (all cores by default; recorded). One untimed warm-up of ea
 the compiled kernels first. On a loaded machine each parallel call also pays the thread pool's
 wake-up (~12 ms was seen on a busy 2-core box), which dominates calls of a few instances.
 
-    python benchmarks/bench_witness_gen_poseidon.py --hashes 1024 --paths 128 --sha-paths 4 --reps 3
+    python benchmarks/witness/bench_witness_gen_poseidon.py --hashes 1024 --paths 128 --sha-paths 4 --reps 3
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from typing import Any
 import numba
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _common
 from _common import envelope, median_time, write
 
 from cuzk.field.constants import R_MODULUS

@@ -3,7 +3,7 @@ circuit, written, memory-mapped back, and evaluated on a real partition's witnes
 c, inputs, aux and densities bit-identical to the constraint-system path.
 
 32GiB partitions are not compiled here (block compilation of porep-32g takes ~3 minutes and 9 GB):
-benchmarks/bench_compile_blocks.py checks every row of one with a generated witness, and
+benchmarks/cpu/bench_compile_blocks.py checks every row of one with a generated witness, and
 tests/circuits/test_porep_witness.py compares a 1-challenge 32GiB-shaped partition's witness with
 WitnessCS."""
 
