@@ -54,17 +54,19 @@ def test_random_proofs_verify_and_keys_load_once(backend, mimc_params) -> None:
     assert not any(backend.resident(pk).values())
 
 
-def test_streamed_bases_give_the_same_proof(backend, bits_params, monkeypatch) -> None:
-    """The fallback when bases do not fit: every MSM uploads its bases in chunks."""
+def test_streamed_bases_give_the_same_proof(backend, bits_params) -> None:
+    """A streaming plan with nothing resident: every MSM uploads its bases batch by batch."""
+    from cuzk.backends.cuda.plan import DevicePlan
+
     pk = bits_params.pk
     backend.unload_key(pk)
-    monkeypatch.setattr(backend.plan, "fits", lambda nbytes, reserve=0: False)
+    backend.load_key(pk, plan=DevicePlan(budget=1 << 40, mode="streaming", resident=(), reserve=0, batch=1 << 9))
     asg = _assignment(bits_params.circuit_id, 23)
     streamed = backend.prove(pk, asg, r=3, s=4)
     assert not any(backend.resident(pk).values())
-    monkeypatch.undo()
     backend.unload_key(pk)
     assert backend.prove(pk, asg, r=3, s=4) == streamed
+    assert all(backend.resident(pk).values())
     assert verify_proof(pk.vk, streamed, asg.public_inputs())
 
 

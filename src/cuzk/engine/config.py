@@ -220,6 +220,15 @@ class GpusConfig:
     gpu_workers_per_device: int = 2
     #: cuzk-py: "auto" (CUDA when GPUs and the CUDA backend are present, else CPU), "cpu" or "cuda".
     backend: str = "auto"
+    #: cuzk-py: device memory cuzk plans with and may use, per GPU: "auto" (the card's free memory less
+    #: a margin) or a size such as "16GiB" (a cap, enforced: for cards shared with other work, or to
+    #: emulate a smaller card); a list gives one value per entry of `devices`. docs/memory.md.
+    memory_limit: str | int | list[str | int] = "auto"
+
+    def memory_limit_for(self, index: int) -> int | None:
+        """The limit in bytes of the index-th device (None: "auto")."""
+        value = self.memory_limit[index] if isinstance(self.memory_limit, list) else self.memory_limit
+        return None if value == "auto" else int(value)
 
 
 @dataclass
@@ -352,6 +361,10 @@ _PATH_KEYS = {"daemon.auth_token_file", "daemon.admin_token_file", "daemon.tls_c
 def _to_plain(section: str, key: str, value: Any) -> Any:
     if (section, key) == ("memory", "total_budget") and value is None:
         return "auto"
+    if (section, key) == ("gpus", "memory_limit"):
+        values = value if isinstance(value, list) else [value]
+        plain = [v if v == "auto" else format_size(v) for v in values]
+        return plain if isinstance(value, list) else plain[0]
     if (section, key) in _SIZE_KEYS and value is not None:
         return format_size(value)
     if (section, key) in _DURATION_KEYS:
@@ -393,6 +406,20 @@ def _choice(value: Any, what: str, choices: tuple[str, ...]) -> str:
     if value.lower() not in choices:
         raise ConfigError(f"{what}: {value!r} is not one of {', '.join(choices)}")
     return value.lower()
+
+
+def _memory_limit(value: Any, what: str) -> int | str | list[int | str]:
+    """"auto", a size, or a list of them (one per device): sizes as bytes, at least 1 GiB."""
+    if isinstance(value, list):
+        if not value:
+            raise ConfigError(f"{what}: an empty list; use \"auto\" or one value per device")
+        return [_memory_limit(v, f"{what}[{k}]") for k, v in enumerate(value)]  # type: ignore[misc]
+    if isinstance(value, str) and value.strip().lower() == "auto":
+        return "auto"
+    size = parse_size(value, what=what)
+    if size < 1 << 30:
+        raise ConfigError(f"{what}: {value!r} is below 1GiB, too little for any proving key beside a CUDA context")
+    return size
 
 
 def _string_list(value: Any, what: str) -> list[str]:
@@ -463,6 +490,8 @@ def _apply(config: Config, section: str, key: str, value: Any) -> None:
         value = _choice(value, what, RESTART_POLICIES)
     elif what == "gpus.backend":
         value = _choice(value, what, BACKENDS)
+    elif what == "gpus.memory_limit":
+        value = _memory_limit(value, what)
     elif what == "synthesis.compiled":
         value = _choice(value, what, COMPILED_MODES)
     elif what == "synthesis.sparse_products":
@@ -505,6 +534,10 @@ def config_from_dict(data: dict[str, Any], *, source: str = "<config>") -> Confi
                 raise ConfigError(f"{source}: {err}") from None
     if config.daemon.result_retention <= 0:
         raise ConfigError(f"{source}: daemon.result_retention must be positive")
+    limits = config.gpus.memory_limit
+    if isinstance(limits, list) and len(limits) != len(config.gpus.devices):
+        raise ConfigError(f"{source}: gpus.memory_limit lists {len(limits)} value(s) but gpus.devices has "
+                          f"{len(config.gpus.devices)}: give one per device, or one value for all")
     return config
 
 

@@ -241,7 +241,9 @@ class Engine:
 
         cores = os.cpu_count() or 1
         self.devices = DevicePool(self.device_specs, workers_per_device=config.gpus.gpu_workers_per_device,
-                                  threads=config.gpus.gpu_threads, on_restart=self._device_restarted)
+                                  threads=config.gpus.gpu_threads, on_restart=self._device_restarted,
+                                  memory_limits=[config.gpus.memory_limit_for(k)
+                                                 for k in range(len(self.device_specs))])
         if self.sparse_products == "prover" and self.compiled.enabled:
             # Verified and prepared with the key (preload: before the daemon says ready), not by a first proof.
             self.devices.compiled_for = self.compiled.ready_path

@@ -47,6 +47,10 @@ class GaugeSnapshot:
     srs_entries_by_tier: dict[str, int] = field(default_factory=dict)
     shared_segments: int = 0
     shared_bytes: int = 0
+    #: Per GPU (label "device"): the memory plan's budget, the pool's peak, out-of-memory retries.
+    device_memory_budget_bytes: dict[str, int] = field(default_factory=dict)
+    device_memory_peak_bytes: dict[str, int] = field(default_factory=dict)
+    device_oom_retries: dict[str, int] = field(default_factory=dict)
 
 
 class _Gauges:
@@ -87,6 +91,12 @@ class _Gauges:
         yield labelled("cuzk_srs_entries", "SRS entries by tier", "tier", s.srs_entries_by_tier)
         yield gauge("cuzk_shared_assignment_segments", "Shared-memory assignments alive", s.shared_segments)
         yield gauge("cuzk_shared_assignment_bytes", "Bytes in shared-memory assignments", s.shared_bytes)
+        yield labelled("cuzk_device_memory_budget_bytes", "Device memory the GPU's memory plan may use", "device",
+                       s.device_memory_budget_bytes)
+        yield labelled("cuzk_device_memory_peak_bytes", "Most device memory cuzk's pool held on the GPU", "device",
+                       s.device_memory_peak_bytes)
+        yield labelled("cuzk_device_oom_retries", "Proofs retried with a smaller memory plan after a device "
+                       "out-of-memory error (since the device process started)", "device", s.device_oom_retries)
 
 
 class EngineMetrics:

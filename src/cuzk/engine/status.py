@@ -84,6 +84,13 @@ def gauges(engine: Engine) -> GaugeSnapshot:
     entries = engine.srs.snapshot()
     snap.srs_entries_by_tier = {t: sum(e["tier"] == t for e in entries) for t in ("HOT", "WARM", "COLD")}
     snap.srs_bytes_by_tier = engine.srs.held_bytes()
+    for d in engine.devices.devices:
+        plan = d.info[0].get("memory_plan") if d.info else None
+        if plan:
+            label = f"{d.spec.kind}{d.spec.ordinal}"
+            snap.device_memory_budget_bytes[label] = plan["budget"]
+            snap.device_memory_peak_bytes[label] = plan["peak_pool_bytes"]
+            snap.device_oom_retries[label] = plan["oom_retries"]
     return snap
 
 
@@ -144,7 +151,10 @@ def snapshot(engine: Engine) -> dict[str, Any]:
     devices = [{"ordinal": d.spec.ordinal, "kind": d.spec.kind, "name": d.name, "pid": d.proc.pid,
                 "restarts": d.proc.restarts,
                 "memory_total": (d.info[0]["memory_total"] if d.info else 0),
-                "memory_free": (d.info[0]["memory_free"] if d.info else 0)} for d in engine.devices.devices]
+                "memory_free": (d.info[0]["memory_free"] if d.info else 0),
+                # GPUs: the memory plan (limit, budget, per key resident/streamed bytes and working
+                # reserve, the pool's peak, out-of-memory retries); docs/memory.md.
+                "memory_plan": (d.info[0].get("memory_plan") if d.info else None)} for d in engine.devices.devices]
     budget = engine.budget
     return {
         **info(engine),

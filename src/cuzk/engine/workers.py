@@ -147,15 +147,16 @@ def device_witness_enabled(setting: str, sparse_products: str, specs: list[Devic
     return False
 
 
-def make_backend(kind: str, ordinal: int) -> Any:
-    """The backend object for a device (device-process side)."""
+def make_backend(kind: str, ordinal: int, memory_limit: int | None = None) -> Any:
+    """The backend object for a device (device-process side); `memory_limit`: `[gpus] memory_limit`
+    for this device in bytes (None: "auto")."""
     if kind == "cpu":
         from cuzk.backends import CpuBackend
 
         return CpuBackend()
     from cuzk.backends.cuda import CudaBackend
 
-    return CudaBackend(ordinal)
+    return CudaBackend(ordinal, memory_limit=memory_limit)
 
 
 def _limit_prover_threads(threads: int) -> None:
@@ -195,7 +196,12 @@ class _DeviceState:
                 self.keys[circuit_id] = pk
                 self.prepared[circuit_id] = pvk
         if hot and circuit_id not in self.hot:
-            self.backend.load_key(pk)
+            try:
+                self.backend.load_key(pk)
+            except Exception as err:
+                if type(err).__name__ == "DeviceTooSmallError":  # the CUDA backend's, named for the operator
+                    raise type(err)(f"{circuit_id} {err}") from None
+                raise
             with self.keys_lock:
                 self.hot.add(circuit_id)
         reply: dict[str, Any] = {}
@@ -360,8 +366,12 @@ def _serve_prover(state: _DeviceState, conn: Connection) -> None:
 
 
 def _device_info(state: _DeviceState) -> list[dict[str, Any]]:
-    return [{"name": d.name, "kind": d.kind, "memory_total": d.memory_total or 0, "memory_free": d.memory_free or 0}
+    plan = getattr(state.backend, "memory_plan", None)
+    info = [{"name": d.name, "kind": d.kind, "memory_total": d.memory_total or 0, "memory_free": d.memory_free or 0}
             for d in state.backend.devices()]
+    if plan is not None and info:
+        info[0]["memory_plan"] = plan()
+    return info
 
 
 def device_worker_main(name: str, control: Connection, *rest: Any) -> None:
@@ -370,7 +380,7 @@ def device_worker_main(name: str, control: Connection, *rest: Any) -> None:
     set_thread_env(settings["threads"])
     try:
         _limit_prover_threads(settings["threads"])
-        backend = make_backend(settings["kind"], settings["ordinal"])
+        backend = make_backend(settings["kind"], settings["ordinal"], settings.get("memory_limit"))
         _warm_up(backend)
         state = _DeviceState(backend)
         info = _device_info(state)
@@ -426,11 +436,13 @@ class DevicePool:
     """The device processes and the (device, channel) pairs prover worker threads use."""
 
     def __init__(self, specs: list[DeviceSpec], *, workers_per_device: int, threads: int,
-                 on_restart: Callable[[Device], None] | None = None) -> None:
+                 on_restart: Callable[[Device], None] | None = None,
+                 memory_limits: list[int | None] | None = None) -> None:
         self.devices: list[Device] = []
         self._on_restart = on_restart
-        for spec in specs:
-            settings = {"ordinal": spec.ordinal, "kind": spec.kind, "threads": threads}
+        for k, spec in enumerate(specs):
+            limit = memory_limits[k] if memory_limits else None
+            settings = {"ordinal": spec.ordinal, "kind": spec.kind, "threads": threads, "memory_limit": limit}
             proc = WorkerProcess(f"cuzk-device-{spec.kind}{spec.ordinal}", device_worker_main, (settings,),
                                  channels=workers_per_device + 1)
             device = Device(spec, proc)

@@ -21,8 +21,15 @@ the CPU backend's. Per proof:
    finished into points there. Read-backs between kernels wait for their stream first
    (`KernelModule.to_host`), so that they never stall the other proof's CUDA calls.
 
-Keys: `load_key` converts the five base vectors to device form once and keeps them resident when the
-memory plan allows; a vector that does not fit is streamed in chunks for each MSM instead.
+Keys: `load_key` plans the key within the device's memory (`cuzk.backends.cuda.plan`, with
+`[gpus] memory_limit` a cap) and converts the five base vectors to device form once. In the plan's
+resident mode all stay on the device and a proof runs as above. In its streaming mode (small cards)
+the vectors that do not fit are kept in pinned host memory in device form, every MSM runs in
+batches whose working memory fits, each batch's bases going up on a copy stream of their own while
+the previous batch computes (two device buffers), the witness goes up only after H has freed
+a, b, c, and B's G2 MSM runs after the G1 ones. A key the plan cannot fit is refused when it is
+loaded (`DeviceTooSmallError`), and a proof that still meets an out-of-memory error is retried
+once with a plan that holds less (`DevicePlan.smaller`), counted in `oom_retries`.
 
 Compiled circuits (`prove_compiled`): only the witness goes up; a, b, c are computed on the device by
 the sparse products of kernels/spmv.cu (`cuzk.backends.cuda.spmv`) straight into the H buffers, then
@@ -32,6 +39,7 @@ proofs when the memory plan allows (`load_compiled`), otherwise each proof uploa
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -51,9 +59,18 @@ from cuzk.backends.cuda.fixed_base import DeviceFixedBase
 from cuzk.backends.cuda.module import get_module
 from cuzk.backends.cuda.msm import AFFINE_WORDS, RAW_BYTES, DeviceMsm, HostPartial, working_bytes
 from cuzk.backends.cuda.ntt import DeviceNtt
+from cuzk.backends.cuda.plan import (
+    CONTEXT_BYTES,
+    DevicePlan,
+    DeviceTooSmallError,
+    KeyShape,
+    format_gib,
+    plan_device,
+    products_fit,
+)
 from cuzk.backends.cuda.poseidon_witness import DevicePoseidonPaths
 from cuzk.backends.cuda.sha256_witness import DeviceSha256Witness
-from cuzk.backends.cuda.spmv import DeviceCompiled, DeviceSpmv, matrix_bytes
+from cuzk.backends.cuda.spmv import DeviceCompiled, DeviceSpmv, largest_matrix_bytes, matrix_bytes
 from cuzk.backends.device_lock import PriorityLock, current_priority
 from cuzk.curve.points import G1Point, G2Point
 from cuzk.errors import CuzkError
@@ -65,6 +82,8 @@ from cuzk.groth16.keys import HBasis, ProvingKey
 from cuzk.groth16.proof import Proof
 from cuzk.r1cs.compiled import CompiledCircuit
 from cuzk.witness_gen.deferred import DeferredWitness
+
+log = logging.getLogger("cuzk.backends.cuda")
 
 _STAGE_BYTES = 64 << 20
 _STAGE_THREADS = 8
@@ -81,12 +100,20 @@ class CudaDeviceError(CuzkError):
 
 @dataclass
 class _DeviceKey:
-    """A proving key's bases in device form; None for a vector that is streamed per MSM."""
+    """A proving key's bases in device form (None for a vector that is streamed per MSM), the
+    streamed ones' pinned host copies in device form (None: converted from the key's bytes per
+    batch, when pinned memory could not be had), and the key's memory plan."""
 
+    plan: DevicePlan
+    shape: KeyShape
     bases: dict[str, Any] = field(default_factory=dict)
+    host: dict[str, Any] = field(default_factory=dict)
 
     def nbytes(self) -> int:
         return sum(int(b.nbytes) for b in self.bases.values() if b is not None)
+
+    def host_bytes(self) -> int:
+        return sum(int(b.nbytes) for b in self.host.values() if b is not None)
 
 
 @dataclass(frozen=True)
@@ -197,7 +224,8 @@ class CudaBackend(ProverBackend):
 
     name = "cuda"
 
-    def __init__(self, device_id: int = 0, *, memory_margin: int | None = None) -> None:
+    def __init__(self, device_id: int = 0, *, memory_margin: int | None = None,
+                 memory_limit: int | None = None) -> None:
         reason = cuda_available()
         if reason is not None:
             raise CudaUnavailableError(reason)
@@ -213,8 +241,9 @@ class CudaBackend(ProverBackend):
             self._compute = cupy.cuda.Stream(non_blocking=True)
             self._g2 = cupy.cuda.Stream(non_blocking=True)  # B's G2 MSM, beside the G1 MSMs
             self._copy = cupy.cuda.Stream(non_blocking=True)
+            self._bases_copy = cupy.cuda.Stream(non_blocking=True)  # streamed bases, beside the MSMs
             self._uploader = _PinnedUploader(cupy, self._copy)
-        self.plan = MemoryPlan(device_id, memory_margin)
+        self.plan = MemoryPlan(device_id, memory_margin, memory_limit)
         self.props = properties(device_id)
         self._keys: weakref.WeakKeyDictionary[ProvingKey, _DeviceKey] = weakref.WeakKeyDictionary()
         self._spmv: DeviceSpmv | None = None
@@ -231,6 +260,8 @@ class CudaBackend(ProverBackend):
         self._ahead_since_begin = 0  # bytes staged ahead by other proofs since then
         self._ahead_bytes = 0  # device bytes staged by proofs still waiting for the device
         self.current_job: str | None = None
+        self.oom_retries = 0  # proofs retried with a smaller plan after an out-of-memory error
+        self.peak_pool = 0  # most bytes CuPy's pool held, sampled at a proof's phase boundaries
 
     # -- ProverBackend --------------------------------------------------------------------------------
 
@@ -244,12 +275,55 @@ class CudaBackend(ProverBackend):
                                   "resident_compiled_bytes": str(sum(c.nbytes for c in self._compiled.values())),
                                   "current_job": self.current_job or ""})]
 
-    def load_key(self, pk: ProvingKey, device_bases: Mapping[str, Any] | None = None) -> None:
-        """Make pk's bases resident where the memory plan allows (the rest are streamed per MSM).
+    def memory_plan(self) -> dict[str, Any]:
+        """The device's plan for the status: the limit, the budget, and per key what is resident,
+        what is streamed, the working reserve; the peak the pool reached and the OOM retries."""
+        keys = []
+        for dk in list(self._keys.values()):
+            p = dk.plan
+            keys.append({"mode": p.mode, "resident": list(p.resident), "streamed": list(p.streamed),
+                         "resident_bytes": p.resident_bytes(dk.shape), "streamed_bytes": p.streamed_bytes(dk.shape),
+                         "host_pinned_bytes": dk.host_bytes(), "working_reserve": p.reserve,
+                         "msm_batch": p.batch, "domain": dk.shape.domain})
+        return {"memory_limit": self.plan.limit, "budget": self.plan.budget(), "margin": self.plan.margin,
+                "context_reserve": CONTEXT_BYTES if self.plan.limit is not None else None,
+                "keys": keys, "peak_pool_bytes": max(self.peak_pool, self.plan.pool_total()),
+                "oom_retries": self.oom_retries}
 
-        `device_bases` (query name -> (len, words) uint32 device array in the form `DeviceMsm.upload_bases`
-        makes) are adopted as they are instead of converting pk's bytes: a key made on the device, such
-        as the benchmarks' tiled synthetic keys, never has to exist in host memory."""
+    def _sample_peak(self) -> None:
+        self.peak_pool = max(self.peak_pool, self.plan.pool_total())
+
+    def _plan_key(self, pk: ProvingKey, shape: KeyShape) -> DevicePlan:
+        """The key's plan within what the other keys leave: their resident bases are held, and the
+        largest reserve of all keys must still fit beside every key's resident bases (proofs of
+        different keys take the device one at a time)."""
+        others = [dk for other, dk in self._keys.items() if other is not pk]
+        held = sum(dk.nbytes() for dk in others)
+        budget = self.plan.budget() - held
+        limit_note = (f"memory_limit = {format_gib(self.plan.limit)}" if self.plan.limit is not None
+                      else f"{format_gib(self.plan.budget() + CONTEXT_BYTES)} free")
+        try:
+            plan = plan_device(shape, budget)
+            other_reserve = max((dk.plan.reserve for dk in others), default=0)
+            over = plan.resident_bytes(shape) + other_reserve - budget
+            if over > 0:
+                plan = plan_device(shape, budget - over)
+        except DeviceTooSmallError as err:
+            held_note = f" ({format_gib(held)} held by other keys)" if held else ""
+            raise DeviceTooSmallError(f"{err} with {limit_note}{held_note} (a key of {format_gib(shape.key_bytes)}, "
+                                      f"domain 2^{shape.domain.bit_length() - 1})") from None
+        return plan
+
+    def load_key(self, pk: ProvingKey, device_bases: Mapping[str, Any] | None = None,
+                 plan: DevicePlan | None = None) -> None:
+        """Plan pk within the device's memory and make the plan's vectors resident (the rest are kept
+        in pinned host memory and streamed per MSM batch). Raises DeviceTooSmallError, naming the
+        memory needed, when no plan fits.
+
+        `device_bases` (query name -> (len, words) uint32 array in the form `DeviceMsm.upload_bases`
+        makes, on the device or in (pinned) host memory) are adopted as they are instead of converting
+        pk's bytes: a key made on the device, such as the benchmarks' tiled synthetic keys, never has
+        to exist in host memory in blstrs form. `plan` (tests, benchmarks) replaces the planned one."""
         given = dict(device_bases or {})
         unknown = sorted(set(given) - {name for name, _ in _QUERIES})
         if unknown:
@@ -262,19 +336,50 @@ class CudaBackend(ProverBackend):
         with self._lock, self._device:
             if pk in self._keys:
                 return
-            dk = _DeviceKey()
-            reserve = self.proof_working_bytes(pk)
             self.plan.release_cached()
+            shape = KeyShape.of(pk)
+            plan = plan if plan is not None else self._plan_key(pk, shape)
+            dk = _DeviceKey(plan, shape)
             for name, group in _QUERIES:
-                raw = getattr(pk, name).raw
-                if given.get(name) is not None:
-                    dk.bases[name] = given[name]
-                elif self.plan.fits(raw.nbytes, reserve):
-                    dk.bases[name] = self.msm.upload_bases(group, raw)
+                raw, ready = getattr(pk, name).raw, given.get(name)
+                on_host = isinstance(ready, np.ndarray)
+                if name in plan.resident:
+                    dk.bases[name] = (self.msm.upload_bases(group, raw) if ready is None
+                                      else self._cp.asarray(ready) if on_host else ready)
                 else:
                     dk.bases[name] = None
+                    dk.host[name] = ready if on_host else self._pinned_bases(group, raw, ready)
             self._cp.cuda.Device().synchronize()
             self._keys[pk] = dk
+            if plan.mode == "streaming":
+                log.info("device %d: key of domain 2^%d planned for streaming within %s: resident %s, streamed %s "
+                         "(%s a proof), MSM batches of 2^%d, working reserve %s", self.device_id,
+                         shape.domain.bit_length() - 1, format_gib(plan.budget), ", ".join(plan.resident) or "none",
+                         ", ".join(plan.streamed), format_gib(plan.streamed_bytes(shape)),
+                         (plan.batch or 1).bit_length() - 1, format_gib(plan.reserve))
+
+    def _pinned_bases(self, group: str, raw: np.ndarray, device: Any = None) -> Any:
+        """A streamed vector's bases in device form in pinned host memory (from `device` when given,
+        else converted from the key's bytes chunk by chunk on the device); None when pinned memory
+        cannot be had, so each batch converts from `raw` instead."""
+        cp = self._cp
+        n = raw.shape[0]
+        words = AFFINE_WORDS[group]
+        try:
+            import cupyx
+
+            host = cupyx.empty_pinned((n, words), dtype=np.uint32)
+        except (cp.cuda.runtime.CUDARuntimeError, MemoryError) as err:
+            log.warning("device %d: no pinned host memory for %d %s bases (%s): each proof converts them from "
+                        "the key's bytes", self.device_id, n, group, err)
+            return None
+        step = 1 << 22
+        for lo in range(0, n, step):
+            hi = min(n, lo + step)
+            dev = device[lo:hi] if device is not None else self.msm.upload_bases(group, raw[lo:hi])
+            dev.get(out=host[lo:hi])
+            del dev
+        return host
 
     def unload_key(self, pk: ProvingKey) -> None:
         with self._lock, self._device:
@@ -287,6 +392,11 @@ class CudaBackend(ProverBackend):
         """Which of the key's vectors are resident on the device (the rest are streamed)."""
         dk = self._keys.get(pk)
         return {name: dk is not None and dk.bases.get(name) is not None for name, _ in _QUERIES}
+
+    def key_plan(self, pk: ProvingKey) -> DevicePlan | None:
+        """The memory plan of a loaded key (None when it is not loaded)."""
+        dk = self._keys.get(pk)
+        return dk.plan if dk is not None else None
 
     # -- parameter generation ---------------------------------------------------------------------------
 
@@ -355,7 +465,12 @@ class CudaBackend(ProverBackend):
             prepared = self._compiled.get(key)
             if prepared is None:
                 rows, nvars = compiled.num_constraints, compiled.num_variables
-                reserve = self.proof_working_bytes(pk) if pk is not None else 32 * (3 * rows + nvars)
+                dk = self._keys.get(pk) if pk is not None else None
+                if dk is not None and dk.plan.mode == "streaming":
+                    # Beside a streaming plan's working memory, or the products' own (witness, a, b, c).
+                    reserve = max(dk.plan.reserve, 32 * (3 * pk.domain_size + nvars) + largest_matrix_bytes(compiled))
+                else:
+                    reserve = self.proof_working_bytes(pk) if pk is not None else 32 * (3 * rows + nvars)
                 self.plan.release_cached()
                 resident = self.plan.fits(matrix_bytes(compiled), reserve)
                 prepared = self._compiled[key] = self.spmv.prepare(compiled, resident, self._upload_now)
@@ -396,6 +511,22 @@ class CudaBackend(ProverBackend):
         (`cuzk.backends.cuda.deferred`; part of h2d_witness)."""
         inputs, aux = as_limb_array(inputs, "inputs"), as_limb_array(aux, "aux")
         compiled.check_witness(inputs.shape[0], aux.shape[0])
+        if pk not in self._keys:
+            self.load_key(pk)
+        dk = self._keys[pk]
+        if not products_fit(dk.plan, dk.shape, largest_matrix_bytes(compiled)):
+            # The device cannot hold the witness, a, b, c and a matrix beside this key's resident
+            # bases: the products are computed here on the host, and the proof streams from a, b, c.
+            if deferred is not None:
+                raise CudaDeviceError(f"device {self.device_id}: synthesis.device_witness = \"on\" needs the "
+                                      f"sparse products on the device, which do not fit its plan "
+                                      f"({format_gib(dk.plan.budget)} of device memory)")
+            start = time.perf_counter()
+            asg = Assignment.from_compiled(compiled, (inputs, aux), check=check)
+            if timings is not None:
+                timings["host_products"] = time.perf_counter() - start
+            return self._guarded(pk, asg, r, s, timings, f"prove: {asg.num_constraints} constraints "
+                                                         f"(compiled {compiled.circuit_id}, products on the host)")
         return self._guarded(pk, _CompiledWitness(compiled, inputs, aux, check, deferred), r, s, timings,
                              f"prove: {compiled.num_constraints} constraints (compiled {compiled.circuit_id})")
 
@@ -417,12 +548,35 @@ class CudaBackend(ProverBackend):
 
     def _guarded(self, pk: ProvingKey, asg: Assignment | _CompiledWitness, r: int | None, s: int | None,
                  timings: MutableMapping[str, float] | None, job: str) -> Proof:
+        t = timings if timings is not None else {}
         with self._device:
-            try:
-                return self._prove(pk, asg, r, s, timings if timings is not None else {}, job)
-            except (self._cp.cuda.runtime.CUDARuntimeError, self._cp.cuda.driver.CUDADriverError,
-                    self._cp.cuda.memory.OutOfMemoryError) as exc:
-                raise CudaDeviceError(f"CUDA error on device {self.device_id}: {exc}") from exc
+            for attempt in (0, 1):
+                try:
+                    return self._prove(pk, asg, r, s, t, job)
+                except self._cp.cuda.memory.OutOfMemoryError as exc:
+                    if attempt or not self._retry_smaller(pk, exc):
+                        raise CudaDeviceError(f"CUDA error on device {self.device_id}: {exc}") from exc
+                except (self._cp.cuda.runtime.CUDARuntimeError, self._cp.cuda.driver.CUDADriverError) as exc:
+                    raise CudaDeviceError(f"CUDA error on device {self.device_id}: {exc}") from exc
+        raise AssertionError("unreachable")
+
+    def _retry_smaller(self, pk: ProvingKey, exc: BaseException) -> bool:
+        """After an out-of-memory error: make the key's plan one that holds less at once (kept for
+        later proofs too), counted and logged; False when there is none."""
+        with self._lock:
+            dk = self._keys.get(pk)
+            smaller = dk.plan.smaller(dk.shape) if dk is not None else None
+            if dk is None or smaller is None:
+                return False
+            log.warning("device %d: out of device memory in a proof (%s); retrying it with MSM batches of 2^%d and "
+                        "tree groups of %d MiB (was %s, %d MiB)", self.device_id, exc,
+                        (smaller.batch or 1).bit_length() - 1, smaller.tree_bytes >> 20,
+                        f"2^{dk.plan.batch.bit_length() - 1}" if dk.plan.batch else "whole MSMs",
+                        dk.plan.tree_bytes >> 20)
+            dk.plan = smaller
+            self.oom_retries += 1
+            self.plan.release_cached()
+        return True
 
     # -- internals ------------------------------------------------------------------------------------
 
@@ -465,15 +619,25 @@ class CudaBackend(ProverBackend):
             self._lanes.append(lane)
 
     @staticmethod
-    def _staging_bytes(pk: ProvingKey, asg: Assignment | _CompiledWitness) -> int:
-        """Device bytes `_stage` allocates: a, b, c over the domain, the witness and the masks."""
-        return (3 * 32 * pk.domain_size + asg.inputs.nbytes + asg.aux.nbytes + asg.a_aux_density.nbytes
-                + asg.b_aux_density.nbytes + asg.b_input_density.nbytes)
+    def _staging_bytes(pk: ProvingKey, asg: Assignment | _CompiledWitness, witness: bool = True) -> int:
+        """Device bytes `_stage` allocates: a, b, c over the domain, and with `witness` the witness and
+        the masks."""
+        wit = (asg.inputs.nbytes + asg.aux.nbytes + asg.a_aux_density.nbytes + asg.b_aux_density.nbytes
+               + asg.b_input_density.nbytes)
+        return 3 * 32 * pk.domain_size + (wit if witness else 0)
 
-    def _stage(self, asg: Assignment | _CompiledWitness, m: int, lane: _Lane) -> _Staged:
-        """Allocate a proof's device inputs on the lane's stream and queue their upload there: a, b, c
-        (compiled circuits: the witness, from which a, b, c are made on the device). Nothing here
-        touches the compute stream, so it can run while another proof's kernels do."""
+    @staticmethod
+    def _witness_at_staging(dk: _DeviceKey, asg: Assignment | _CompiledWitness) -> bool:
+        """Whether the witness is allocated with a, b, c: always but in streaming mode, where a proof
+        from a, b, c uploads it once H has freed them (a compiled circuit needs it for a, b, c)."""
+        return dk.plan.mode != "streaming" or isinstance(asg, _CompiledWitness)
+
+    def _stage(self, asg: Assignment | _CompiledWitness, m: int, lane: _Lane, *, witness: bool = True,
+               stream: Any = None) -> _Staged:
+        """Allocate a proof's device inputs on `stream` (default: the lane's) and queue their upload on
+        the lane's stream: a, b, c (compiled circuits: the witness, from which a, b, c are made on the
+        device), and with `witness` the witness too. With the lane's stream nothing here touches the
+        compute stream, so it can run while another proof's kernels do."""
         cp, clock = self._cp, time.perf_counter
 
         def words(v: np.ndarray) -> np.ndarray:
@@ -481,12 +645,16 @@ class CudaBackend(ProverBackend):
 
         start = clock()
         nc = asg.num_constraints
-        with lane.copy:
+        alloc = stream if stream is not None else lane.copy
+        with alloc:
             abc = [cp.zeros((m, 8), dtype=cp.uint32) for _ in range(3)]
             host_wit = {"inputs": words(asg.inputs), "aux": words(asg.aux), "a_mask": asg.a_aux_density,
                         "b_mask": asg.b_aux_density, "b_in_mask": asg.b_input_density}
             wit = {name: cp.empty(v.shape, dtype=cp.bool_ if v.dtype == np.bool_ else cp.uint32)
-                   for name, v in host_wit.items()}
+                   for name, v in host_wit.items()} if witness else {}
+        if alloc is not lane.copy:  # memory that stream freed may still be in use there
+            lane.copy.wait_event(alloc.record())
+        with lane.copy:
             copy_begin = lane.copy.record()
             if isinstance(asg, _CompiledWitness):
                 for name, v in host_wit.items():
@@ -503,12 +671,12 @@ class CudaBackend(ProverBackend):
         return _Staged(abc, wit, host_wit, copy_begin, abc_done, clock() - start)
 
     def _stage_ahead(self, pk: ProvingKey, asg: Assignment | _CompiledWitness,
-                     lane: _Lane) -> tuple[_Staged | None, int]:
+                     lane: _Lane, witness: bool = True) -> tuple[_Staged | None, int]:
         """Stage before taking the device when the memory plan leaves room for it beside the proof
         holding the device (what its reserve still lets it take: `ahead_fits`) and the proofs already
         staged ahead; returns what was staged (None: stage with the device held) and the bytes counted
         for it until then."""
-        need = self._staging_bytes(pk, asg)
+        need = self._staging_bytes(pk, asg, witness)
         with self._lanes_lock:
             grown = self.plan.pool_used() - self._running_base - self._ahead_since_begin
             if not ahead_fits(need, self.plan.available(), ahead_pending=self._ahead_bytes,
@@ -516,7 +684,7 @@ class CudaBackend(ProverBackend):
                 return None, 0
             self._ahead_bytes += need
         try:
-            staged = self._stage(asg, pk.domain_size, lane)
+            staged = self._stage(asg, pk.domain_size, lane, witness=witness)
             with self._lanes_lock:
                 self._ahead_since_begin += need
             return staged, need
@@ -551,11 +719,13 @@ class CudaBackend(ProverBackend):
         prover.check_query_sizes(pk, asg)
         t["select"] = clock() - start
 
+        streaming = dk.plan.mode == "streaming"
+        witness = self._witness_at_staging(dk, asg)
         lane = self._take_lane()
         ahead = 0
         try:
             start = clock()
-            staged, ahead = self._stage_ahead(pk, asg, lane)
+            staged, ahead = self._stage_ahead(pk, asg, lane, witness)
             t["stage_ahead"] = clock() - start if staged is not None else 0.0
             start = clock()
             with self._lock.hold(current_priority()):  # served by priority (cuzk.backends.device_lock)
@@ -566,16 +736,21 @@ class CudaBackend(ProverBackend):
                     # A compiled circuit's matrices that are not resident are uploaded by the proof.
                     streamed = (matrix_bytes(prepared.compiled) if prepared is not None and not all(prepared.resident)
                                 else 0)
-                    self._running_reserve = self.proof_working_bytes(pk) + streamed
+                    self._running_reserve = dk.plan.reserve + streamed
                     # Inputs this proof staged ahead are in use already: held out of its reserve.
                     self._running_base = self.plan.pool_used() - ahead
                     self._ahead_since_begin = 0
                 ahead = 0
                 self.current_job = job
+                self.msm.tree_group_bytes = dk.plan.tree_bytes
                 try:
                     if staged is None:
-                        staged = self._stage(asg, m, lane)
-                    fetched = self._device_phase(pk, asg, dk, prepared, staged, lane, t)
+                        # Streaming mode allocates on the compute stream: its MSMs then reuse that memory.
+                        staged = self._stage(asg, m, lane, witness=witness,
+                                             stream=self._compute if streaming else None)
+                    phase = self._device_phase_streaming if streaming else self._device_phase
+                    fetched = phase(pk, asg, dk, prepared, staged, lane, t)
+                    self._sample_peak()
                 finally:
                     self.current_job = None
                     with self._lanes_lock:
@@ -753,6 +928,160 @@ class CudaBackend(ProverBackend):
                        "g2": self.msm.fetch([sums["b_g2"]])}
             t["results"] = clock() - start
         return fetched
+
+    def _device_phase_streaming(self, pk: ProvingKey, asg: Assignment | _CompiledWitness, dk: _DeviceKey,
+                                prepared: DeviceCompiled | None, staged: _Staged, lane: _Lane,
+                                t: MutableMapping[str, float]) -> dict[str, list[HostPartial]]:
+        """`_device_phase` within a streaming plan (the module docstring): the same sums, with every
+        allocation on the compute stream, the witness uploaded after H, each MSM in the plan's batches
+        (`_msm_batches`) and the MSMs one after the other, so that no two phases' buffers coexist."""
+        cp, clock = self._cp, time.perf_counter
+        m = pk.domain_size
+        log_n = m.bit_length() - 1
+        coefficients = pk.h_basis is HBasis.COEFFICIENTS
+        shift = FR_GENERATOR if coefficients else pk.odd_coset_shift
+        root = pk.domain_root if pk.domain_root is not None else self.ntt.default_root(log_n)
+        nc = asg.num_constraints
+        compiled = asg if isinstance(asg, _CompiledWitness) else None
+        abc, wit, host_wit = staged.abc, staged.wit, staged.host_wit
+        copy_begin, abc_done, t_queue = staged.copy_begin, staged.abc_done, staged.queue_s
+        staged.abc, staged.wit = [], {}
+        compute = self._compute
+
+        with compute:
+            compute.wait_event(abc_done)
+            h_begin = compute.record()
+            if compiled is not None and prepared is not None:
+                self._evaluate_compiled(compiled, prepared, wit, [v[:nc] for v in abc], t)
+            h = self.ntt.h_quotient(*abc, log_n, root, shift, divide=coefficients, canonical=True)
+            del abc
+            h_end = compute.record()
+            self._sample_peak()
+
+            failures: list[BaseException] = []
+            uploaded: list[Any] = []
+            staging: list[float] = []
+            uploader = None
+            if compiled is None:
+                # Allocated on the compute stream, the witness takes the memory b and c held; the copies
+                # wait for H, the last kernels to read them.
+                wit = {name: cp.empty(v.shape, dtype=cp.bool_ if v.dtype == np.bool_ else cp.uint32)
+                       for name, v in host_wit.items()}
+                lane.copy.wait_event(h_end)
+
+                def upload_witness() -> None:
+                    try:
+                        begin = clock()
+                        with self._device:
+                            for name, v in host_wit.items():
+                                lane.uploader.upload(wit[name], v)
+                            uploaded.append(lane.copy.record())
+                        staging.append(clock() - begin)
+                    except BaseException as exc:  # re-raised by the proving thread after join
+                        failures.append(exc)
+
+                uploader = threading.Thread(target=upload_witness, name="cuzk-witness-upload")
+                uploader.start()
+            sums: dict[str, Any] = {}
+            try:
+                sums["h"] = self._msm_batches("h", dk, pk.h.raw, h[: len(pk.h)], split=False)
+                msm_h_end = compute.record()
+                compute.synchronize()
+                self._sample_peak()
+                del h
+                t["msm_h"] = cp.cuda.get_elapsed_time(h_end, msm_h_end) / 1e3
+                t["h"] = cp.cuda.get_elapsed_time(h_begin, h_end) / 1e3
+            finally:
+                if uploader is not None:
+                    uploader.join()
+            if failures:
+                raise failures[0]
+            if compiled is None:
+                t["upload_wait"] = t_queue + staging[0]
+                compute.wait_event(uploaded[0])
+                compute.synchronize()
+                t["h2d_abc"] = cp.cuda.get_elapsed_time(copy_begin, abc_done) / 1e3
+                t["h2d_witness"] = cp.cuda.get_elapsed_time(h_end, uploaded[0]) / 1e3
+            else:
+                t["upload_wait"] = t_queue
+                t["h2d_abc"] = 0.0
+                t["h2d_witness"] = cp.cuda.get_elapsed_time(copy_begin, abc_done) / 1e3
+
+            start = clock()
+            b_scalars = self._select(wit["inputs"], wit["b_in_mask"], wit["aux"], wit["b_mask"])
+            compute.synchronize()
+            t["gather"] = clock() - start
+            for name, scalars in (("l", wit["aux"]), ("a", None), ("b_g1", b_scalars), ("b_g2", b_scalars)):
+                if name == "a":
+                    start = clock()
+                    scalars = self._select(wit["inputs"], None, wit["aux"], wit["a_mask"])
+                    wit.clear()  # the witness goes back to the pool before A's MSM
+                    compute.synchronize()
+                    t["gather"] += clock() - start
+                start = clock()
+                sums[name] = self._msm_batches(name, dk, getattr(pk, name).raw, scalars, split=True)
+                compute.synchronize()
+                self._sample_peak()
+                t[f"msm_{name}"] = clock() - start
+                del scalars
+            del b_scalars
+            msm_end = compute.record()
+            msm_end.synchronize()
+            t["device"] = cp.cuda.get_elapsed_time(h_begin, msm_end) / 1e3
+
+            start = clock()
+            fetched = {"g1": self.msm.fetch([sums[k] for k in ("h", "l", "a", "b_g1")]),
+                       "g2": self.msm.fetch([sums["b_g2"]])}
+            t["results"] = clock() - start
+        return fetched
+
+    def _msm_batches(self, name: str, dk: _DeviceKey, raw: np.ndarray, scalars: Any, *, split: bool) -> Any:
+        """One of the key's MSMs in the plan's batches on the current stream, each batch with its own
+        0/1 split when `split`. A streamed vector's batches go up from its pinned copy on the bases'
+        copy stream into two buffers in turn: batch i + 1's upload is queued before batch i computes,
+        after the batch that last used its buffer."""
+        cp = self._cp
+        group = dict(_QUERIES)[name]
+        n = scalars.shape[0]
+        if n == 0:
+            return self.msm.zero(group)
+        batch = min(dk.plan.batch or n, n)
+        one = self.msm.msm_split if split else self.msm.msm
+        bases, host = dk.bases[name], dk.host.get(name)
+        if bases is not None:
+            return self.msm.add([one(group, bases[lo:lo + batch], scalars[lo:lo + batch]) for lo in range(0, n, batch)])
+        stream = cp.cuda.get_current_stream()
+        copy, runtime = self._bases_copy, cp.cuda.runtime
+        bufs = [cp.empty((batch, AFFINE_WORDS[group]), dtype=cp.uint32) for _ in range(2 if n > batch else 1)]
+        copy.wait_event(stream.record())  # the buffers' memory may have been in use on this stream
+        released: list[Any] = [None] * len(bufs)
+        count = -(-n // batch)
+
+        def queue(i: int) -> Any:
+            lo, hi = i * batch, min(n, (i + 1) * batch)
+            buf = bufs[i % len(bufs)]
+            if host is None:  # no pinned copy: converted from the key's bytes on this stream
+                self.msm.upload_bases(group, raw[lo:hi], out=buf[: hi - lo])
+                return None
+            if released[i % len(bufs)] is not None:
+                copy.wait_event(released[i % len(bufs)])
+            runtime.memcpyAsync(buf.data.ptr, host[lo:hi].ctypes.data, (hi - lo) * buf.shape[1] * 4,
+                                runtime.memcpyHostToDevice, copy.ptr)
+            return copy.record()
+
+        parts = []
+        ready = queue(0)
+        for i in range(count):
+            lo, hi = i * batch, min(n, (i + 1) * batch)
+            following = queue(i + 1) if i + 1 < count and host is not None else None
+            if ready is not None:
+                stream.wait_event(ready)
+            elif host is None and i > 0:
+                self.msm.upload_bases(group, raw[lo:hi], out=bufs[i % len(bufs)][: hi - lo])
+            parts.append(one(group, bufs[i % len(bufs)][: hi - lo], scalars[lo:hi]))
+            released[i % len(bufs)] = stream.record()
+            ready = following
+        return self.msm.add(parts)
 
     def _select(self, inputs: Any, input_mask: Any, aux: Any, aux_mask: Any) -> Any:
         """The scalars of a density-filtered MSM: inputs[input_mask] (all inputs when None) followed by

@@ -2,8 +2,11 @@
 
 Memory is planned from cudaMemGetInfo's free bytes plus what CuPy's pool holds unused (freed arrays
 stay in the pool for reuse), minus a safety margin for the driver, cuBLAS-style workspaces of
-other libraries and fragmentation. Callers decide with `MemoryPlan.fits` whether bases stay
-resident, and size MSM batches from `MemoryPlan.available`.
+other libraries and fragmentation. With a limit (`[gpus] memory_limit`), cuzk plans with at most
+the limit less what the CUDA context takes (`plan.CONTEXT_BYTES`), and CuPy's pool is capped there,
+so an allocation past it fails in cuzk rather than taking memory the limit leaves to others.
+Callers decide with `MemoryPlan.fits` whether bases stay resident, and size MSM batches from
+`MemoryPlan.available`; `cuzk.backends.cuda.plan` turns the budget into a proof's plan.
 """
 
 from __future__ import annotations
@@ -51,17 +54,70 @@ def memory_info(device_id: int = 0) -> tuple[int, int]:
     return int(free) + int(pool_free), int(total)
 
 
-class MemoryPlan:
-    """Free device memory minus a margin, re-read on every question (other work may hold memory)."""
+_RELEASING = False
 
-    def __init__(self, device_id: int = 0, margin: int | None = None) -> None:
+
+def _install_releasing_allocator() -> None:
+    """Make CuPy's default allocator free the pool's cached blocks and try once more when an
+    allocation would pass the pool's limit. CuPy's pool keeps freed blocks per stream and, with a
+    limit set, refuses past it without releasing them: blocks another stream freed would then count
+    against the limit although nothing uses them. (cudaFree waits for the device, so releasing is
+    safe while kernels still read memory that was freed on the host.)"""
+    global _RELEASING
+    if _RELEASING:
+        return
+    cp = _cupy()
+    pool = cp.get_default_memory_pool()
+
+    def malloc(size: int) -> Any:
+        try:
+            return pool.malloc(size)
+        except cp.cuda.memory.OutOfMemoryError:
+            pool.free_all_blocks()
+            return pool.malloc(size)
+
+    cp.cuda.set_allocator(malloc)
+    _RELEASING = True
+
+
+class MemoryPlan:
+    """Free device memory minus a margin, re-read on every question (other work may hold memory),
+    and within `limit` bytes when one is set."""
+
+    def __init__(self, device_id: int = 0, margin: int | None = None, limit: int | None = None) -> None:
+        from cuzk.backends.cuda.plan import CONTEXT_BYTES
+
         self.device_id = device_id
         total = memory_info(device_id)[1]
         self.margin = margin if margin is not None else max(MARGIN_MIN, int(total * MARGIN_FRACTION))
+        self.limit = limit
+        self.pool_limit: int | None = None
+        if limit is not None:
+            if limit <= CONTEXT_BYTES:
+                raise ValueError(f"memory_limit {limit} bytes leaves nothing beside the CUDA context "
+                                 f"({CONTEXT_BYTES >> 20} MiB)")
+            self.pool_limit = limit - CONTEXT_BYTES
+            cp = _cupy()
+            with cp.cuda.Device(device_id):
+                cp.get_default_memory_pool().set_limit(size=self.pool_limit)
+            _install_releasing_allocator()
 
     def available(self) -> int:
         free, _ = memory_info(self.device_id)
-        return max(0, free - self.margin)
+        left = max(0, free - self.margin)
+        if self.pool_limit is not None:
+            left = min(left, max(0, self.pool_limit - self.pool_used()))
+        return left
+
+    def budget(self) -> int:
+        """What cuzk may hold in all: what it holds now plus what is still available."""
+        return self.pool_used() + self.available()
+
+    def pool_total(self) -> int:
+        """Bytes CuPy's pool holds from the driver (in use and cached)."""
+        cp = _cupy()
+        with cp.cuda.Device(self.device_id):
+            return int(cp.get_default_memory_pool().total_bytes())
 
     def fits(self, nbytes: int, reserve: int = 0) -> bool:
         """Whether nbytes can be taken while still leaving `reserve` bytes for later work."""

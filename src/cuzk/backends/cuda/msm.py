@@ -133,19 +133,20 @@ def sort_chunk(n: int, w: int) -> int:
     return min(max(SORT_MIN_CHUNK, n * w // SORT_BLOCKS), SORT_MAX_CHUNK)
 
 
-def working_bytes(group: str, n: int) -> int:
+def working_bytes(group: str, n: int, tree_group_bytes: int = TREE_GROUP_BYTES) -> int:
     """Device memory one MSM batch of n scalars needs beyond bases and scalars: sorted entries,
     counts/offsets/cursors, the shared-memory sort's digits and per-block bases, buckets, segment
     pieces (at most 2^18 threads), the 0/1 split's flags, indices and gathered tail, the batch-affine
-    tree rounds' points (two rounds of one window group, plus the indices of the last), and 64 MiB of
-    slack."""
+    tree rounds' points (two rounds of one window group of at most `tree_group_bytes`, plus the
+    indices of the last), and 64 MiB of slack."""
     c = window_size(n, default_max_window(n))
     w = num_windows(c)
     keys = w << (c - 1)
     xyzz = XYZZ_WORDS[group] * 4
     smem_sort = c <= SMEM_SORT_MAX_WINDOW and n * w <= SMEM_SORT_MAX_PAIRS
     sort = 4 * n * w + 4 * keys * -(-n // sort_chunk(n, w)) if smem_sort else 0
-    pairs = min(n * w, 2 * TREE_GROUP_BYTES // (4 * AFFINE_WORDS[group]))
+    # A group holds whole windows, so at least one window's n pairs whatever the limit.
+    pairs = min(n * w, max(n, 2 * tree_group_bytes // (4 * AFFINE_WORDS[group])))
     tree = (3 * pairs // 4 + 2 * keys) * 4 * AFFINE_WORDS[group] + 4 * pairs // 2
     return 4 * n * w + 12 * keys + keys * xyzz + 2 * (1 << 18) * xyzz + 37 * n + sort + tree + (64 << 20)
 
@@ -200,6 +201,9 @@ class DeviceMsm:
         self.tree_min_pairs: dict[str, int | None] = dict(TREE_MIN_PAIRS)
         self.tree_threads = {g: max(1, kernels.num_sms * TREE_THREADS_PER_SM[g]) for g in GROUPS}
         self.tree_waves = dict(TREE_WAVES)
+        #: The first tree round's output per window group (bytes): a memory plan lowers it on small
+        #: devices (`working_bytes` counts two rounds of one group).
+        self.tree_group_bytes = TREE_GROUP_BYTES
         #: When a dict (CUDA only), device time per MSM phase is added to it, in ms (for benchmarks).
         self.profile: dict[str, float] | None = None
         self._marks: list[tuple[str, Any]] = []
@@ -382,7 +386,7 @@ class DeviceMsm:
         nkeys = w * bucket_keys
         if not self._tree_may_run(group, total):
             return [(0, nkeys, 0, total)]
-        limit = 2 * TREE_GROUP_BYTES // (4 * AFFINE_WORDS[group])
+        limit = 2 * self.tree_group_bytes // (4 * AFFINE_WORDS[group])
         ends = [int(v) for v in self.k.to_host(offsets[::bucket_keys])]  # w + 1 window starts
         groups, k0 = [], 0
         for i in range(1, w + 1):

@@ -40,6 +40,12 @@ def matrix_bytes(compiled: CompiledCircuit) -> int:
     return sum(m.row_ptr.nbytes + m.cols.nbytes + m.coeff_idx.nbytes for m in (compiled.a, compiled.b, compiled.c))
 
 
+def largest_matrix_bytes(compiled: CompiledCircuit) -> int:
+    """Device bytes of the largest of the three matrices: what a proof holds of them at once when
+    they are not resident (each goes up for its product and is dropped after)."""
+    return max(m.row_ptr.nbytes + m.cols.nbytes + m.coeff_idx.nbytes for m in (compiled.a, compiled.b, compiled.c))
+
+
 def _kernel_suffix(mat: CompiledMatrix, name: str) -> str:
     ptr = {np.dtype(np.uint32): "p32", np.dtype(np.int64): "p64", np.dtype(np.uint64): "p64"}.get(mat.row_ptr.dtype)
     idx = {np.dtype(np.uint16): "i16", np.dtype(np.uint32): "i32"}.get(mat.coeff_idx.dtype)

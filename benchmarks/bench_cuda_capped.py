@@ -1,0 +1,180 @@
+"""A PoRep-32GiB-shaped partition on the CUDA backend under `[gpus] memory_limit` caps, side by side in
+one process: the device phase, the steady state of two prover workers, what the memory plan keeps
+resident and streams, and the peak device memory actually used.
+
+The partition and key are `bench_cuda_partition.py`'s (synthetic, PoRep-32GiB-shaped, tiled valid
+points); the key's bases are made once on the device, kept in pinned host memory in device form, and
+each cap's backend plans and loads them from there (`CudaBackend.load_key(device_bases=...)`). Per cap,
+after one warm-up proof: `--reps` proofs alone (device phase and phases, medians), then two threads
+proving `--pair-reps` each (the steady state per partition, as two prover workers on one GPU), while
+a thread samples the driver's used memory (cudaMemGetInfo: total - free, the whole device) every 5 ms.
+
+A capped H200 keeps the H200's compute and its PCIe 5 link: these are not measurements of a consumer
+card, only of the plan's streaming within that much memory.
+
+    python benchmarks/bench_cuda_capped.py --caps none,32GiB,24GiB,16GiB --out results.json
+    python benchmarks/bench_cuda_capped.py --scale 0.02 --caps none,2GiB --reps 2   # a small smoke test
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _common import envelope, write
+from bench_cuda_partition import (
+    POREP_32G,
+    device_bases,
+    point_pool,
+    prove_in_threads,
+    steady_state,
+    synthetic_assignment,
+    synthetic_key,
+)
+
+PHASES = ("device", "h", "msm_h", "msm_l", "msm_a", "msm_b_g1", "msm_b_g2", "gather", "h2d_abc", "h2d_witness",
+          "lock_wait", "stage_ahead")
+
+
+class DriverPeak:
+    """The device's used memory (total - free) sampled in a thread: its peak since `reset`."""
+
+    def __init__(self) -> None:
+        import cupy as cp
+
+        self._cp, self.peak, self._stop = cp, 0, threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        runtime = self._cp.cuda.runtime
+        while not self._stop.is_set():
+            free, total = runtime.memGetInfo()
+            self.peak = max(self.peak, int(total) - int(free))
+            time.sleep(0.005)
+
+    def reset(self) -> int:
+        free, total = self._cp.cuda.runtime.memGetInfo()
+        self.peak = int(total) - int(free)
+        return self.peak
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def parse_cap(text: str) -> int | None:
+    from cuzk.engine.config import parse_size
+
+    return None if text in ("none", "auto") else parse_size(text, what="--caps")
+
+
+def run_cap(cap: int | None, pk: Any, asg: Any, host: dict[str, np.ndarray], args: argparse.Namespace,
+            sampler: DriverPeak) -> dict[str, Any]:
+    import cupy as cp
+
+    from cuzk.backends.cuda import CudaBackend
+
+    pool = cp.get_default_memory_pool()
+    pool.set_limit(size=0)
+    pool.free_all_blocks()
+    idle = sampler.reset()
+    backend = CudaBackend(0, memory_limit=cap)
+    start = time.monotonic()
+    backend.load_key(pk, device_bases=host)
+    load_s = time.monotonic() - start
+    plan = backend.key_plan(pk)
+    shape = backend._keys[pk].shape
+    backend.prove(pk, asg, r=1, s=2)  # warm-up
+    alone = []
+    for _ in range(args.reps):
+        t: dict[str, float] = {}
+        backend.prove(pk, asg, r=1, s=2, timings=t)
+        alone.append(t)
+    by_start, _, wall = prove_in_threads(backend, pk, asg, 2, args.pair_reps)
+    steady, handoffs = steady_state(by_start)
+    report = backend.memory_plan()
+    out = {
+        "memory_limit": cap, "mode": plan.mode, "resident": list(plan.resident), "streamed": list(plan.streamed),
+        "msm_batch": plan.batch, "tree_group_bytes": plan.tree_bytes, "working_reserve": plan.reserve,
+        "budget": plan.budget, "streamed_bytes_per_partition": plan.streamed_bytes(shape),
+        "resident_bytes": plan.resident_bytes(shape), "load_s": round(load_s, 2),
+        "alone_ms": {k: round(statistics.median(t.get(k, 0.0) for t in alone) * 1e3, 1) for k in PHASES},
+        "device_phase_ms_each": [round(t["device"] * 1e3, 1) for t in alone],
+        "two_workers": {"proofs": len(by_start), "wall_s": round(wall, 3), "steady_s_per_partition": round(steady, 4),
+                        "handoffs_ms": [round(h * 1e3, 1) for h in handoffs],
+                        "staged_ahead": sum(t.get("stage_ahead", 0.0) > 0 for t in by_start)},
+        "peak_pool_bytes": report["peak_pool_bytes"], "device_used_before_bytes": idle,
+        "peak_device_used_bytes": sampler.peak, "oom_retries": report["oom_retries"],
+    }
+    if cap is not None:
+        out["peak_within_cap"] = sampler.peak <= cap
+    backend.unload_key(pk)
+    del backend
+    pool.set_limit(size=0)
+    pool.free_all_blocks()
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--caps", default="none,32GiB,24GiB,16GiB", help="comma-separated memory_limit values ('none')")
+    ap.add_argument("--scale", type=float, default=1.0, help="fraction of the 32 GiB partition's constraints")
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--pair-reps", type=int, default=3, help="proofs per thread in the two-worker run")
+    ap.add_argument("--distinct", type=int, default=4096)
+    ap.add_argument("--out", type=Path, default=None)
+    args = ap.parse_args()
+    caps = [parse_cap(c.strip()) for c in args.caps.split(",") if c.strip()]
+
+    import cupy as cp
+    import cupyx
+
+    from cuzk.backends.cuda import CudaBackend
+
+    shape = POREP_32G if args.scale >= 1 else POREP_32G.scaled(max(1024, int(POREP_32G.constraints * args.scale)))
+    rng = np.random.default_rng(32)
+    asg, stats = synthetic_assignment(shape, rng)
+    pool_points = point_pool(args.distinct, 7)
+    pk, index = synthetic_key(shape, asg, pool_points, rng, host_bases=False)
+    maker = CudaBackend(0)
+    dev = device_bases(maker, pool_points, index)
+    del index
+    host = {}
+    for name, arr in dev.items():
+        host[name] = cupyx.empty_pinned(arr.shape, dtype=np.uint32)
+        arr.get(out=host[name])
+    del dev, maker
+    cp.get_default_memory_pool().free_all_blocks()
+
+    sampler = DriverPeak()
+    results = []
+    for cap in caps:
+        r = run_cap(cap, pk, asg, host, args, sampler)
+        results.append(r)
+        print(f"cap {r['memory_limit'] or 'none':>12}: {r['mode']:9s} resident {','.join(r['resident']) or '-':22s} "
+              f"batch {r['msm_batch'] or '-'}  device {r['alone_ms']['device']:8.1f} ms  two workers "
+              f"{r['two_workers']['steady_s_per_partition'] * 1e3:8.1f} ms/partition  peak used "
+              f"{r['peak_device_used_bytes'] / 2**30:6.2f} GiB  pool {r['peak_pool_bytes'] / 2**30:6.2f} GiB  "
+              f"oom {r['oom_retries']}", flush=True)
+    sampler.stop()
+    base = next((r for r in results if r["memory_limit"] is None), None)
+    if base is not None:
+        for r in results:
+            r["steady_vs_uncapped"] = round(r["two_workers"]["steady_s_per_partition"]
+                                            / base["two_workers"]["steady_s_per_partition"], 3)
+    path = write("cuda-capped", envelope("bench_cuda_capped", results, shape=shape.__dict__, witness_classes=stats,
+                                         device=cp.cuda.runtime.getDeviceProperties(0)["name"].decode()), args.out)
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()

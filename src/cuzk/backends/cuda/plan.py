@@ -1,0 +1,232 @@
+"""The device memory plan of one proving key: what stays resident, how large each MSM batch is, and
+the most a proof may hold at once. Pure arithmetic (no CuPy), so it is tested for every card size
+on any machine; docs/memory.md explains the model.
+
+Two modes:
+
+* resident: the five base vectors stay on the device and a proof runs as on a large card (every
+  MSM in one batch, the witness uploaded during H, B's G2 MSM beside the G1 ones). Chosen whenever
+  the key and that proof's working memory fit together.
+* streaming: MSMs run in batches of `batch` scalars whose working memory fits, each batch with its
+  own 0/1 split; the witness goes up after H, once a, b, c are freed. Base vectors that do not fit
+  stay in pinned host memory in device form and each batch's bases go up on a copy stream into one
+  of two device buffers while the previous batch computes.
+
+Which vectors stay resident in streaming mode follows what streaming a vector costs: bytes over
+the link against the MSM work they overlap. On an H200 (benchmarks/results/cuda-partition-h200-2026-12-01h.json,
+PoRep-32GiB) the H MSM computes ~880 ms over 12.9 GB of bases, B_G2 ~230 ms over 6.4 GB: at ~45 GB/s
+their uploads hide behind their own work. A (~77 ms over 12.5 GB), B_G1 (~30 ms over 3.2 GB) and
+L (~156 ms over 12.5 GB) have mostly 0/1 scalars, so little work per base: streamed, they wait on
+the link. Among the plans that fit, `plan_device` takes the one with the least estimated device
+time: each MSM's work (ns per base from those figures, `NS_PER_POINT`) grown by its batch's
+overhead (`BATCH_OVERHEAD`, from the G1 MSM's time per point at each size), and for a streamed
+vector the part of its upload (`LINK_BYTES_PER_S`) that its MSM does not hide.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from cuzk.backends.cuda.msm import TREE_GROUP_BYTES, working_bytes
+from cuzk.errors import CuzkError
+
+GIB = 1 << 30
+FR_BYTES = 32
+POINT_BYTES = {"g1": 96, "g2": 192}  #: one affine base in device form
+QUERIES = (("h", "g1"), ("l", "g1"), ("a", "g1"), ("b_g1", "g1"), ("b_g2", "g2"))
+#: Streaming mode keeps vectors resident in this order (module docstring).
+RESIDENT_ORDER = ("a", "b_g1", "l", "b_g2", "h")
+#: Streaming mode's MSM batches, largest first.
+BATCHES = tuple(1 << k for k in range(27, 17, -1))
+#: Device ns per base of each MSM of a PoRep-32GiB partition on an H200 (its measured MSM times
+#: over its vectors' lengths: benchmarks/results/cuda-partition-h200-2026-12-01h.json).
+NS_PER_POINT = {"h": 6.6, "l": 1.2, "a": 0.6, "b_g1": 0.9, "b_g2": 6.8}
+#: Extra time per point of a G1 MSM batch of 2^k scalars against one of 2^27 (resident, H200:
+#: benchmarks/results/cuda-h200-2026-12-01e.json; odd sizes interpolated).
+BATCH_OVERHEAD = {27: 0.0, 26: 0.02, 25: 0.05, 24: 0.095, 23: 0.13, 22: 0.166, 21: 0.35, 20: 0.62, 19: 1.0, 18: 1.5}
+#: Host-to-device bytes per second from pinned memory that the estimate assumes (PCIe 5 x16).
+LINK_BYTES_PER_S = 40e9
+#: Tree-round group sizes tried for each batch, largest first (smaller groups: more launches).
+TREE_BYTES = (TREE_GROUP_BYTES, 3 << 29, 3 << 28, 3 << 27, 3 << 26)
+#: Device memory a cap leaves to the CUDA context, the loaded kernel modules and the driver's own
+#: allocations, which CuPy's pool does not see.
+CONTEXT_BYTES = 768 << 20
+#: Slack per phase for the small arrays (twiddles, offsets, window sums) that the estimates omit.
+PHASE_SLACK = 128 << 20
+
+
+class DeviceTooSmallError(CuzkError):
+    """A key cannot be proven within the device memory cuzk may plan with."""
+
+
+@dataclass(frozen=True)
+class KeyShape:
+    """What the plan needs of a proving key: its domain and the lengths of its vectors."""
+
+    domain: int
+    inputs: int
+    aux: int
+    h: int
+    l: int
+    a: int
+    b_g1: int
+    b_g2: int
+
+    @classmethod
+    def of(cls, pk: object) -> KeyShape:
+        return cls(domain=pk.domain_size, inputs=len(pk.vk.ic), aux=len(pk.l),  # type: ignore[attr-defined]
+                   **{name: len(getattr(pk, name)) for name, _ in QUERIES})
+
+    def length(self, name: str) -> int:
+        return getattr(self, name)
+
+    def base_bytes(self, name: str) -> int:
+        return self.length(name) * POINT_BYTES[dict(QUERIES)[name]]
+
+    @property
+    def key_bytes(self) -> int:
+        return sum(self.base_bytes(name) for name, _ in QUERIES)
+
+    @property
+    def witness_bytes(self) -> int:
+        """Inputs and aux as field elements, plus the A and B density masks (a byte each)."""
+        return FR_BYTES * (self.inputs + self.aux) + 2 * self.aux + self.inputs
+
+
+def resident_reserve(shape: KeyShape) -> int:
+    """A proof's working memory in resident mode: a, b, c, the witness scalars and masks, one G1 and
+    one G2 MSM's buffers at full size (B's G2 MSM runs beside the G1 ones)."""
+    m = shape.domain
+    scalars = FR_BYTES * (3 * m + shape.l + shape.a + shape.b_g1) + 2 * shape.l
+    largest = max(shape.h, shape.l, shape.a, shape.b_g1, 1)
+    return scalars + working_bytes("g1", largest) + working_bytes("g2", max(shape.b_g2, 1))
+
+
+def _split_bytes(n: int) -> int:
+    """One batch's 0/1 split at worst (every scalar "other"): flags, the comparison, int64 and u32
+    indices, the gathered scalars."""
+    return n * (1 + 1 + 8 + 4 + FR_BYTES)
+
+
+def streaming_phases(shape: KeyShape, batch: int, tree_bytes: int, streamed: frozenset[str]) -> dict[str, int]:
+    """Peak device bytes of each phase of a streaming-mode proof (the bases' residency aside)."""
+    m, wit = shape.domain, shape.witness_bytes
+    b_sc, a_sc = FR_BYTES * shape.b_g1, FR_BYTES * shape.a
+
+    def msm(name: str, split: bool) -> int:
+        group = dict(QUERIES)[name]
+        k = min(batch, max(shape.length(name), 1))
+        bufs = 2 * k * POINT_BYTES[group] if name in streamed else 0  # the double buffer
+        return working_bytes(group, k, tree_bytes) + bufs + (_split_bytes(k) if split else 0)
+
+    phases = {
+        "h": 3 * FR_BYTES * m,
+        "msm_h": FR_BYTES * m + wit + msm("h", split=False),
+        "select_b": wit + b_sc + 8 * shape.b_g1,
+        "msm_l": wit + b_sc + msm("l", split=True),
+        "select_a": wit + b_sc + a_sc + 8 * shape.a,
+        "msm_a": b_sc + a_sc + msm("a", split=True),
+        "msm_b_g1": b_sc + msm("b_g1", split=True),
+        "msm_b_g2": b_sc + msm("b_g2", split=True),
+    }
+    return {k: v + PHASE_SLACK for k, v in phases.items()}
+
+
+@dataclass(frozen=True)
+class DevicePlan:
+    """How one key is proven on one device within `budget` bytes."""
+
+    budget: int
+    mode: str  #: "resident" or "streaming"
+    resident: tuple[str, ...]  #: vectors kept on the device
+    reserve: int  #: most bytes one proof holds at once besides the resident bases
+    batch: int | None = None  #: scalars per MSM batch (None: each MSM in one batch)
+    tree_bytes: int = TREE_GROUP_BYTES
+    phases: dict[str, int] = field(default_factory=dict, compare=False)
+
+    @property
+    def streamed(self) -> tuple[str, ...]:
+        return tuple(name for name, _ in QUERIES if name not in self.resident)
+
+    def resident_bytes(self, shape: KeyShape) -> int:
+        return sum(shape.base_bytes(v) for v in self.resident)
+
+    def streamed_bytes(self, shape: KeyShape) -> int:
+        """Bases that go over the link for each proof."""
+        return sum(shape.base_bytes(v) for v in self.streamed)
+
+    def smaller(self, shape: KeyShape) -> DevicePlan | None:
+        """A plan that holds less at once (half the batch, or smaller tree groups), the same vectors
+        resident: what a proof retries with after an out-of-memory error. None when none is smaller."""
+        batch = self.batch if self.batch is not None else max(shape.h, shape.l, shape.a, shape.b_g1, 1)
+        for b, t in ((batch, self.tree_bytes // 2), (batch // 2, self.tree_bytes // 2), (batch // 2, self.tree_bytes)):
+            if b >= BATCHES[-1] and t >= TREE_BYTES[-1] and (b, t) != (batch, self.tree_bytes):
+                phases = streaming_phases(shape, b, t, frozenset(self.streamed))
+                return replace(self, mode="streaming", batch=b, tree_bytes=t, reserve=max(phases.values()),
+                               phases=phases)
+        return None
+
+
+def minimum_bytes(shape: KeyShape) -> int:
+    """The least device memory a streaming plan can prove this key in (nothing resident)."""
+    everything = frozenset(name for name, _ in QUERIES)
+    return max(streaming_phases(shape, BATCHES[-1], TREE_BYTES[-1], everything).values())
+
+
+def plan_device(shape: KeyShape, budget: int) -> DevicePlan:
+    """The plan for proving `shape`'s key within `budget` bytes of device memory (module docstring).
+    Raises DeviceTooSmallError when even a streaming plan with nothing resident does not fit."""
+    reserve = resident_reserve(shape)
+    if shape.key_bytes + reserve <= budget:
+        return DevicePlan(budget, "resident", tuple(name for name, _ in QUERIES), reserve)
+    everything = frozenset(name for name, _ in QUERIES)
+    best: tuple[float, DevicePlan] | None = None
+    for batch in BATCHES:
+        for tree_bytes in TREE_BYTES:
+            phases = streaming_phases(shape, batch, tree_bytes, everything)
+            if max(phases.values()) > budget:
+                continue
+            resident: list[str] = []
+            for name in RESIDENT_ORDER:
+                trial = everything - {*resident, name}
+                trial_phases = streaming_phases(shape, batch, tree_bytes, trial)
+                kept = sum(shape.base_bytes(v) for v in (*resident, name))
+                if kept + max(trial_phases.values()) <= budget:
+                    resident.append(name)
+                    phases = trial_phases
+            order = tuple(name for name, _ in QUERIES if name in resident)
+            plan = DevicePlan(budget, "streaming", order, max(phases.values()), batch, tree_bytes, phases)
+            # Ties (equal estimates) keep the earlier plan: the larger batch and tree groups.
+            if best is None or estimated_seconds(shape, plan) < best[0]:
+                best = (estimated_seconds(shape, plan), plan)
+            break  # smaller tree groups for this batch only matter when this one does not fit
+    if best is not None:
+        return best[1]
+    raise DeviceTooSmallError(f"needs at least {format_gib(minimum_bytes(shape) + CONTEXT_BYTES)} of device memory")
+
+
+def estimated_seconds(shape: KeyShape, plan: DevicePlan) -> float:
+    """The MSMs' device time under `plan` by the module docstring's model (for choosing plans only)."""
+    total = 0.0
+    for name, _ in QUERIES:
+        n = shape.length(name)
+        batch = min(plan.batch or n, n) or 1
+        grow = BATCH_OVERHEAD.get(max(18, min(27, batch.bit_length() - 1)), 0.0) if plan.batch else 0.0
+        compute = NS_PER_POINT[name] * 1e-9 * n * (1 + grow)
+        link = shape.base_bytes(name) / LINK_BYTES_PER_S if name not in plan.resident else 0.0
+        total += max(compute, link)
+    return total
+
+
+def products_fit(plan: DevicePlan, shape: KeyShape, largest_matrix: int) -> bool:
+    """Whether a compiled circuit's a, b, c can be computed on the device beside the resident bases:
+    the witness, a, b, c and its largest matrix at once (matrices that are not resident go up one at
+    a time). Resident mode's reserve already holds them."""
+    if plan.mode == "resident":
+        return True
+    need = shape.witness_bytes + 3 * FR_BYTES * shape.domain + largest_matrix + PHASE_SLACK
+    return plan.resident_bytes(shape) + need <= plan.budget
+
+
+def format_gib(nbytes: int) -> str:
+    return f"{nbytes / GIB:.1f} GiB"

@@ -1,0 +1,189 @@
+"""The device memory plan (`cuzk.backends.cuda.plan`) for the cards storage providers own and each
+Filecoin circuit, the refusal of a card too small, and the out-of-memory retry (an injected
+allocation failure through `CudaBackend._guarded`, with stand-ins for CuPy: no GPU needed)."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from types import SimpleNamespace
+
+import pytest
+
+from cuzk.backends.cuda.backend import CudaBackend, CudaDeviceError, _DeviceKey
+from cuzk.backends.cuda.plan import (
+    BATCHES,
+    CONTEXT_BYTES,
+    GIB,
+    QUERIES,
+    DeviceTooSmallError,
+    KeyShape,
+    estimated_seconds,
+    minimum_bytes,
+    plan_device,
+    products_fit,
+    streaming_phases,
+)
+from cuzk.cli.circuit_cmd import resolve_shape
+
+CARDS_GIB = (8, 16, 24, 32, 80, 141)
+CIRCUITS = ("porep-32g", "wpost-32g", "snap-32g", "winning-32g", "porep-2k", "wpost-2k", "snap-2k")
+
+
+def shape_of(circuit_id: str) -> KeyShape:
+    """The key's lengths from the circuit's exact shape table (what `cuzk circuit shape` prints)."""
+    layout = resolve_shape(circuit_id).expected_layout
+    return KeyShape(domain=layout.domain_size, inputs=layout.ic, aux=layout.l, h=layout.h, l=layout.l, a=layout.a,
+                    b_g1=layout.b_g1, b_g2=layout.b_g2)
+
+
+def budget(card_gib: int) -> int:
+    """What a card of that size leaves the pool under `memory_limit` = its size."""
+    return card_gib * GIB - CONTEXT_BYTES
+
+
+@pytest.mark.parametrize("circuit_id", CIRCUITS)
+@pytest.mark.parametrize("card", CARDS_GIB)
+def test_a_plan_never_plans_past_its_budget(circuit_id: str, card: int) -> None:
+    shape = shape_of(circuit_id)
+    try:
+        plan = plan_device(shape, budget(card))
+    except DeviceTooSmallError:
+        assert minimum_bytes(shape) > budget(card)
+        return
+    resident = plan.resident_bytes(shape)
+    assert resident + plan.reserve <= budget(card)
+    assert set(plan.resident) | set(plan.streamed) == {name for name, _ in QUERIES}
+    assert plan.streamed_bytes(shape) + resident == shape.key_bytes
+    if plan.mode == "streaming":
+        # Every phase, with the resident bases beside it, within the budget.
+        assert all(resident + peak <= budget(card) for peak in plan.phases.values())
+        assert plan.batch in BATCHES
+
+
+def test_porep_32g_on_each_card() -> None:
+    shape = shape_of("porep-32g")
+    with pytest.raises(DeviceTooSmallError, match=r"needs at least 1[0-9]\.\d GiB of device memory"):
+        plan_device(shape, budget(8))
+    plans = {card: plan_device(shape, budget(card)) for card in CARDS_GIB[1:]}
+    assert plans[141].mode == "resident"  # the H200 keeps running as before
+    for card in (16, 24, 32, 80):
+        assert plans[card].mode == "streaming"
+    assert plans[16].resident == ()  # 16 GiB holds a proof's working memory and no bases
+    assert plans[80].streamed == ()  # 80 GiB holds the whole 44 GiB key beside batched MSMs
+    kept = [plans[card].resident_bytes(shape) for card in (16, 24, 32, 80, 141)]
+    assert kept == sorted(kept)  # more memory never keeps fewer bases
+    times = [estimated_seconds(shape, plans[card]) for card in (16, 24, 32, 80)]
+    assert times == sorted(times, reverse=True)
+
+
+def test_the_streamed_vectors_are_the_ones_whose_uploads_their_msm_hides() -> None:
+    # The H and B_G2 MSMs do the most work per base: they are streamed before A, B_G1 and L.
+    shape = shape_of("porep-32g")
+    plan = plan_device(shape, budget(32))
+    assert "h" in plan.streamed and "b_g2" in plan.streamed
+    assert "a" in plan.resident
+
+
+def test_small_circuits_stay_resident_on_every_card() -> None:
+    for card in CARDS_GIB:
+        plan = plan_device(shape_of("winning-32g"), budget(card))
+        assert plan.mode == "resident" and plan.streamed == ()
+
+
+def test_the_witness_products_fit_only_where_there_is_room() -> None:
+    shape = shape_of("porep-32g")
+    matrix = 2 * GIB  # about the largest of PoRep-32GiB's compiled matrices
+    assert not products_fit(plan_device(shape, budget(16)), shape, matrix)
+    assert products_fit(plan_device(shape, budget(141)), shape, matrix)
+
+
+def test_smaller_plans_hold_less_until_the_floor() -> None:
+    shape = shape_of("porep-32g")
+    plan = plan_device(shape, budget(24))
+    seen = 0
+    while (smaller := plan.smaller(shape)) is not None:
+        assert smaller.reserve <= plan.reserve
+        assert (smaller.batch, smaller.tree_bytes) != (plan.batch, plan.tree_bytes)
+        assert smaller.resident == plan.resident
+        plan, seen = smaller, seen + 1
+    assert seen >= 1 and plan.batch == BATCHES[-1]
+    # A resident plan's smaller one streams nothing but batches its MSMs.
+    resident = plan_device(shape, budget(141))
+    smaller = resident.smaller(shape)
+    assert smaller is not None and smaller.mode == "streaming" and smaller.streamed == ()
+
+
+def test_phases_grow_with_the_batch() -> None:
+    shape = shape_of("porep-32g")
+    everything = frozenset(name for name, _ in QUERIES)
+    small = streaming_phases(shape, 1 << 20, 3 << 26, everything)
+    large = streaming_phases(shape, 1 << 25, 6 << 30, everything)
+    assert all(small[k] <= large[k] for k in small)
+    assert small["h"] == large["h"]  # a, b, c: the batch does not change them
+
+
+# -- the out-of-memory retry, with stand-ins for CuPy ------------------------------------------------
+
+class _FakeOomError(Exception):
+    pass
+
+
+def _backend_with(plan_key: _DeviceKey) -> SimpleNamespace:
+    cuda = SimpleNamespace(memory=SimpleNamespace(OutOfMemoryError=_FakeOomError),
+                           runtime=SimpleNamespace(CUDARuntimeError=RuntimeError),
+                           driver=SimpleNamespace(CUDADriverError=OSError))
+    fake = SimpleNamespace(_cp=SimpleNamespace(cuda=cuda), _device=contextlib.nullcontext(), _lock=threading.RLock(),
+                           _keys={"pk": plan_key}, oom_retries=0, device_id=0,
+                           plan=SimpleNamespace(release_cached=lambda: None))
+    fake._retry_smaller = lambda pk, exc: CudaBackend._retry_smaller(fake, pk, exc)  # type: ignore[arg-type]
+    return fake
+
+
+def test_an_out_of_memory_proof_is_retried_once_with_a_smaller_plan() -> None:
+    shape = shape_of("porep-32g")
+    key = _DeviceKey(plan_device(shape, budget(24)), shape)
+    first = key.plan
+    fake = _backend_with(key)
+    plans_seen = []
+
+    def prove(pk, asg, r, s, t, job):  # the stand-in for CudaBackend._prove
+        plans_seen.append(key.plan)
+        if len(plans_seen) == 1:
+            raise _FakeOomError("Out of memory allocating 4,165,436,928 bytes")
+        return "proof"
+
+    fake._prove = prove
+    assert CudaBackend._guarded(fake, "pk", None, None, None, {}, "job") == "proof"  # type: ignore[arg-type]
+    assert fake.oom_retries == 1
+    assert plans_seen[0] is first and plans_seen[1].reserve <= first.reserve
+    assert key.plan is plans_seen[1]  # later proofs keep the smaller plan
+
+
+def test_a_second_out_of_memory_error_fails_the_proof_clearly() -> None:
+    shape = shape_of("porep-32g")
+    key = _DeviceKey(plan_device(shape, budget(24)), shape)
+    fake = _backend_with(key)
+
+    def prove(pk, asg, r, s, t, job):
+        raise _FakeOomError("Out of memory allocating 1 bytes")
+
+    fake._prove = prove
+    with pytest.raises(CudaDeviceError, match="CUDA error on device 0: Out of memory"):
+        CudaBackend._guarded(fake, "pk", None, None, None, {}, "job")  # type: ignore[arg-type]
+    assert fake.oom_retries == 1
+
+
+def test_the_refusal_names_the_circuit_and_the_limit() -> None:
+    from cuzk.engine.workers import _DeviceState
+
+    class TooSmall:
+        def load_key(self, pk: object) -> None:
+            raise DeviceTooSmallError("needs at least 12.9 GiB of device memory with memory_limit = 8.0 GiB")
+
+    state = _DeviceState(TooSmall())
+    state.keys["porep-32g"], state.prepared["porep-32g"] = object(), object()
+    with pytest.raises(DeviceTooSmallError, match=r"^porep-32g needs at least 12\.9 GiB of device memory with "
+                                                  r"memory_limit = 8\.0 GiB$"):
+        state.load("porep-32g", "/unused", True)
+    assert "porep-32g" not in state.hot

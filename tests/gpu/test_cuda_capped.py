@@ -1,0 +1,126 @@
+"""The memory plan on the device: streaming plans (bases in pinned host memory, MSMs in batches, the
+witness uploaded after H) give the resident plan's proofs, `memory_limit` caps CuPy's pool, a key
+that cannot fit is refused at load, and an out-of-memory proof is retried with a smaller plan."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from cuzk.backends.cpu import CpuBackend
+from cuzk.backends.cuda.plan import CONTEXT_BYTES, GIB, DevicePlan, DeviceTooSmallError, KeyShape, minimum_bytes
+from cuzk.circuits.registry import lookup
+from cuzk.groth16.assignment import Assignment
+from cuzk.groth16.synthesis import synthesize_for_proving
+from cuzk.groth16.verifier import verify_proof
+
+pytestmark = pytest.mark.gpu
+
+
+def _assignment(circuit_id: str, seed: int) -> Assignment:
+    return Assignment.from_proving_assignment(
+        synthesize_for_proving(lookup(circuit_id).example(random.Random(seed)), check=True))
+
+
+@pytest.fixture
+def capped(needs_gpu):
+    """CudaBackend factory whose pool limits are lifted again after the test (the pool is the process's)."""
+    import cupy
+
+    from cuzk.backends.cuda import CudaBackend
+
+    yield lambda limit: CudaBackend(0, memory_limit=limit)
+    pool = cupy.get_default_memory_pool()
+    pool.set_limit(size=0)
+    pool.free_all_blocks()
+
+
+@pytest.mark.parametrize("resident", [(), ("l", "b_g1"), ("h", "a", "b_g2")])
+@pytest.mark.parametrize("batch", [1 << 8, 1 << 11])
+def test_streaming_plans_give_the_resident_proof(capped, bits_params, resident: tuple[str, ...], batch: int) -> None:
+    pk = bits_params.pk
+    backend = capped(None)
+    asg = _assignment(bits_params.circuit_id, 41)
+    want = CpuBackend().prove(pk, asg, r=11, s=13)
+    backend.load_key(pk, plan=DevicePlan(budget=1 << 40, mode="streaming", resident=resident, reserve=0, batch=batch,
+                                         tree_bytes=1 << 26))
+    assert {name for name, kept in backend.resident(pk).items() if kept} == set(resident)
+    timings: dict[str, float] = {}
+    proof = backend.prove(pk, asg, r=11, s=13, timings=timings)
+    assert proof == want
+    assert verify_proof(pk.vk, proof, asg.public_inputs())
+    assert timings["h2d_witness"] >= 0 and timings["device"] > 0
+    plan = backend.memory_plan()
+    assert plan["keys"][0]["mode"] == "streaming" and set(plan["keys"][0]["resident"]) == set(resident)
+    assert plan["keys"][0]["host_pinned_bytes"] == plan["keys"][0]["streamed_bytes"]
+    backend.unload_key(pk)
+
+
+def test_two_threads_prove_streaming_plans_at_once(capped, mimc_params, bits_params) -> None:
+    import threading
+
+    backend = capped(None)
+    for params in (mimc_params, bits_params):
+        backend.load_key(params.pk, plan=DevicePlan(budget=1 << 40, mode="streaming", resident=("a",), reserve=0,
+                                                    batch=1 << 9))
+    work = [(p.pk, _assignment(p.circuit_id, seed)) for p, seed in ((bits_params, 51), (mimc_params, 52),
+                                                                     (bits_params, 53))]
+    want = [CpuBackend().prove(pk, asg, r=5, s=7) for pk, asg in work]
+    got: list[object] = [None] * len(work)
+
+    def run(k: int) -> None:
+        got[k] = backend.prove(*work[k], r=5, s=7)
+
+    threads = [threading.Thread(target=run, args=(k,)) for k in range(len(work))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert got == want
+
+
+def test_memory_limit_caps_the_pool_and_is_reported(capped, mimc_params) -> None:
+    import cupy
+
+    backend = capped(2 * GIB)
+    assert cupy.get_default_memory_pool().get_limit() == 2 * GIB - CONTEXT_BYTES
+    pk = mimc_params.pk
+    asg = _assignment(mimc_params.circuit_id, 42)
+    proof = backend.prove(pk, asg, r=1, s=2)
+    assert verify_proof(pk.vk, proof, asg.public_inputs())
+    plan = backend.memory_plan()
+    assert plan["memory_limit"] == 2 * GIB and plan["budget"] <= 2 * GIB - CONTEXT_BYTES
+    assert 0 < plan["peak_pool_bytes"] <= 2 * GIB - CONTEXT_BYTES
+    assert plan["keys"][0]["mode"] == "resident" and plan["oom_retries"] == 0
+
+
+def test_a_key_that_cannot_fit_is_refused_at_load(capped, bits_params) -> None:
+    pk = bits_params.pk
+    need = minimum_bytes(KeyShape.of(pk))
+    backend = capped(CONTEXT_BYTES + need // 2)
+    with pytest.raises(DeviceTooSmallError, match=r"needs at least .* GiB of device memory with memory_limit = "):
+        backend.load_key(pk)
+    assert not any(backend.resident(pk).values())
+
+
+def test_an_out_of_memory_error_is_retried_with_a_smaller_plan(capped, bits_params, monkeypatch) -> None:
+    import cupy
+
+    pk = bits_params.pk
+    backend = capped(None)
+    backend.load_key(pk, plan=DevicePlan(budget=1 << 40, mode="streaming", resident=(), reserve=0, batch=1 << 20))
+    asg = _assignment(bits_params.circuit_id, 43)
+    want = CpuBackend().prove(pk, asg, r=3, s=5)
+    real, calls = backend._device_phase_streaming, []
+
+    def first_call_out_of_memory(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 1:
+            raise cupy.cuda.memory.OutOfMemoryError(1 << 40, 1 << 40)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(backend, "_device_phase_streaming", first_call_out_of_memory)
+    assert backend.prove(pk, asg, r=3, s=5) == want
+    assert len(calls) == 2 and backend.oom_retries == 1
+    assert backend.key_plan(pk).batch == 1 << 19
