@@ -123,7 +123,7 @@ def build_memory_estimate(num_constraints: int, num_variables: int, *, blocks: i
     porep-2k (5.8 entries per row, 216 bytes per row), against the estimate's 0.29 GB and 1.17 GB.
     A circuit of `blocks` identical blocks (`circuits.filecoin.blocks.block_count`), 3 or more, is
     compiled block by block: three blocks recorded, then all rows assembled (measured: porep-32g
-    +9.1 GB against this estimate's 13.7 GB; benchmarks/bench_compile_blocks.py). A large header
+    +9.1 GB against this estimate's 13.7 GB; benchmarks/cpu/bench_compile_blocks.py). A large header
     (`header_rows`, `circuits.filecoin.blocks.block_header_rows`: SnapDeals' apex tree) is recorded
     once, at a whole recording's cost per row (measured: snap-8m +2.1 GB against 3.0 GB, snap-512m
     +4.5 GB against 6.9 GB, snap-32g +5.7 GB against 8.9 GB).
