@@ -195,13 +195,25 @@ def _group(samples: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def stress_summary(samples: list[dict[str, Any]]) -> dict[str, Any]:
-    """Per priority and per stream: counts, late proofs, deadline misses (late or not delivered), latency."""
+    """Per priority, per proof kind and per stream: counts, late proofs, deadline misses (late or not
+    delivered), latency percentiles (p50/p95/p99); and the preemptions: partitions that took their
+    device ahead of lower-priority partitions queued for it earlier (`cuzk.bench.timeline.preemptions`)."""
+    from cuzk.bench.timeline import preemption_summary, spans_from_samples
+
     ms = measured(samples)
     by_priority: dict[str, list[dict[str, Any]]] = {}
+    by_kind: dict[str, list[dict[str, Any]]] = {}
     by_stream: dict[str, list[dict[str, Any]]] = {}
     for s in ms:
         by_priority.setdefault(s["priority"].upper(), []).append(s)
+        by_kind.setdefault(s["kind"], []).append(s)
         by_stream.setdefault(s["stream"], []).append(s)
     order = ["CRITICAL", "HIGH", "NORMAL", "LOW"]
-    return {"by_priority": {p: _group(by_priority[p]) for p in sorted(by_priority, key=order.index)},
-            "by_stream": {name: _group(group) for name, group in by_stream.items()}}
+    return {"by_priority": {p: _group(by_priority[p]) for p in sorted(by_priority, key=_rank(order))},
+            "by_kind": {kind: _group(group) for kind, group in by_kind.items()},
+            "by_stream": {name: _group(group) for name, group in by_stream.items()},
+            "preemptions": preemption_summary(spans_from_samples(ms)["spans"])}
+
+
+def _rank(order: list[str]) -> Callable[[str], int]:
+    return lambda name: order.index(name) if name in order else len(order)

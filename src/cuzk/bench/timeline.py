@@ -5,6 +5,12 @@ submitted_at_unix_ms + the partition's offsets), in the same layout as the daemo
 so the HTML file is the daemon's live page with the run embedded. Gaps between consecutive device
 spans of all workers of one device are the device's idle time and are marked: a pipeline that keeps
 its device busy has none after the first partition.
+
+Preemptions (`preemptions`): a partition that took its device before a partition of lower priority
+that had been waiting for that device longer (queued for it earlier) went ahead of it: the
+priority-ordered device queue and device lock at work. The PNG marks each such partition with a
+triangle at the start of its device span, and draws CRITICAL partitions' device spans in their own
+colour.
 """
 
 from __future__ import annotations
@@ -14,6 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from cuzk.errors import CuzkError
+
+#: Priority names (as a stress stream's samples carry them, any case) by rank; others rank NORMAL.
+PRIORITY_RANK = {"LOW": 1, "NORMAL": 2, "HIGH": 3, "CRITICAL": 4}
+
+
+def priority_rank(name: str) -> int:
+    return PRIORITY_RANK.get(str(name).upper(), PRIORITY_RANK["NORMAL"])
 
 
 def spans_from_samples(samples: list[dict[str, Any]]) -> dict[str, Any]:
@@ -31,13 +44,15 @@ def spans_from_samples(samples: list[dict[str, Any]]) -> dict[str, Any]:
             # submit: a completed job's stamps are all real.
             if not (completed or p["synth_end_ms"]):
                 continue
-            device = None
+            device = queued = None
             if completed or p["device_end_ms"]:
                 device = [base + p["device_start_ms"], base + p["device_end_ms"]]
+                queued = base + p.get("device_queue_ms", p["device_start_ms"])
             spans.append({"job_id": r["job_id"], "partition": p["index"], "proof_kind": r["proof_kind"],
                           "priority": s.get("priority", ""), "state": s["status"].lower(),
                           "synth_worker": p.get("synth_worker") or "synthesis", "device_worker": p["worker"],
-                          "synth": [base + p["synth_start_ms"], base + p["synth_end_ms"]], "device": device})
+                          "synth": [base + p["synth_start_ms"], base + p["synth_end_ms"]], "device": device,
+                          "device_queued": queued})
             end = max(end, base + (p["device_end_ms"] or p["synth_end_ms"]))
     return {"now_ms": end, "window_s": 0, "synth_workers": sorted({s["synth_worker"] for s in spans}, key=_natural),
             "device_workers": sorted({s["device_worker"] for s in spans if s["device"]}, key=_natural),
@@ -71,6 +86,38 @@ def idle_gaps(spans: list[dict[str, Any]]) -> dict[str, list[tuple[int, int]]]:
     return gaps
 
 
+def preemptions(spans: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The partitions that went ahead of lower-priority partitions waiting longer for the same device:
+    one entry each (job, partition, priority, device, `at_ms` its device start, `jumped` how many
+    it went ahead of), in the order they took the device."""
+    on_device = [s for s in spans if s.get("device") and s.get("device_queued") is not None]
+    by_device: dict[str, list[dict[str, Any]]] = {}
+    for s in on_device:
+        by_device.setdefault(device_of(s["device_worker"]), []).append(s)
+    out = []
+    for device, group in by_device.items():
+        for s in group:
+            rank = priority_rank(s["priority"])
+            jumped = sum(1 for o in group if priority_rank(o["priority"]) < rank
+                         and o["device_queued"] < s["device_queued"] and o["device"][0] > s["device"][0])
+            if jumped:
+                out.append({"job_id": s["job_id"], "partition": s["partition"], "proof_kind": s["proof_kind"],
+                            "priority": str(s["priority"]).upper(), "device": device, "worker": s["device_worker"],
+                            "at_ms": s["device"][0], "jumped": jumped})
+    out.sort(key=lambda e: e["at_ms"])
+    return out
+
+
+def preemption_summary(spans: list[dict[str, Any]]) -> dict[str, Any]:
+    """How many partitions of each priority went ahead of others (`preemptions`), and the events."""
+    events = preemptions(spans)
+    by_priority: dict[str, int] = {}
+    for e in events:
+        by_priority[e["priority"]] = by_priority.get(e["priority"], 0) + 1
+    return {"partitions": len(events), "by_priority": by_priority,
+            "partitions_overtaken": sum(e["jumped"] for e in events), "events": events}
+
+
 def _natural(name: str) -> list[Any]:
     return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
 
@@ -88,15 +135,23 @@ def write_png(data: dict[str, Any], path: Path, title: str) -> None:
     rows = [("synth", w) for w in data["synth_workers"]] + [("device", w) for w in data["device_workers"]]
     index = {row: k for k, row in enumerate(rows)}
     fig, ax = plt.subplots(figsize=(12, 1.2 + 0.45 * len(rows)))
-    colors = {"synth": "#4e79a7", "device": "#f28e2b"}
+    colors = {"synth": "#4e79a7", "device": "#f28e2b", "critical": "#b07aa1"}
+    critical = False
     for kind in ("synth", "device"):
         for s in spans:
             iv = s[kind]
             if not iv or iv[1] is None:
                 continue
             y = index[(kind, s[f"{kind}_worker"])]
+            color = colors[kind]
+            if kind == "device" and priority_rank(s["priority"]) == PRIORITY_RANK["CRITICAL"]:
+                color, critical = colors["critical"], True
             ax.broken_barh([((iv[0] - t0) / 1000, max(iv[1] - iv[0], 1) / 1000)], (y - 0.35, 0.7),
-                           facecolors=colors[kind], edgecolors="white", linewidth=0.3)
+                           facecolors=color, edgecolors="white", linewidth=0.3)
+    events = preemptions(spans)
+    for e in events:
+        ax.plot((e["at_ms"] - t0) / 1000, index[("device", e["worker"])] - 0.42, marker="v", markersize=7,
+                color="#c0392b", markeredgecolor="black", markeredgewidth=0.4, linestyle="none", zorder=5)
     gaps = idle_gaps(spans)
     for kind, worker in rows:
         if kind == "device" and gaps.get(device_of(worker)):
@@ -107,12 +162,18 @@ def write_png(data: dict[str, Any], path: Path, title: str) -> None:
     ax.invert_yaxis()
     ax.set_xlabel("seconds since the first synthesis started")
     ax.set_title(title)
+    from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
-    ax.legend(handles=[Patch(color=colors["synth"], label="synthesis"),
-                       Patch(color=colors["device"], label="device compute"),
-                       Patch(facecolor="#fdecea", edgecolor="#c0392b", hatch="////", label="device idle")],
-              loc="upper right", fontsize=8)
+    handles: list[Any] = [Patch(color=colors["synth"], label="synthesis"),
+                          Patch(color=colors["device"], label="device compute")]
+    if critical:
+        handles.append(Patch(color=colors["critical"], label="device compute, CRITICAL"))
+    handles.append(Patch(facecolor="#fdecea", edgecolor="#c0392b", hatch="////", label="device idle"))
+    if events:
+        handles.append(Line2D([], [], marker="v", color="#c0392b", markeredgecolor="black", linestyle="none",
+                              label=f"went ahead of lower-priority partitions queued earlier ({len(events)})"))
+    ax.legend(handles=handles, loc="upper right", fontsize=8)
     ax.grid(axis="x", alpha=0.3)
     fig.tight_layout()
     try:

@@ -98,7 +98,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     _output_options(batch)
     batch.set_defaults(handler=cmd_batch)
 
-    stress = bsub.add_parser("stress", help="a mix of proof kinds at given rates: deadline misses per priority")
+    stress = bsub.add_parser("stress", help="a mix of proof kinds at given rates: latency percentiles and "
+                             "deadline misses per priority and kind, preemptions")
     _proof_options(stress, default_type="")
     _daemon_options(stress)
     stress.add_argument("--duration", type=float, required=True, help="seconds of arrivals")
@@ -330,14 +331,26 @@ def _print_report(record: dict[str, Any]) -> None:
             console.print(f"  {n} x {reason}", highlight=False)
     stress = record.get("stress")
     if stress:
-        table = Table(title="deadlines per priority")
-        for col in ("priority", "submitted", "completed", "failed", "late", "deadline misses", "p50 s", "p99 s"):
-            table.add_column(col, justify="right" if col != "priority" else "left")
-        for prio, g in stress["by_priority"].items():
-            lat = g["latency_s"]
-            table.add_row(prio, str(g["submitted"]), str(g["completed"]), str(g["failed"]), str(g["late"]),
-                          _fmt(g["deadline_misses"]), _fmt(lat.get("p50")), _fmt(lat.get("p99")))
-        console.print(table)
+        for title, key, first in (("deadlines and latency per priority", "by_priority", "priority"),
+                                  ("deadlines and latency per proof kind", "by_kind", "kind")):
+            groups = stress.get(key)
+            if not groups:
+                continue
+            table = Table(title=title)
+            for col in (first, "submitted", "completed", "failed", "late", "deadline misses", "p50 s", "p95 s",
+                        "p99 s"):
+                table.add_column(col, justify="right" if col != first else "left")
+            for name, g in groups.items():
+                lat = g["latency_s"]
+                table.add_row(name, str(g["submitted"]), str(g["completed"]), str(g["failed"]), str(g["late"]),
+                              _fmt(g["deadline_misses"]), _fmt(lat.get("p50")), _fmt(lat.get("p95")),
+                              _fmt(lat.get("p99")))
+            console.print(table)
+        pre = stress.get("preemptions")
+        if pre is not None:
+            kinds = ", ".join(f"{n} {prio}" for prio, n in pre["by_priority"].items()) or "none"
+            console.print(f"preemptions: {pre['partitions']} partitions ({kinds}) took the device ahead of "
+                          f"{pre['partitions_overtaken']} lower-priority partitions queued earlier", highlight=False)
     if record.get("warning"):
         console.print(f"[bold red]warning:[/] {record['warning']}")
 
