@@ -23,7 +23,7 @@ Contenders:
   the CPU path must add before the device has the witness.
 
 The device's aux vector is checked equal to the CPU generator's, element for element.
-(results/cuda-porep-witness-h200-2026-11-30.json came from this file's PoRep-only predecessor,
+(results/archive/cuda-porep-witness-h200-2026-11-30.json came from this file's PoRep-only predecessor,
 bench_cuda_porep_witness.py.)
 
     python benchmarks/cuda/bench_cuda_witness.py --circuit wpost-32g --out results.json
