@@ -6,13 +6,19 @@ request and grant times on the CPU path), never from how long anything took."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
+from typing import Any
 
+import psutil
 import pytest
 from engine.engine_helpers import assert_verifies, make_request, start_engine, wait_until
 
-from cuzk.engine.engine import Engine
+from cuzk.engine.engine import SYNTHESIS_NICE, Engine
 from cuzk.engine.jobs import Job, PartitionRecord, Priority, ResultStatus
+from cuzk.engine.providers import DebugCircuitRecipe, debug_params_path, debug_public_inputs
+from cuzk.engine.synthesis import export_assignment
+from cuzk.engine.workers import ItemResult, ProveItem, _DeviceState
 
 #: How long each NORMAL partition holds the device: long beside a test circuit's hand-over to the
 #: device process, so that whenever a CRITICAL partition asks for the device one NORMAL partition
@@ -91,3 +97,55 @@ def test_critical_synthesis_does_not_wait_for_busy_synthesis_processes(engine: E
                  if p.synth_start is not None and p.synth_end is not None
                  and p.synth_start <= crit.synth_start < p.synth_end}
     assert busy_then == {w.name for w in regular}
+
+
+def test_only_the_regular_synthesis_processes_give_way_on_the_cpu(engine: Engine) -> None:
+    workers = engine.status()["synthesis"]["workers"]
+    nice = {w["worker_id"]: psutil.Process(w["pid"]).nice() for w in workers}
+    critical = nice.pop("cuzk-synth-critical")
+    assert nice and all(n == min(19, critical + SYNTHESIS_NICE) for n in nice.values())
+
+
+def test_a_batch_lets_a_critical_partition_in_between_two_of_its_partitions(debug_params: Path) -> None:
+    """The device process's side, in this process: a NORMAL batch of two partitions holds the CPU
+    device; a CRITICAL partition that asks meanwhile is proven between the two."""
+    from cuzk.backends.cpu import CpuBackend
+
+    state = _DeviceState(CpuBackend())
+    state.load("mimc-3", str(debug_params_path(debug_params, "mimc-3")), True)
+    shared = []
+
+    def item(seed: int, priority: Priority) -> ProveItem:
+        shared.append(export_assignment(DebugCircuitRecipe("mimc-3", seed).assignment()))
+        return ProveItem("mimc-3", shared[-1], debug_public_inputs("mimc-3", seed), f"p{seed}", int(priority))
+
+    batch = [item(1, Priority.NORMAL), item(2, Priority.NORMAL)]
+    crit = item(3, Priority.CRITICAL)
+    first_started, release_first = threading.Event(), threading.Event()
+    prove = state.backend.prove
+
+    def gated(*args: Any, **kwargs: Any) -> Any:
+        if not first_started.is_set():  # the batch's first partition computes until we say so
+            first_started.set()
+            release_first.wait(20)
+        return prove(*args, **kwargs)
+
+    state.backend.prove = gated  # type: ignore[method-assign]
+    out: dict[str, list[ItemResult]] = {}
+    try:
+        a = threading.Thread(target=lambda: out.setdefault("batch", state.prove(batch, True)), daemon=True)
+        a.start()
+        assert first_started.wait(20)
+        b = threading.Thread(target=lambda: out.setdefault("crit", state.prove([crit], True)), daemon=True)
+        b.start()
+        wait_until(lambda: state.device_lock.waiting(int(Priority.CRITICAL)) == 1, what="the CRITICAL one to queue")
+        release_first.set()
+        a.join(60)
+        b.join(60)
+    finally:
+        for sa in shared:
+            sa.unlink()
+    (first, second), (c,) = out["batch"], out["crit"]
+    assert first.ok and second.ok and c.ok, (first.error, second.error, c.error)
+    assert first.device_end <= c.device_start <= c.device_end <= second.device_start
+    assert c.lock_wait_start < first.device_end  # it asked while the batch held the device
