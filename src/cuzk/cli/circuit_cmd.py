@@ -53,7 +53,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     listing.set_defaults(handler=cmd_list)
 
     compile_ = csub.add_parser("compile", help="record circuits once into compiled files the daemon's synthesis "
-                                               "uses (<param-cache>/compiled/; README: Compiled circuits)")
+                                               "uses (<param-cache>/compiled/; docs/compiled-circuits.md)")
     compile_.add_argument("circuits", nargs="+", metavar="CIRCUIT", help="circuit ids, e.g. winning-2k porep-2k")
     compile_.add_argument("--param-cache", required=True, type=Path, help="the daemon's srs.param_cache")
     compile_.set_defaults(handler=cmd_compile)
@@ -267,11 +267,13 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def cmd_compile(args: argparse.Namespace) -> int:
     """Blocking builds, one circuit after the other (each records the blank circuit in this process)."""
-    from cuzk.engine.compiled_store import CompiledStore
+    from cuzk.engine.compiled_store import CompiledStore, record_in_parallel
+    from cuzk.engine.filecoin_providers import known_constraints
 
     store = CompiledStore(args.param_cache / "compiled")
     for circuit_id in args.circuits:
-        print(f"{circuit_id}: {store.build(circuit_id)}", flush=True)
+        path = store.build(circuit_id, parallel=record_in_parallel(known_constraints(circuit_id)))
+        print(f"{circuit_id}: {path}", flush=True)
     return 0
 
 
