@@ -12,8 +12,14 @@ import numpy as np
 import pytest
 
 from cuzk.circuits.filecoin.compound import blank_circuit, sample_compound
-from cuzk.circuits.filecoin.porep import PRODUCTION_CONFIGS, PathLevel, StackedCircuit, StackedConfig
-from cuzk.circuits.filecoin.porep_witness import GADGET_KINDS, PorepLayout, porep_witness, random_stacked_circuit
+from cuzk.circuits.filecoin.porep import (
+    PRODUCTION_CONFIGS,
+    PathLevel,
+    StackedCircuit,
+    StackedConfig,
+    random_stacked_circuit,
+)
+from cuzk.circuits.filecoin.porep_witness import GADGET_KINDS, PorepLayout, porep_witness
 from cuzk.errors import SynthesisError
 from cuzk.field.constants import R_MODULUS
 from cuzk.field.limbs import ints_to_limbs

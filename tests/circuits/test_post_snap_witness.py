@@ -20,8 +20,7 @@ import pytest
 
 from cuzk.circuits.examples import MimcCircuit
 from cuzk.circuits.filecoin.compound import PartitionInstance, sample_compound
-from cuzk.circuits.filecoin.post import FallbackPoStCircuit, FallbackPoStConfig
-from cuzk.circuits.filecoin.post_witness import random_post_circuit
+from cuzk.circuits.filecoin.post import FallbackPoStCircuit, FallbackPoStConfig, random_post_circuit
 from cuzk.circuits.filecoin.snap import EmptySectorUpdateCircuit, EmptySectorUpdateConfig, UpdateChallengeProof
 from cuzk.errors import SynthesisError
 from cuzk.field.constants import R_MODULUS

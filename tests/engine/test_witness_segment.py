@@ -13,8 +13,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from cuzk.circuits.filecoin.porep import PRODUCTION_CONFIGS
-from cuzk.circuits.filecoin.porep_witness import random_stacked_circuit
+from cuzk.circuits.filecoin.porep import PRODUCTION_CONFIGS, random_stacked_circuit
 from cuzk.engine import compiled_store
 from cuzk.engine.filecoin_providers import FilecoinPartitionRecipe
 from cuzk.engine.synthesis import CompiledWitness, WitnessSegment, export_assignment
@@ -112,8 +111,7 @@ def test_counts_that_differ_make_no_segment(porep_2k, monkeypatch: pytest.Monkey
 
 @pytest.fixture(scope="module")
 def wpost_2k() -> tuple[object, np.ndarray, np.ndarray]:
-    from cuzk.circuits.filecoin.post import FallbackPoStConfig
-    from cuzk.circuits.filecoin.post_witness import random_post_circuit
+    from cuzk.circuits.filecoin.post import FallbackPoStConfig, random_post_circuit
 
     circuit = random_post_circuit(dataclasses.replace(FallbackPoStConfig.window(2 << 10), sector_count=3), 2)
     inputs, aux = circuit.witness_arrays()

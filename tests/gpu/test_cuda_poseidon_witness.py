@@ -109,8 +109,7 @@ def test_deferred_partition_completed_on_the_device(device_paths: DevicePoseidon
     from cuzk.backends.cuda.deferred import complete_on_device
     from cuzk.backends.cuda.sha256_witness import DeviceSha256Witness
     from cuzk.circuits.filecoin.compound import sample_compound
-    from cuzk.circuits.filecoin.post import FallbackPoStConfig
-    from cuzk.circuits.filecoin.post_witness import random_post_circuit
+    from cuzk.circuits.filecoin.post import FallbackPoStConfig, random_post_circuit
     from cuzk.witness_gen.deferred import DeferredWitness
 
     if which.startswith("wpost-32g"):

@@ -115,8 +115,8 @@ def test_deferred_partition_completed_on_the_device_equals_the_full_generator(de
     import dataclasses
 
     from cuzk.circuits.filecoin.compound import sample_compound
-    from cuzk.circuits.filecoin.porep import PRODUCTION_CONFIGS
-    from cuzk.circuits.filecoin.porep_witness import PorepLayout, porep_witness, random_stacked_circuit
+    from cuzk.circuits.filecoin.porep import PRODUCTION_CONFIGS, random_stacked_circuit
+    from cuzk.circuits.filecoin.porep_witness import PorepLayout, porep_witness
     from cuzk.witness_gen.deferred import DeferredWitness
 
     circuit = (sample_compound("porep-2k", 5).partition_circuit(0) if which == "porep-2k" else

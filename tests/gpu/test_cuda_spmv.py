@@ -85,8 +85,7 @@ def test_winning_2k_with_its_real_witness(spmv) -> None:
 @pytest.mark.slow  # porep-2k compiles in 15-30 s on 2 cores
 def test_porep_2k_with_a_generated_witness(spmv) -> None:
     from cuzk.circuits.filecoin.compound import blank_circuit
-    from cuzk.circuits.filecoin.porep import PRODUCTION_CONFIGS
-    from cuzk.circuits.filecoin.porep_witness import random_stacked_circuit
+    from cuzk.circuits.filecoin.porep import PRODUCTION_CONFIGS, random_stacked_circuit
 
     compiled = compile_circuit(blank_circuit("porep-2k"), "porep-2k")
     inputs, aux = random_stacked_circuit(PRODUCTION_CONFIGS[2 << 10], seed=5).witness_arrays()

@@ -14,10 +14,9 @@ import numpy as np
 import pytest
 
 from cuzk.circuits.filecoin.compound import sample_compound
-from cuzk.circuits.filecoin.porep import PRODUCTION_CONFIGS, StackedCircuit
-from cuzk.circuits.filecoin.porep_witness import PorepLayout, label_plan, random_stacked_circuit
-from cuzk.circuits.filecoin.post import FallbackPoStCircuit, FallbackPoStConfig
-from cuzk.circuits.filecoin.post_witness import random_post_circuit
+from cuzk.circuits.filecoin.porep import PRODUCTION_CONFIGS, StackedCircuit, random_stacked_circuit
+from cuzk.circuits.filecoin.porep_witness import PorepLayout, label_plan
+from cuzk.circuits.filecoin.post import FallbackPoStCircuit, FallbackPoStConfig, random_post_circuit
 from cuzk.circuits.filecoin.snap import EmptySectorUpdateCircuit
 from cuzk.gadgets.por import TreeShape
 from cuzk.witness_gen.deferred import DeferredWitness

@@ -206,8 +206,7 @@ def _warm_up() -> None:
     the constraint-system path, the compiled path (its sparse-product and row-check kernels) and
     the batched witness generators (SHA-256, Poseidon, Merkle paths of both tree kinds, on a
     PoRep-2KiB-shaped partition of random values)."""
-    from cuzk.circuits.filecoin.porep import PRODUCTION_CONFIGS
-    from cuzk.circuits.filecoin.porep_witness import random_stacked_circuit
+    from cuzk.circuits.filecoin.porep import PRODUCTION_CONFIGS, random_stacked_circuit
     from cuzk.engine.providers import DebugCircuitRecipe
     from cuzk.groth16.synthesis import compile_circuit, synthesize_compiled
 

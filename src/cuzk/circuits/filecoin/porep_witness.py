@@ -26,21 +26,20 @@ circuit's row check is where an inconsistent witness shows up).
 
 from __future__ import annotations
 
-import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from cuzk.circuits.filecoin.porep import (
+from cuzk.circuits.filecoin.porep_config import (
     BASE_DEGREE,
     EXP_DEGREE,
     TOTAL_PARENTS,
     ChallengeProof,
     ColumnOpening,
-    StackedCircuit,
     StackedConfig,
     label_message,
 )
@@ -48,7 +47,6 @@ from cuzk.errors import SynthesisError
 from cuzk.field.constants import FR_BITS, R_MODULUS
 from cuzk.field.limbs import ints_to_limbs, limb_rows_out
 from cuzk.gadgets.boolean import IS_KIND, AllocatedBit, Boolean, reverse_bit_numbering
-from cuzk.gadgets.por import PathLevel, TreeShape
 from cuzk.hashes.poseidon_constants import merkle_tree_tag, poseidon_constants
 from cuzk.r1cs.variable import Variable
 from cuzk.witness_gen.bits import spread_bits
@@ -58,7 +56,10 @@ from cuzk.witness_gen.poseidon import poseidon_aux_count, poseidon_witness
 from cuzk.witness_gen.sha256 import Sha256WitnessPlan
 from cuzk.witness_gen.values import required_value, required_values
 
-__all__ = ["GADGET_KINDS", "PorepLayout", "porep_witness", "random_stacked_circuit"]
+if TYPE_CHECKING:
+    from cuzk.circuits.filecoin.porep import StackedCircuit
+
+__all__ = ["GADGET_KINDS", "PorepLayout", "porep_witness"]
 
 _PARENTS = BASE_DEGREE + EXP_DEGREE
 #: Where the node (challenge) bits start in a label message: after replica_id (256) and the layer (32).
@@ -353,29 +354,3 @@ def porep_witness(circuit: StackedCircuit, timings: dict[str, float] | None = No
                                                 challenge_rows + layout.column_hash + column_rows]))
     lap("merkle_poseidon")
     return inputs, aux
-
-
-# -- synthetic partitions -------------------------------------------------------------------------
-
-def random_stacked_circuit(config: StackedConfig, seed: int = 0) -> StackedCircuit:
-    """A circuit of `config`'s layout filled with random well-formed values: canonical field
-    elements, valid path positions, challenges below the node count. Not a consistent sector (paths
-    do not reach the commitments, labels do not match the columns): what a witness needs, as
-    `WitnessCS` needs no more; proving it would fail the row check. For equality tests and
-    benchmarks at sector sizes too large to build (32GiB)."""
-    rng = random.Random(seed)
-
-    def fr() -> int:
-        return rng.randrange(R_MODULUS)
-
-    def path(shape: TreeShape) -> list[PathLevel]:
-        return [PathLevel([fr() for _ in range(arity - 1)], rng.randrange(arity)) for arity in shape.arities]
-
-    def opening() -> ColumnOpening:
-        return ColumnOpening([fr() for _ in range(config.layers)], path(config.tree_c))
-
-    proofs = [ChallengeProof(rng.randrange(config.nodes), fr(), path(config.tree_d),
-                             [opening() for _ in range(BASE_DEGREE)], [opening() for _ in range(EXP_DEGREE)],
-                             path(config.tree_c), path(config.tree_c))
-              for _ in range(config.challenges)]
-    return StackedCircuit(config, fr(), fr(), fr(), fr(), fr(), proofs)

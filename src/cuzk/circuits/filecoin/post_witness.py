@@ -21,21 +21,21 @@ host writes the commitments and comm_r hashes only, and the prover's device writ
 
 from __future__ import annotations
 
-import random
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from cuzk.circuits.filecoin.post import FallbackPoStCircuit, FallbackPoStConfig, PoStSector
-from cuzk.field.constants import R_MODULUS
 from cuzk.field.limbs import ints_to_limbs, limb_rows_out
-from cuzk.gadgets.por import PathLevel
 from cuzk.hashes.poseidon_constants import merkle_tree_tag, poseidon_constants
 from cuzk.witness_gen.deferred import DeferredWitness
 from cuzk.witness_gen.merkle import PathLayout, merkle_path_witness, path_arrays, path_aux_count
 from cuzk.witness_gen.poseidon import poseidon_aux_count, poseidon_witness
 from cuzk.witness_gen.values import field_limbs, required_value
 
-__all__ = ["post_aux_per_sector", "post_witness", "random_post_circuit"]
+if TYPE_CHECKING:
+    from cuzk.circuits.filecoin.post import FallbackPoStCircuit
+
+__all__ = ["post_aux_per_sector", "post_witness", "post_witness_shape"]
 
 
 def post_aux_per_sector(circuit: FallbackPoStCircuit) -> int:
@@ -95,21 +95,3 @@ def post_witness(circuit: FallbackPoStCircuit, *, out: np.ndarray | None = None,
     per_sector[:, 0] = commitments[:, 2]
     per_sector[:, 1:, 0] = indices.reshape(sectors, challenges).astype(np.uint64)
     return inputs, flat
-
-
-def random_post_circuit(config: FallbackPoStConfig, seed: int = 0) -> FallbackPoStCircuit:
-    """A circuit of `config`'s layout with random well-formed values, every sector its own
-    commitments, leaves and paths (canonical field elements, valid positions). Not consistent
-    (paths do not reach comm_r_last, comm_r is not their hash): what a witness needs, as `WitnessCS`
-    needs no more; proving it would fail the row check. For equality tests and benchmarks at sizes
-    whose trees are too large to build."""
-    rng = random.Random(seed)
-
-    def fr() -> int:
-        return rng.randrange(R_MODULUS)
-
-    sectors = [PoStSector(fr(), fr(), fr(), [fr() for _ in range(config.challenge_count)],
-                          [[PathLevel([fr() for _ in range(arity - 1)], rng.randrange(arity))
-                            for arity in config.tree_r.arities] for _ in range(config.challenge_count)])
-               for _ in range(config.sector_count)]
-    return FallbackPoStCircuit(config, sectors)

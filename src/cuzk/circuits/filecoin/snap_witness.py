@@ -31,9 +31,11 @@ are written here).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
-from cuzk.circuits.filecoin.snap import GEN_RANDOMNESS_TAG, EmptySectorUpdateCircuit, EmptySectorUpdateConfig
+from cuzk.circuits.filecoin.snap_config import GEN_RANDOMNESS_TAG, EmptySectorUpdateConfig
 from cuzk.errors import SynthesisError
 from cuzk.field.constants import FR_BITS, R_MODULUS
 from cuzk.field.limbs import ints_to_limbs, limb_rows_out, limbs_to_ints
@@ -43,6 +45,9 @@ from cuzk.witness_gen.deferred import DeferredWitness
 from cuzk.witness_gen.merkle import PathLayout, merkle_path_witness, path_aux_count, sha256_node_plan
 from cuzk.witness_gen.poseidon import poseidon_aux_count, poseidon_witness
 from cuzk.witness_gen.values import field_limbs, required_value
+
+if TYPE_CHECKING:
+    from cuzk.circuits.filecoin.snap import EmptySectorUpdateCircuit
 
 __all__ = ["snap_aux_per_challenge", "snap_witness"]
 
