@@ -109,7 +109,8 @@ def _check_random_partition(compiled: Any, layout: Any, circuit_id: str) -> dict
 
     from cuzk.circuits.filecoin.blocks import block_versions
     from cuzk.circuits.filecoin.compound import blank_circuit
-    from cuzk.circuits.filecoin.porep_witness import porep_witness, random_stacked_circuit
+    from cuzk.circuits.filecoin.porep import random_stacked_circuit
+    from cuzk.circuits.filecoin.porep_witness import porep_witness
     from cuzk.circuits.filecoin.snap import EmptySectorUpdateCircuit
     from cuzk.r1cs.spmv import check_rows, spmv_table
 

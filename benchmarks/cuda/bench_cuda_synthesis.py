@@ -79,8 +79,7 @@ def warm_up() -> dict[str, Any]:
     """numba kernels (witness generators, SpMV, row check) and the synthesis kernel unit, on porep-2k's
     shape; the seconds the unit took to load (NVRTC, or a cubin from the kernel cache)."""
     from cuzk.backends.cuda.module import get_module
-    from cuzk.circuits.filecoin.porep import PRODUCTION_CONFIGS
-    from cuzk.circuits.filecoin.porep_witness import random_stacked_circuit
+    from cuzk.circuits.filecoin.porep import PRODUCTION_CONFIGS, random_stacked_circuit
     from cuzk.r1cs.spmv import check_rows, spmv_table
 
     inputs, aux = random_stacked_circuit(PRODUCTION_CONFIGS[2 << 10]).witness_arrays()
@@ -212,7 +211,8 @@ def main() -> None:
     ap.add_argument("--json", type=Path, help="output file (default: results/cuda-synthesis-<date>.json)")
     args = ap.parse_args()
     from cuzk.circuits.filecoin.compound import blank_circuit
-    from cuzk.circuits.filecoin.porep_witness import porep_witness, random_stacked_circuit
+    from cuzk.circuits.filecoin.porep import random_stacked_circuit
+    from cuzk.circuits.filecoin.porep_witness import porep_witness
     from cuzk.r1cs.spmv import check_rows
 
     t0 = time.perf_counter()

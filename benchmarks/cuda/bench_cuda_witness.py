@@ -49,10 +49,8 @@ from cuzk.backends.cuda.deferred import complete_on_device
 from cuzk.backends.cuda.module import get_module
 from cuzk.backends.cuda.poseidon_witness import DevicePoseidonPaths
 from cuzk.backends.cuda.sha256_witness import DeviceSha256Witness
-from cuzk.circuits.filecoin.porep import PRODUCTION_CONFIGS
-from cuzk.circuits.filecoin.porep_witness import random_stacked_circuit
-from cuzk.circuits.filecoin.post import FallbackPoStConfig
-from cuzk.circuits.filecoin.post_witness import random_post_circuit
+from cuzk.circuits.filecoin.porep import PRODUCTION_CONFIGS, random_stacked_circuit
+from cuzk.circuits.filecoin.post import FallbackPoStConfig, random_post_circuit
 from cuzk.circuits.filecoin.snap import EmptySectorUpdateConfig
 from cuzk.witness_gen.deferred import DeferredWitness
 

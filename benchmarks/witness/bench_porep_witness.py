@@ -44,8 +44,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for
 from _common import envelope, write
 
 from cuzk.circuits.filecoin.compound import sample_compound
-from cuzk.circuits.filecoin.porep import PRODUCTION_CONFIGS, StackedCircuit
-from cuzk.circuits.filecoin.porep_witness import GADGET_KINDS, PorepLayout, porep_witness, random_stacked_circuit
+from cuzk.circuits.filecoin.porep import PRODUCTION_CONFIGS, StackedCircuit, random_stacked_circuit
+from cuzk.circuits.filecoin.porep_witness import GADGET_KINDS, PorepLayout, porep_witness
 from cuzk.field.limbs import ints_to_limbs
 from cuzk.groth16.synthesis import synthesize_witness
 

@@ -44,8 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for
 from _common import envelope, write
 
 from cuzk.circuits.filecoin.compound import sample_compound
-from cuzk.circuits.filecoin.post import FallbackPoStConfig
-from cuzk.circuits.filecoin.post_witness import random_post_circuit
+from cuzk.circuits.filecoin.post import FallbackPoStConfig, random_post_circuit
 from cuzk.circuits.filecoin.snap import EmptySectorUpdateCircuit, EmptySectorUpdateConfig, UpdateChallengeProof
 from cuzk.field.constants import R_MODULUS
 from cuzk.field.limbs import ints_to_limbs
