@@ -163,6 +163,10 @@ def test_stress_reports_deadline_misses_per_priority(bench_daemon: LiveDaemon, t
         assert by_priority["CRITICAL"]["deadline_misses"] == 0
         assert streams["winning-like"]["deadline_s"] == [30.0]
     assert streams["porep-like"]["deadline_misses"] is None  # no deadline, nothing to miss
+    by_kind = record["stress"]["by_kind"]
+    assert sum(g["submitted"] for g in by_kind.values()) == summary["submitted"]
+    assert all({"p50", "p95", "p99"} <= set(g["latency_s"]) for g in by_kind.values() if g["completed"])
+    assert record["stress"]["preemptions"]["partitions"] >= 0
     html = (tmp_path / "stress.html").read_text()
     assert 'id="timeline-data"' in html
 
