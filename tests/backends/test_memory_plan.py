@@ -175,7 +175,7 @@ def test_a_second_out_of_memory_error_fails_the_proof_clearly() -> None:
 
 
 def test_the_refusal_names_the_circuit_and_the_limit() -> None:
-    from cuzk.engine.workers import _DeviceState
+    from cuzk.engine.device_worker import _DeviceState
 
     class TooSmall:
         def load_key(self, pk: object) -> None:

@@ -258,7 +258,7 @@ def test_prover_products_hand_over_the_witness_alone(param_cache: Path, monkeypa
 
 def test_sparse_products_setting() -> None:
     from cuzk.engine.config import ConfigError, config_from_dict
-    from cuzk.engine.workers import DeviceSpec, sparse_products_where
+    from cuzk.engine.devices import DeviceSpec, sparse_products_where
 
     cuda, cpu = DeviceSpec(0, "cuda"), DeviceSpec(0, "cpu")
     assert sparse_products_where("auto", [cuda, DeviceSpec(1, "cuda")]) == "prover"

@@ -152,13 +152,13 @@ def test_deferred_gadgets_travel_with_the_segment(which: str, request: pytest.Fi
 
 def test_device_witness_setting(caplog: pytest.LogCaptureFixture) -> None:
     from cuzk.engine.config import ConfigError, config_from_dict
-    from cuzk.engine.workers import DeviceSpec, device_witness_enabled
+    from cuzk.engine.devices import DeviceSpec, device_witness_enabled
 
     cuda, cpu = DeviceSpec(0, "cuda"), DeviceSpec(0, "cpu")
     assert device_witness_enabled("on", "prover", [cuda, DeviceSpec(1, "cuda")])
     assert not device_witness_enabled("off", "prover", [cuda])
     assert not caplog.records
-    with caplog.at_level(logging.WARNING, logger="cuzk.engine.workers"):
+    with caplog.at_level(logging.WARNING, logger="cuzk.engine.devices"):
         assert not device_witness_enabled("on", "synthesis", [cuda])  # a, b, c made before the device
         assert not device_witness_enabled("on", "prover", [cpu])
         assert not device_witness_enabled("on", "prover", [])

@@ -11,7 +11,7 @@ import sys
 
 def test_worker_entry_modules_do_not_import_numba() -> None:
     code = ("import sys\n"
-            "import cuzk.engine.procs, cuzk.engine.synthesis, cuzk.engine.workers\n"
+            "import cuzk.engine.procs, cuzk.engine.synthesis, cuzk.engine.device_worker, cuzk.engine.executor\n"
             "print(sorted(m for m in sys.modules if m == 'numba' or m.startswith('numba.'))[:3])\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.strip() == "[]", out.stdout

@@ -385,8 +385,8 @@ def _is_ephemeral(addr: str) -> bool:
 def validate_config(config: Config) -> None:
     """Everything a new daemon would check before serving, short of binding and spawning workers."""
     config.memory.resolve_budget()
+    from cuzk.engine.devices import detect_devices
     from cuzk.engine.providers import build_providers
-    from cuzk.engine.workers import detect_devices
 
     providers = build_providers(config.srs.param_cache, test_circuits=config.debug.test_circuits)
     for circuit_id in config.srs.preload:

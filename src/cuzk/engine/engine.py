@@ -62,7 +62,8 @@ from cuzk.engine.providers import CircuitProvider, InvalidRequestError, SrsSourc
 from cuzk.engine.scheduler import BatchCollector, Scheduler
 from cuzk.engine.srs import SrsManager
 from cuzk.engine.synthesis import synthesis_worker_main
-from cuzk.engine.workers import Device, DevicePool, detect_devices, device_witness_enabled, sparse_products_where
+from cuzk.engine.devices import device_witness_enabled, sparse_products_where
+from cuzk.engine.executor import Device, Executor, make_executor
 from cuzk.errors import CuzkError
 
 log = logging.getLogger("cuzk.engine")
@@ -200,7 +201,9 @@ def validate_request(request: ProofRequest) -> None:
 
 
 class Engine:
-    def __init__(self, config: Config, *, instance_id: str | None = None) -> None:
+    def __init__(self, config: Config, *, instance_id: str | None = None, executor: Executor | None = None) -> None:
+        """`executor`: the devices to prove on (`cuzk.engine.executor`; default: `make_executor(config)`,
+        one process per device on this host). The engine starts and stops it."""
         self.config = config
         self.instance_id = instance_id or uuid.uuid4().hex[:12]
         self.started_wall = time.time()
@@ -208,7 +211,8 @@ class Engine:
         mode = config.synthesis.compiled
         self.compiled = CompiledStore(Path(config.srs.param_cache) / "compiled", enabled=mode != "off",
                                       auto_build=mode == "build")
-        self.device_specs = detect_devices(config)
+        self.executor = executor if executor is not None else make_executor(config)
+        self.device_specs = self.executor.specs
         self.sparse_products = sparse_products_where(config.synthesis.sparse_products, self.device_specs)
         self.device_witness = device_witness_enabled(config.synthesis.device_witness, self.sparse_products,
                                                     self.device_specs)
@@ -240,13 +244,10 @@ class Engine:
         self.metrics = EngineMetrics(lambda: status_views.gauges(self))
 
         cores = os.cpu_count() or 1
-        self.devices = DevicePool(self.device_specs, workers_per_device=config.gpus.gpu_workers_per_device,
-                                  threads=config.gpus.gpu_threads, on_restart=self._device_restarted,
-                                  memory_limits=[config.gpus.memory_limit_for(k)
-                                                 for k in range(len(self.device_specs))])
+        self.executor.on_restart = self._device_restarted
         if self.sparse_products == "prover" and self.compiled.enabled:
             # Verified and prepared with the key (preload: before the daemon says ready), not by a first proof.
-            self.devices.compiled_for = self.compiled.ready_path
+            self.executor.compiled_for = self.compiled.ready_path
         synth_count = max(1, min(config.pipeline.max_parallel_synthesis or 18, cores))
         synth_threads = config.synthesis.threads or max(1, cores // synth_count)
         self.synth_procs = [WorkerProcess(f"cuzk-synth-{k}", synthesis_worker_main, (synth_threads, SYNTHESIS_NICE))
@@ -257,12 +258,12 @@ class Engine:
         self.critical_synth = WorkerProcess("cuzk-synth-critical", synthesis_worker_main,
                                             (config.synthesis.threads or cores, 0))
         self.synth_procs.append(self.critical_synth)
-        self.srs = SrsManager(self.budget, self.devices, self.providers.srs_source, self._materialize,
+        self.srs = SrsManager(self.budget, self.executor, self.providers.srs_source, self._materialize,
                               min_idle_s=config.memory.eviction_min_idle)
         self.budget.evictor = self.evict_for
         self.budget.add_release_listener(self._wake)
         self.pipeline = Pipeline(
-            cv=self._cv, budget=self.budget, synth_procs=self.synth_procs, devices=self.devices,
+            cv=self._cv, budget=self.budget, synth_procs=self.synth_procs, executor=self.executor,
             settings=PipelineSettings(config.pipeline.slot_size, config.pipeline.max_gpu_queue_depth,
                                       config.scheduler.max_batch_size, config.pipeline.verify_proofs),
             host=self, metrics=self.metrics, critical_synth=self.critical_synth,
@@ -280,20 +281,22 @@ class Engine:
     # -- lifecycle ---------------------------------------------------------------------------------
     def start(self) -> None:
         """Spawn the worker processes, reserve their memory, start the threads, preload srs.preload."""
-        procs = [d.proc for d in self.devices.devices] + self.synth_procs
-        log.info("starting %d synthesis and %d device processes (%s)", len(self.synth_procs), len(self.devices.devices),
-                 ", ".join(f"{s.kind}{s.ordinal}" for s in self.device_specs))
+        procs = self.executor.processes() + self.synth_procs
+        log.info("starting %d synthesis and %d device processes (%s)", len(self.synth_procs),
+                 len(self.executor.devices), ", ".join(f"{s.kind}{s.ordinal}" for s in self.device_specs))
         with _sigint_ignored():
-            for p in procs:
+            self.executor.start()
+            for p in self.synth_procs:
                 p.start()
         try:
-            self.devices.wait_ready()
+            self.executor.wait_ready()
             for p in self.synth_procs:
                 p.wait_ready()
             self._reserve_baseline(procs)
         except BaseException:
-            for p in procs:
+            for p in self.synth_procs:
                 p.stop(1.0)
+            self.executor.shutdown(1.0)
             raise
         self.pipeline.start()
         for target, name in ((self._dispatch_loop, "cuzk-dispatcher"), (self._notify_loop, "cuzk-notifier"),
@@ -372,8 +375,9 @@ class Engine:
         self._planners.shutdown(wait=False, cancel_futures=True)
         self._critical_planners.shutdown(wait=False, cancel_futures=True)
         # Workers first: a feeder thread blocked on a long request returns once its process is gone.
-        for p in [*self.synth_procs, *(d.proc for d in self.devices.devices)]:
+        for p in self.synth_procs:
             p.stop(2.0)
+        self.executor.shutdown(2.0)
         self.compiled.close()
         for t in self._threads:
             t.join(2.0)
@@ -776,7 +780,7 @@ class Engine:
                     self._safe_restart(proc, "found dead while idle")
             if time.monotonic() - last_info > 5.0:
                 last_info = time.monotonic()
-                self.devices.refresh_info()
+                self.executor.refresh_info()
 
     def _safe_restart(self, proc: WorkerProcess, reason: str) -> None:
         try:

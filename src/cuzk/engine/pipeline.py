@@ -43,13 +43,14 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from cuzk.engine import timeline
+from cuzk.engine.executor import Device, Executor
 from cuzk.engine.jobs import Job, PartitionRecord, PartitionState, Priority
 from cuzk.engine.memory import MemoryBudget, PartitionEstimate, Reservation
+from cuzk.engine.messages import ItemResult, ProveItem
 from cuzk.engine.metrics import EngineMetrics
 from cuzk.engine.procs import WorkerCrashedError, WorkerProcess
 from cuzk.engine.providers import PartitionPlan
 from cuzk.engine.synthesis import SharedAssignment
-from cuzk.engine.workers import Device, DevicePool, ItemResult, ProveItem
 from cuzk.errors import CuzkError
 
 log = logging.getLogger("cuzk.engine.pipeline")
@@ -134,13 +135,13 @@ class _Call:
 
 class Pipeline:
     def __init__(self, *, cv: threading.Condition, budget: MemoryBudget, synth_procs: list[WorkerProcess],
-                 devices: DevicePool, settings: PipelineSettings, host: PipelineHost, metrics: EngineMetrics,
+                 executor: Executor, settings: PipelineSettings, host: PipelineHost, metrics: EngineMetrics,
                  critical_synth: WorkerProcess | None = None) -> None:
         """`critical_synth`: one of `synth_procs`, reserved for CRITICAL work."""
         self.cv = cv
         self.budget = budget
         self.synth_procs = synth_procs
-        self.devices = devices
+        self.executor = executor
         self.settings = settings
         self.host = host
         self.metrics = metrics
@@ -157,11 +158,11 @@ class Pipeline:
                                           min_priority=Priority.CRITICAL if p is critical_synth else 0)
                               for p in synth_procs]
         self.prover_workers: list[tuple[Device, int, WorkerState]] = [
-            (d, ch, WorkerState(f"{d.proc.name}/w{ch}", "prover", d.spec.ordinal))
-            for d in devices.devices for ch in range(devices.workers_per_device)
-        ] + [(d, devices.critical_channel, WorkerState(f"{d.proc.name}/critical", "prover", d.spec.ordinal,
+            (d, ch, WorkerState(f"{d.worker_name}/w{ch}", "prover", d.spec.ordinal))
+            for d in executor.devices for ch in range(executor.workers_per_device)
+        ] + [(d, executor.critical_lane, WorkerState(f"{d.worker_name}/critical", "prover", d.spec.ordinal,
                                                        min_priority=Priority.CRITICAL))
-             for d in devices.devices]
+             for d in executor.devices]
         self._per_job_synthesizing: dict[int, int] = {}  #: job seq -> partitions in synthesis
 
     # -- lifecycle ---------------------------------------------------------------------------------
@@ -417,7 +418,7 @@ class Pipeline:
                                int(w.job.effective_priority), w.plan.device_hold_s) for w in batch]
             crashed = False
             try:
-                results = self.devices.prove(device, channel, items, self.settings.verify_proofs)
+                results = self.executor.prove(device, channel, items, self.settings.verify_proofs)
             except WorkerCrashedError as crash:
                 results = [ItemResult(False, error=str(crash)) for _ in batch]
                 crashed = True
@@ -431,7 +432,7 @@ class Pipeline:
                 self.cv.notify_all()
             if crashed:
                 self.metrics.worker_restarts.labels("device").inc()
-                self._restart(device.proc, f"died while proving {batch[0].label}")
+                self.executor.restart(device, f"died while proving {batch[0].label}")
 
     @staticmethod
     def _restart(proc: WorkerProcess, reason: str) -> None:

@@ -54,7 +54,7 @@ class SrsWaitCancelledError(CuzkError):
 
 
 class Loader(Protocol):
-    """What the manager needs from the device processes (see workers.DevicePool)."""
+    """What the manager needs from the devices (`cuzk.engine.executor.Executor`)."""
 
     devices: list[Any]
     #: How many device processes keep a hot key decoded in host memory (CPU backends; a GPU backend

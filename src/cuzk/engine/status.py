@@ -84,7 +84,7 @@ def gauges(engine: Engine) -> GaugeSnapshot:
     entries = engine.srs.snapshot()
     snap.srs_entries_by_tier = {t: sum(e["tier"] == t for e in entries) for t in ("HOT", "WARM", "COLD")}
     snap.srs_bytes_by_tier = engine.srs.held_bytes()
-    for d in engine.devices.devices:
+    for d in engine.executor.devices:
         plan = d.info[0].get("memory_plan") if d.info else None
         if plan:
             label = f"{d.spec.kind}{d.spec.ordinal}"
@@ -148,13 +148,13 @@ def snapshot(engine: Engine) -> dict[str, Any]:
         buffers = {"synth_in_flight": pipeline.synthesizing, "waiting_for_device": pipeline.waiting_for_device(),
                    "queued_for_synthesis": pipeline.queued_for_synthesis(),
                    "shared_segments": pipeline.shared_segments, "shared_bytes": pipeline.shared_bytes}
-    devices = [{"ordinal": d.spec.ordinal, "kind": d.spec.kind, "name": d.name, "pid": d.proc.pid,
-                "restarts": d.proc.restarts,
+    devices = [{"ordinal": d.spec.ordinal, "kind": d.spec.kind, "name": d.name, "pid": d.pid,
+                "restarts": d.restarts,
                 "memory_total": (d.info[0]["memory_total"] if d.info else 0),
                 "memory_free": (d.info[0]["memory_free"] if d.info else 0),
                 # GPUs: the memory plan (limit, budget, per key resident/streamed bytes and working
                 # reserve, the pool's peak, out-of-memory retries); docs/memory.md.
-                "memory_plan": (d.info[0].get("memory_plan") if d.info else None)} for d in engine.devices.devices]
+                "memory_plan": (d.info[0].get("memory_plan") if d.info else None)} for d in engine.executor.devices]
     budget = engine.budget
     return {
         **info(engine),

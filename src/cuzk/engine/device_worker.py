@@ -1,4 +1,4 @@
-"""Prover devices: one spawned process per device, several prover workers inside each.
+"""The device process: one per device, several prover workers inside it (the local executor spawns it).
 
 Each device process owns a `ProverBackend` (CPU now, CUDA later: the daemon process itself never
 imports a GPU library) and the parameter sets made resident for it. Inside, one thread per prover
@@ -19,132 +19,22 @@ file (warm), `backend.load_key` makes it resident (hot), dropping the key return
 from __future__ import annotations
 
 import contextlib
-import importlib
-import importlib.util
 import logging
 import os
-import shutil
-import subprocess
 import threading
 import time
 import traceback
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any
 
 from cuzk.backends.device_lock import DEFAULT_PRIORITY, PriorityLock, priority_scope
 from cuzk.engine.compiled_store import load_for_synthesis
-from cuzk.engine.config import Config, ConfigError
-from cuzk.engine.procs import WorkerProcess, set_thread_env
-from cuzk.engine.synthesis import CompiledWitness, SharedAssignment
+from cuzk.engine.messages import ItemResult, ProveItem
+from cuzk.engine.procs import set_thread_env
+from cuzk.engine.synthesis import CompiledWitness
 
-log = logging.getLogger("cuzk.engine.workers")
-CUDA_BACKEND_MODULE = "cuzk.backends.cuda"
-
-
-@dataclass(frozen=True)
-class DeviceSpec:
-    ordinal: int
-    kind: str  #: "cpu" or "cuda"
-
-
-@dataclass(frozen=True)
-class ProveItem:
-    """One partition for a device: which parameters, where its assignment is, what to verify against."""
-
-    circuit_id: str
-    shared: SharedAssignment
-    public_inputs: list[int]
-    label: str
-    #: The job's priority (`Priority` value): the order in which waiters get the device lock.
-    priority: int = DEFAULT_PRIORITY
-    #: Test circuits' `device_delay_ms`: seconds the device is held before the proof (under the
-    #: device lock on the CPU path), to make device contention on purpose.
-    hold_s: float = 0.0
-
-
-@dataclass
-class ItemResult:
-    ok: bool
-    proof: bytes = b""
-    error: str = ""
-    lock_wait_start: float = 0.0
-    device_start: float = 0.0
-    device_end: float = 0.0
-    verify_s: float = 0.0
-    #: The backend's own timing of the prove's sub-phases (seconds), for bench's breakdown.
-    phases: dict[str, float] = field(default_factory=dict)
-
-
-def nvidia_gpus() -> list[int]:
-    """GPU indices nvidia-smi reports (empty without a driver)."""
-    exe = shutil.which("nvidia-smi")
-    if exe is None:
-        return []
-    try:
-        out = subprocess.run([exe, "--query-gpu=index", "--format=csv,noheader"], capture_output=True, text=True,
-                             timeout=10, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return []
-    return [int(x) for x in out.stdout.split() if x.strip().isdigit()] if out.returncode == 0 else []
-
-
-def cuda_backend_installed() -> bool:
-    """Whether the CUDA backend and CuPy are installed, found without importing either (the daemon
-    process never loads a GPU library; only device processes do)."""
-    try:
-        spec = importlib.util.find_spec(CUDA_BACKEND_MODULE)
-        cupy = importlib.util.find_spec("cupy")
-    except (ImportError, ValueError):
-        return False
-    return spec is not None and spec.origin not in (None, "namespace") and cupy is not None
-
-
-def detect_devices(config: Config) -> list[DeviceSpec]:
-    """The prover devices for this configuration (gpus.backend, gpus.devices)."""
-    backend = config.gpus.backend
-    cuda_available = cuda_backend_installed()
-    if backend == "cpu":
-        if config.gpus.devices:
-            raise ConfigError("gpus.devices lists GPUs but gpus.backend = \"cpu\"")
-        return [DeviceSpec(0, "cpu")]
-    gpus = config.gpus.devices or nvidia_gpus()
-    if backend == "cuda" or (backend == "auto" and config.gpus.devices):
-        if not cuda_available:
-            raise ConfigError(f"gpus.backend = \"{backend}\" with GPUs configured, but the CUDA backend "
-                              f"({CUDA_BACKEND_MODULE} with CuPy) is not installed")
-        if not gpus:
-            raise ConfigError("gpus.backend = \"cuda\" but no GPU was found (nvidia-smi); set gpus.devices")
-        return [DeviceSpec(g, "cuda") for g in gpus]
-    if gpus and cuda_available:
-        return [DeviceSpec(g, "cuda") for g in gpus]
-    if gpus:
-        log.warning("GPUs %s found but the CUDA backend is not installed: proving on the CPU", gpus)
-    return [DeviceSpec(0, "cpu")]
-
-
-def sparse_products_where(setting: str, specs: list[DeviceSpec]) -> str:
-    """`synthesis.sparse_products` resolved: "auto" is "prover" when every device is a GPU (whose
-    backend computes a, b, c next to the proof) and "synthesis" otherwise."""
-    if setting != "auto":
-        return setting
-    return "prover" if specs and all(spec.kind == "cuda" for spec in specs) else "synthesis"
-
-
-def device_witness_enabled(setting: str, sparse_products: str, specs: list[DeviceSpec]) -> bool:
-    """`synthesis.device_witness` resolved: "on" leaves the bulk of the Filecoin witnesses to the devices when the
-    products are on the prover and every device is a GPU (the CUDA backend writes them there); else
-    the synthesis processes write whole witnesses (said in the log when "on" cannot apply)."""
-    if setting != "on":
-        return False
-    if sparse_products == "prover" and specs and all(spec.kind == "cuda" for spec in specs):
-        return True
-    log.warning("synthesis.device_witness = \"on\" needs sparse products on the prover and every device a GPU "
-                "(sparse_products resolves to %r, devices: %s): synthesis writes whole witnesses", sparse_products,
-                ", ".join(f"{spec.kind}:{spec.ordinal}" for spec in specs) or "none")
-    return False
+log = logging.getLogger("cuzk.engine.device_worker")
 
 
 def make_backend(kind: str, ordinal: int, memory_limit: int | None = None) -> Any:
@@ -411,121 +301,3 @@ def device_worker_main(name: str, control: Connection, *rest: Any) -> None:
             control.send(reply)
         except (OSError, EOFError):
             return
-
-
-# -- the daemon side --------------------------------------------------------------------------------
-
-@dataclass
-class Device:
-    spec: DeviceSpec
-    proc: WorkerProcess
-    info: list[dict[str, Any]] = field(default_factory=list)
-
-    @property
-    def name(self) -> str:
-        if self.info:
-            return f"{self.spec.kind}: {self.info[0]['name']}"
-        return f"{self.spec.kind} {self.spec.ordinal}"
-
-
-class DeviceError(Exception):
-    """A device process answered a control request with an error."""
-
-
-class DevicePool:
-    """The device processes and the (device, channel) pairs prover worker threads use."""
-
-    def __init__(self, specs: list[DeviceSpec], *, workers_per_device: int, threads: int,
-                 on_restart: Callable[[Device], None] | None = None,
-                 memory_limits: list[int | None] | None = None) -> None:
-        self.devices: list[Device] = []
-        self._on_restart = on_restart
-        for k, spec in enumerate(specs):
-            limit = memory_limits[k] if memory_limits else None
-            settings = {"ordinal": spec.ordinal, "kind": spec.kind, "threads": threads, "memory_limit": limit}
-            proc = WorkerProcess(f"cuzk-device-{spec.kind}{spec.ordinal}", device_worker_main, (settings,),
-                                 channels=workers_per_device + 1)
-            device = Device(spec, proc)
-            proc.on_restart = self._restarted(device)
-            self.devices.append(device)
-        self.workers_per_device = workers_per_device
-        #: The channel past the regular workers' of every device: the lane only CRITICAL work takes.
-        self.critical_channel = workers_per_device
-        #: The ready compiled file of a circuit, when the prover computes the products (the engine
-        #: sets it): device processes then verify and prepare it as they make the key hot.
-        self.compiled_for: Callable[[str], str | None] | None = None
-
-    @property
-    def host_key_copies(self) -> int:
-        """Device processes whose backend keeps a hot key decoded in host memory (the CPU's); a CUDA
-        backend uploads the file's bytes and keeps its copy in device memory."""
-        return sum(1 for d in self.devices if d.spec.kind == "cpu")
-
-    def _restarted(self, device: Device) -> Callable[[WorkerProcess], None]:
-        def hook(proc: WorkerProcess) -> None:
-            device.info = proc.info["devices"]
-            if self._on_restart is not None:
-                self._on_restart(device)
-        return hook
-
-    def start(self) -> None:
-        for d in self.devices:
-            d.proc.start()
-
-    def wait_ready(self) -> None:
-        for d in self.devices:
-            d.info = d.proc.wait_ready()["devices"]
-
-    def stop(self) -> None:
-        for d in self.devices:
-            d.proc.stop()
-
-    def _control(self, device: Device, msg: tuple[Any, ...]) -> Any:
-        reply = device.proc.request(msg)
-        if reply[0] != "ok":
-            raise DeviceError(f"{device.proc.name}: {reply[1]}")
-        return reply[1]
-
-    def load(self, device: Device, circuit_id: str, path: str, *, hot: bool) -> float:
-        compiled = self.compiled_for(circuit_id) if hot and self.compiled_for is not None else None
-        reply = self._control(device, ("load", circuit_id, path, hot, compiled))
-        prepared = reply.get("compiled")
-        if prepared is not None and prepared["usable"]:
-            where = "" if prepared["resident"] is None else \
-                f"; A, B, C resident on the device: {', '.join(map(str, prepared['resident']))}"
-            log.info("%s: compiled circuit %s verified with its key in %.1f s%s", device.name, circuit_id,
-                     prepared["seconds"], where)
-        elif prepared is not None:
-            log.warning("%s: compiled circuit %s (%s) could not be prepared with its key (%s); its jobs will "
-                        "try again", device.name, circuit_id, compiled, prepared["error"])
-        return reply["load_s"]
-
-    def load_all(self, circuit_id: str, path: str, *, hot: bool) -> float:
-        """Load on every device at once; returns the slowest load's seconds."""
-        if len(self.devices) == 1:
-            return self.load(self.devices[0], circuit_id, path, hot=hot)
-        with ThreadPoolExecutor(max_workers=len(self.devices)) as pool:
-            times = list(pool.map(lambda d: self.load(d, circuit_id, path, hot=hot), self.devices))
-        return max(times)
-
-    def unload_all(self, circuit_id: str, tier: str) -> None:
-        for d in self.devices:
-            if d.proc.alive:
-                self._control(d, ("unload", circuit_id, tier))
-
-    def refresh_info(self) -> None:
-        """Update free memory and the like, skipping devices busy with a parameter load."""
-        for d in self.devices:
-            try:
-                reply = d.proc.request_if_idle(("info",))
-            except Exception as err:  # a dying device keeps its last known info
-                log.debug("device info from %s failed: %s", d.proc.name, err)
-                continue
-            if reply is not None and reply[0] == "ok":
-                d.info = reply[1]
-
-    def prove(self, device: Device, channel: int, items: list[ProveItem], verify: bool) -> list[ItemResult]:
-        reply = device.proc.request(("prove", items, verify), channel=channel)
-        if reply[0] != "ok":
-            return [ItemResult(False, error=str(reply[1])) for _ in items]
-        return reply[1]

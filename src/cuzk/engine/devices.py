@@ -1,0 +1,93 @@
+"""The prover devices a configuration names (`gpus.backend`, `gpus.devices`), found without
+loading a GPU library in the daemon process, and what follows from them for synthesis (where a
+compiled circuit's products are computed, whether GPUs write the bulk of the witnesses).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import logging
+import shutil
+import subprocess
+from dataclasses import dataclass
+
+from cuzk.engine.config import Config, ConfigError
+
+log = logging.getLogger("cuzk.engine.devices")
+CUDA_BACKEND_MODULE = "cuzk.backends.cuda"
+
+
+@dataclass(frozen=True)
+class DeviceSpec:
+    ordinal: int
+    kind: str  #: "cpu" or "cuda"
+
+
+def nvidia_gpus() -> list[int]:
+    """GPU indices nvidia-smi reports (empty without a driver)."""
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return []
+    try:
+        out = subprocess.run([exe, "--query-gpu=index", "--format=csv,noheader"], capture_output=True, text=True,
+                             timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return [int(x) for x in out.stdout.split() if x.strip().isdigit()] if out.returncode == 0 else []
+
+
+def cuda_backend_installed() -> bool:
+    """Whether the CUDA backend and CuPy are installed, found without importing either (the daemon
+    process never loads a GPU library; only device processes do)."""
+    try:
+        spec = importlib.util.find_spec(CUDA_BACKEND_MODULE)
+        cupy = importlib.util.find_spec("cupy")
+    except (ImportError, ValueError):
+        return False
+    return spec is not None and spec.origin not in (None, "namespace") and cupy is not None
+
+
+def detect_devices(config: Config) -> list[DeviceSpec]:
+    """The prover devices for this configuration (gpus.backend, gpus.devices)."""
+    backend = config.gpus.backend
+    cuda_available = cuda_backend_installed()
+    if backend == "cpu":
+        if config.gpus.devices:
+            raise ConfigError("gpus.devices lists GPUs but gpus.backend = \"cpu\"")
+        return [DeviceSpec(0, "cpu")]
+    gpus = config.gpus.devices or nvidia_gpus()
+    if backend == "cuda" or (backend == "auto" and config.gpus.devices):
+        if not cuda_available:
+            raise ConfigError(f"gpus.backend = \"{backend}\" with GPUs configured, but the CUDA backend "
+                              f"({CUDA_BACKEND_MODULE} with CuPy) is not installed")
+        if not gpus:
+            raise ConfigError("gpus.backend = \"cuda\" but no GPU was found (nvidia-smi); set gpus.devices")
+        return [DeviceSpec(g, "cuda") for g in gpus]
+    if gpus and cuda_available:
+        return [DeviceSpec(g, "cuda") for g in gpus]
+    if gpus:
+        log.warning("GPUs %s found but the CUDA backend is not installed: proving on the CPU", gpus)
+    return [DeviceSpec(0, "cpu")]
+
+
+def sparse_products_where(setting: str, specs: list[DeviceSpec]) -> str:
+    """`synthesis.sparse_products` resolved: "auto" is "prover" when every device is a GPU (whose
+    backend computes a, b, c next to the proof) and "synthesis" otherwise."""
+    if setting != "auto":
+        return setting
+    return "prover" if specs and all(spec.kind == "cuda" for spec in specs) else "synthesis"
+
+
+def device_witness_enabled(setting: str, sparse_products: str, specs: list[DeviceSpec]) -> bool:
+    """`synthesis.device_witness` resolved: "on" leaves the bulk of the Filecoin witnesses to the devices when the
+    products are on the prover and every device is a GPU (the CUDA backend writes them there); else
+    the synthesis processes write whole witnesses (said in the log when "on" cannot apply)."""
+    if setting != "on":
+        return False
+    if sparse_products == "prover" and specs and all(spec.kind == "cuda" for spec in specs):
+        return True
+    log.warning("synthesis.device_witness = \"on\" needs sparse products on the prover and every device a GPU "
+                "(sparse_products resolves to %r, devices: %s): synthesis writes whole witnesses", sparse_products,
+                ", ".join(f"{spec.kind}:{spec.ordinal}" for spec in specs) or "none")
+    return False

@@ -1,0 +1,274 @@
+"""The executor seam: the devices the engine proves on, behind one interface.
+
+The engine never starts a device itself. It is given an `Executor` (built where the daemon is wired
+together: `make_executor`) and asks it for its devices, to make keys hot or cold on them, to prove
+partitions on a device's lane, and to restart a device that died. Each device has
+`workers_per_device` lanes that take any work and one more (`critical_lane`) that takes CRITICAL
+work only; the engine runs one prover thread per lane.
+
+`LocalExecutor` is the implementation for one host: a spawned process per device
+(`cuzk.engine.device_worker`), its lanes one pipe each, partitions handed over as shared-memory
+names (`cuzk.engine.messages`). An executor for devices on other hosts implements the same
+operations; what it must carry instead of shared-memory names is in `cuzk.engine.messages`'
+docstring (a partition's picklable recipe one way, the proof and timings the other), and a device
+it loses mid-partition is reported by raising `WorkerCrashedError` from `prove`, as a local device
+process that dies is. docs/architecture.md has the picture.
+"""
+
+from __future__ import annotations
+
+import logging
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from cuzk.engine.config import Config
+from cuzk.engine.device_worker import device_worker_main
+from cuzk.engine.devices import DeviceSpec, detect_devices
+from cuzk.engine.messages import ItemResult, ProveItem
+from cuzk.engine.procs import WorkerProcess
+from cuzk.errors import CuzkError
+
+log = logging.getLogger("cuzk.engine.executor")
+
+
+class DeviceError(CuzkError):
+    """A device answered a control request with an error (a load the device refused, such as a key
+    too large for its memory plan, names the device and the reason)."""
+
+
+class Device:
+    """One prover device as the engine sees it: what it is, what it last reported (`info`: name,
+    memory, memory plan), and the worker that owns it."""
+
+    def __init__(self, spec: DeviceSpec) -> None:
+        self.spec = spec
+        self.info: list[dict[str, Any]] = []
+
+    @property
+    def name(self) -> str:
+        if self.info:
+            return f"{self.spec.kind}: {self.info[0]['name']}"
+        return f"{self.spec.kind} {self.spec.ordinal}"
+
+    @property
+    def worker_name(self) -> str:
+        """The name of the process (or actor) that owns the device, in logs and the status."""
+        return f"cuzk-device-{self.spec.kind}{self.spec.ordinal}"
+
+    @property
+    def pid(self) -> int | None:
+        return None
+
+    @property
+    def restarts(self) -> int:
+        return 0
+
+    @property
+    def alive(self) -> bool:
+        return True
+
+
+class Executor(ABC):
+    """What the engine needs of its devices (module docstring)."""
+
+    #: Lanes per device that take any work; lane `critical_lane` takes CRITICAL work only.
+    workers_per_device: int
+    critical_lane: int
+    #: Set by the engine: the ready compiled file of a circuit, when the prover computes the
+    #: products, so that devices verify and prepare it as they make the key hot.
+    compiled_for: Callable[[str], str | None] | None = None
+    #: Set by the engine: called with a device after it was restarted and is ready again.
+    on_restart: Callable[[Device], None] | None = None
+
+    @property
+    @abstractmethod
+    def devices(self) -> list[Device]: ...
+
+    @property
+    def specs(self) -> list[DeviceSpec]:
+        return [d.spec for d in self.devices]
+
+    @property
+    @abstractmethod
+    def host_key_copies(self) -> int:
+        """How many devices keep a hot key decoded in this host's memory (CPU backends)."""
+
+    @abstractmethod
+    def start(self) -> None:
+        """Begin starting every device (returns at once; `wait_ready` waits)."""
+
+    @abstractmethod
+    def wait_ready(self) -> None:
+        """Wait until every device is ready, with its info; raises when one cannot start."""
+
+    @abstractmethod
+    def shutdown(self, timeout: float = 2.0) -> None: ...
+
+    @abstractmethod
+    def load(self, device: Device, circuit_id: str, path: str, *, hot: bool) -> float:
+        """Read a key on `device` (and with `hot`, make it resident); returns the seconds it took."""
+
+    def load_all(self, circuit_id: str, path: str, *, hot: bool) -> float:
+        """Load on every device at once; returns the slowest load's seconds."""
+        devices = self.devices
+        if len(devices) == 1:
+            return self.load(devices[0], circuit_id, path, hot=hot)
+        with ThreadPoolExecutor(max_workers=len(devices)) as pool:
+            return max(pool.map(lambda d: self.load(d, circuit_id, path, hot=hot), devices))
+
+    @abstractmethod
+    def unload_all(self, circuit_id: str, tier: str) -> None:
+        """Drop a key to `tier` ("warm": mapped, "cold": gone) on every device."""
+
+    @abstractmethod
+    def refresh_info(self) -> None:
+        """Update each device's info, skipping devices that are busy with a control request."""
+
+    @abstractmethod
+    def prove(self, device: Device, lane: int, items: list[ProveItem], verify: bool) -> list[ItemResult]:
+        """Prove items on the device's lane; raises WorkerCrashedError when the device died meanwhile."""
+
+    @abstractmethod
+    def restart(self, device: Device, reason: str) -> None:
+        """Restart a device that died (logged with `reason`); `on_restart` follows once it is ready."""
+
+    def processes(self) -> list[WorkerProcess]:
+        """The local processes behind the devices (their memory counts against this host's budget)."""
+        return []
+
+
+class LocalDevice(Device):
+    """A device owned by a spawned process on this host."""
+
+    def __init__(self, spec: DeviceSpec, proc: WorkerProcess) -> None:
+        super().__init__(spec)
+        self.proc = proc
+
+    @property
+    def worker_name(self) -> str:
+        return self.proc.name
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid
+
+    @property
+    def restarts(self) -> int:
+        return self.proc.restarts
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.alive
+
+
+class LocalExecutor(Executor):
+    """One spawned process per device on this host, `workers_per_device` + 1 pipes each."""
+
+    def __init__(self, specs: list[DeviceSpec], *, workers_per_device: int, threads: int,
+                 memory_limits: list[int | None] | None = None) -> None:
+        self._devices: list[LocalDevice] = []
+        for k, spec in enumerate(specs):
+            limit = memory_limits[k] if memory_limits else None
+            settings = {"ordinal": spec.ordinal, "kind": spec.kind, "threads": threads, "memory_limit": limit}
+            proc = WorkerProcess(f"cuzk-device-{spec.kind}{spec.ordinal}", device_worker_main, (settings,),
+                                 channels=workers_per_device + 1)
+            device = LocalDevice(spec, proc)
+            proc.on_restart = self._restarted(device)
+            self._devices.append(device)
+        self.workers_per_device = workers_per_device
+        self.critical_lane = workers_per_device  # the pipe past the regular lanes'
+
+    @classmethod
+    def from_config(cls, config: Config, specs: list[DeviceSpec] | None = None) -> LocalExecutor:
+        specs = detect_devices(config) if specs is None else specs
+        return cls(specs, workers_per_device=config.gpus.gpu_workers_per_device, threads=config.gpus.gpu_threads,
+                   memory_limits=[config.gpus.memory_limit_for(k) for k in range(len(specs))])
+
+    @property
+    def devices(self) -> list[Device]:
+        return list(self._devices)
+
+    @property
+    def host_key_copies(self) -> int:
+        """Device processes whose backend keeps a hot key decoded in host memory (the CPU's); a CUDA
+        backend uploads the file's bytes and keeps its copy in device memory."""
+        return sum(1 for d in self._devices if d.spec.kind == "cpu")
+
+    def processes(self) -> list[WorkerProcess]:
+        return [d.proc for d in self._devices]
+
+    def _restarted(self, device: LocalDevice) -> Callable[[WorkerProcess], None]:
+        def hook(proc: WorkerProcess) -> None:
+            device.info = proc.info["devices"]
+            if self.on_restart is not None:
+                self.on_restart(device)
+        return hook
+
+    def start(self) -> None:
+        for d in self._devices:
+            d.proc.start()
+
+    def wait_ready(self) -> None:
+        for d in self._devices:
+            d.info = d.proc.wait_ready()["devices"]
+
+    def shutdown(self, timeout: float = 2.0) -> None:
+        for d in self._devices:
+            d.proc.stop(timeout)
+
+    def _control(self, device: Device, msg: tuple[Any, ...]) -> Any:
+        assert isinstance(device, LocalDevice)
+        reply = device.proc.request(msg)
+        if reply[0] != "ok":
+            raise DeviceError(f"{device.proc.name}: {reply[1]}")
+        return reply[1]
+
+    def load(self, device: Device, circuit_id: str, path: str, *, hot: bool) -> float:
+        compiled = self.compiled_for(circuit_id) if hot and self.compiled_for is not None else None
+        reply = self._control(device, ("load", circuit_id, path, hot, compiled))
+        prepared = reply.get("compiled")
+        if prepared is not None and prepared["usable"]:
+            where = "" if prepared["resident"] is None else \
+                f"; A, B, C resident on the device: {', '.join(map(str, prepared['resident']))}"
+            log.info("%s: compiled circuit %s verified with its key in %.1f s%s", device.name, circuit_id,
+                     prepared["seconds"], where)
+        elif prepared is not None:
+            log.warning("%s: compiled circuit %s (%s) could not be prepared with its key (%s); its jobs will "
+                        "try again", device.name, circuit_id, compiled, prepared["error"])
+        return reply["load_s"]
+
+    def unload_all(self, circuit_id: str, tier: str) -> None:
+        for d in self._devices:
+            if d.proc.alive:
+                self._control(d, ("unload", circuit_id, tier))
+
+    def refresh_info(self) -> None:
+        for d in self._devices:
+            try:
+                reply = d.proc.request_if_idle(("info",))
+            except Exception as err:  # a dying device keeps its last known info
+                log.debug("device info from %s failed: %s", d.proc.name, err)
+                continue
+            if reply is not None and reply[0] == "ok":
+                d.info = reply[1]
+
+    def prove(self, device: Device, lane: int, items: list[ProveItem], verify: bool) -> list[ItemResult]:
+        assert isinstance(device, LocalDevice)
+        reply = device.proc.request(("prove", items, verify), channel=lane)
+        if reply[0] != "ok":
+            return [ItemResult(False, error=str(reply[1])) for _ in items]
+        return reply[1]
+
+    def restart(self, device: Device, reason: str) -> None:
+        assert isinstance(device, LocalDevice)
+        try:
+            device.proc.restart(reason)
+        except CuzkError as err:
+            log.error("cannot restart %s: %s", device.proc.name, err)
+
+
+def make_executor(config: Config) -> Executor:
+    """The executor a configuration asks for (the local one: one process per device on this host)."""
+    return LocalExecutor.from_config(config)
