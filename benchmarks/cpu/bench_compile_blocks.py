@@ -60,10 +60,9 @@ def _rss() -> tuple[int, int]:
 def _compile(kind: str, circuit_id: str) -> tuple[Any, Any]:
     """The compiled circuit and, for block compilation, its `BlockLayout` (what
     `compile_circuit_blocks` does, step by step, to keep the layout)."""
-    from cuzk.circuits.filecoin.blocks import block_versions
     from cuzk.circuits.filecoin.compound import blank_circuit
     from cuzk.groth16.synthesis import compile_circuit, record_block_versions, synthesis_code_digest
-    from cuzk.r1cs.blocks import block_layout, compile_blocks
+    from cuzk.r1cs.blocks import block_layout, block_versions, compile_blocks
 
     circuit = blank_circuit(circuit_id)
     if kind == "full":
@@ -107,11 +106,11 @@ def run_case(case: str) -> dict[str, Any]:
 def _check_random_partition(compiled: Any, layout: Any, circuit_id: str) -> dict[str, Any]:
     import numpy as np
 
-    from cuzk.circuits.filecoin.blocks import block_versions
     from cuzk.circuits.filecoin.compound import blank_circuit
     from cuzk.circuits.filecoin.porep import random_stacked_circuit
     from cuzk.circuits.filecoin.porep_witness import porep_witness
     from cuzk.circuits.filecoin.snap import EmptySectorUpdateCircuit
+    from cuzk.r1cs.blocks import block_versions
     from cuzk.r1cs.spmv import check_rows, spmv_table
 
     blank = blank_circuit(circuit_id)

@@ -45,9 +45,9 @@ from _common import envelope, write
 
 def _record(circuit_id: str, which: str) -> tuple[Any, float]:
     """The one- or two-block recording of a block circuit (in a child process) and its seconds."""
-    from cuzk.circuits.filecoin.blocks import block_versions
     from cuzk.circuits.filecoin.compound import blank_circuit
     from cuzk.groth16.synthesis import record_circuit
+    from cuzk.r1cs.blocks import block_versions
 
     start = time.perf_counter()
     versions = block_versions(blank_circuit(circuit_id))
@@ -57,10 +57,9 @@ def _record(circuit_id: str, which: str) -> tuple[Any, float]:
 
 def compile_parallel(circuit_id: str) -> tuple[Any, dict[str, float]]:
     """`compile_circuit_blocks`, with the two recordings in two processes at once."""
-    from cuzk.circuits.filecoin.blocks import block_versions
     from cuzk.circuits.filecoin.compound import blank_circuit
     from cuzk.groth16.synthesis import synthesis_code_digest
-    from cuzk.r1cs.blocks import compile_blocks
+    from cuzk.r1cs.blocks import block_versions, compile_blocks
 
     start = time.perf_counter()
     with cf.ProcessPoolExecutor(max_workers=2, mp_context=multiprocessing.get_context("spawn")) as pool:

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cuzk.circuits.filecoin.blocks import block_header_rows, block_versions
+from cuzk.circuits.filecoin.blocks import block_header_rows
 from cuzk.circuits.filecoin.compound import blank_circuit
 from cuzk.circuits.filecoin.porep import StackedCircuit
 from cuzk.circuits.filecoin.post import FallbackPoStCircuit, FallbackPoStConfig
@@ -20,7 +20,7 @@ from cuzk.engine.filecoin_providers import KNOWN_SHAPES
 from cuzk.errors import CuzkError
 from cuzk.groth16.synthesis import compile_circuit, compile_circuit_blocks, record_circuit
 from cuzk.r1cs import ConstraintSystem, LinearCombination
-from cuzk.r1cs.blocks import BlockStructureError, block_layout, compile_blocks, first_block_of
+from cuzk.r1cs.blocks import BlockStructureError, block_layout, block_versions, compile_blocks, first_block_of
 from cuzk.r1cs.compiled import CompiledCircuit, compile_matrices
 
 

@@ -34,8 +34,8 @@ from cuzk.r1cs import (
 if TYPE_CHECKING:
     import numpy as np
 
-    from cuzk.circuits.filecoin.blocks import BlockVersions
     from cuzk.groth16.assignment import Assignment
+    from cuzk.r1cs.blocks import BlockVersions
     from cuzk.r1cs.compiled import CompiledCircuit
     from cuzk.witness_gen.deferred import DeferredWitness
 
@@ -121,7 +121,7 @@ def compile_circuit(circuit: Circuit, circuit_id: str, *, blocks: bool = True,
     more is compiled block by block (`compile_circuit_blocks`, the same result); `blocks=False`
     records it whole; `parallel` records its one- and two-block versions in two processes at once.
     """
-    from cuzk.circuits.filecoin.blocks import block_versions
+    from cuzk.r1cs.blocks import block_versions
     from cuzk.r1cs.compiled import compile_matrices
 
     versions = block_versions(circuit) if blocks else None
@@ -133,10 +133,9 @@ def compile_circuit(circuit: Circuit, circuit_id: str, *, blocks: bool = True,
 def compile_circuit_blocks(circuit: Circuit, circuit_id: str, *, parallel: bool = False) -> CompiledCircuit:
     """The compiled form of a circuit made of identical blocks, from recordings of its one- and
     two-block versions (`cuzk.r1cs.blocks`): bit-identical to recording it whole, at the cost of
-    three blocks. CuzkError when the circuit is not one of those (`circuits.filecoin.blocks`)."""
-    from cuzk.circuits.filecoin.blocks import block_versions
+    three blocks. CuzkError when the circuit is not one of those (`cuzk.r1cs.blocks.block_versions`)."""
     from cuzk.errors import CuzkError
-    from cuzk.r1cs.blocks import compile_blocks
+    from cuzk.r1cs.blocks import block_versions, compile_blocks
 
     versions = block_versions(circuit)
     if versions is None:

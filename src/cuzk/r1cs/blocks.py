@@ -25,13 +25,16 @@ apex tree), the circuit side can instead note where the two-block circuit's firs
 cut the one-block recording out of it (`first_block_of`); the checks below then rest on the block
 1 comparison alone.
 
-Nothing here knows a circuit: the circuit side says how to build its one- and two-block versions
-(`cuzk.circuits.filecoin.blocks`).
+Nothing here knows a circuit: a circuit made of identical blocks says how to build its one- and
+two-block versions (`BlockVersions`) through a `block_versions()` method, which `block_versions`
+reads (the Filecoin circuits have one: `cuzk.circuits.filecoin`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -40,11 +43,46 @@ from cuzk.field.fr_vec import to_montgomery
 from cuzk.r1cs.compiled import _MAX_U32, CompiledCircuit, CompiledMatrix, _pack
 from cuzk.r1cs.recording import CsrMatrix, R1csMatrices
 
-__all__ = ["BlockLayout", "BlockStructureError", "block_layout", "compile_blocks", "first_block_of"]
+if TYPE_CHECKING:
+    from cuzk.r1cs.system import Circuit
+
+__all__ = ["BlockLayout", "BlockStructureError", "BlockVersions", "block_layout", "block_versions", "compile_blocks",
+           "first_block_of"]
 
 
 class BlockStructureError(CuzkError):
     """The one- and two-block recordings are not a header followed by identical shifted blocks."""
+
+
+@dataclass(frozen=True)
+class BlockVersions:
+    """The blank one- and two-block circuits of a circuit made of `blocks` identical blocks.
+
+    `one` is None where the one-block recording is cut out of the two-block one: `first_block`
+    does that, once `two` has been recorded. `per_block_header_aux`, for blocks that each use their
+    own header variables (SnapDeals), gives the table `compile_blocks` takes, also once `two` has
+    been recorded."""
+
+    one: Circuit | None
+    two: Circuit
+    blocks: int
+    what: str  #: what a block is ("challenge", "sector"), for messages
+    per_block_header_aux: Callable[[], np.ndarray] | None = None
+    first_block: Callable[[R1csMatrices], R1csMatrices] | None = None
+
+    def __post_init__(self) -> None:
+        if (self.one is None) == (self.first_block is None):
+            raise ValueError("block versions need either a one-block circuit or a way to cut it from two blocks")
+
+
+def block_versions(circuit: object) -> BlockVersions | None:
+    """The small blank versions of `circuit`, from its `block_versions()` method (a partition
+    instance, which holds its circuit as `.circuit`, is unwrapped), or None when it has no such
+    method or is not a circuit made of identical blocks. Values never matter: the R1CS depends only
+    on the config."""
+    inner = getattr(circuit, "circuit", circuit)  # compound.PartitionInstance wraps the circuit
+    versions = getattr(inner, "block_versions", None)
+    return versions() if versions is not None else None
 
 
 @dataclass(frozen=True)

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import ClassVar
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
@@ -45,6 +45,9 @@ from cuzk.gadgets.por import POSEIDON, PathLevel, TreeShape, enforce_inclusion, 
 from cuzk.gadgets.sha256 import hash_circuit
 from cuzk.r1cs import ConstraintSystem
 from cuzk.witness_gen.deferred import DeferredWitness
+
+if TYPE_CHECKING:
+    from cuzk.r1cs.blocks import BlockVersions
 
 __all__ = [
     "BASE_DEGREE",
@@ -96,6 +99,15 @@ class StackedCircuit:
 
         layout = PorepLayout.of(self.config)
         return layout.num_inputs, layout.num_aux
+
+    def block_versions(self) -> BlockVersions:
+        """The blank one- and two-challenge circuits block compilation records (`cuzk.r1cs.blocks`):
+        the header is replica_id / comm_d / comm_r and comm_r's Poseidon, a block one challenge."""
+        from cuzk.r1cs.blocks import BlockVersions
+
+        config = self.config
+        return BlockVersions(StackedCircuit.blank(replace(config, challenges=1)),
+                             StackedCircuit.blank(replace(config, challenges=2)), config.challenges, "challenge")
 
     def synthesize(self, cs: ConstraintSystem) -> None:
         config = self.config

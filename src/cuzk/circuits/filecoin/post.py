@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import ClassVar
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
@@ -38,6 +38,9 @@ from cuzk.gadgets.num import AllocatedNum, equal
 from cuzk.gadgets.por import POSEIDON, PathLevel, TreeShape, alloc_leaf_and_enforce_inclusion, node_hash_circuit
 from cuzk.r1cs import ConstraintSystem
 from cuzk.witness_gen.deferred import DeferredWitness
+
+if TYPE_CHECKING:
+    from cuzk.r1cs.blocks import BlockVersions
 
 __all__ = [
     "NODE_SIZE",
@@ -96,6 +99,16 @@ class FallbackPoStCircuit:
         from cuzk.circuits.filecoin.post_witness import post_witness_shape
 
         return post_witness_shape(self)
+
+    def block_versions(self) -> BlockVersions:
+        """The blank one- and two-sector circuits block compilation records (`cuzk.r1cs.blocks`): no
+        header beyond ONE, a block one sector."""
+        from cuzk.r1cs.blocks import BlockVersions
+
+        config = self.config
+        return BlockVersions(FallbackPoStCircuit.blank(replace(config, sector_count=1)),
+                             FallbackPoStCircuit.blank(replace(config, sector_count=2)), config.sector_count,
+                             "sector")
 
 
 def _synthesize_sector(cs: ConstraintSystem, tree_r: TreeShape, sector: PoStSector) -> None:

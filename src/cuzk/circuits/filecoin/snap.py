@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
@@ -46,7 +46,7 @@ from cuzk.circuits.filecoin.snap_config import (
     UpdateChallengeProof,
     _is_pow2,
 )
-from cuzk.errors import SynthesisError
+from cuzk.errors import CuzkError, SynthesisError
 from cuzk.field.constants import R_MODULUS
 from cuzk.gadgets.boolean import IS_KIND, AllocatedBit, Boolean, field_into_allocated_bits_le
 from cuzk.gadgets.insertion import select
@@ -56,8 +56,11 @@ from cuzk.gadgets.por import POSEIDON, SHA256, node_hash_circuit, por_no_challen
 from cuzk.gadgets.poseidon import poseidon_hash_circuit
 from cuzk.gadgets.sha256 import hash2_circuit
 from cuzk.hashes.poseidon_constants import poseidon_constants
-from cuzk.r1cs import ONE, ConstraintSystem, LinearCombination
+from cuzk.r1cs import ONE, ConstraintSystem, LinearCombination, R1csMatrices
 from cuzk.witness_gen.deferred import DeferredWitness
+
+if TYPE_CHECKING:
+    from cuzk.r1cs.blocks import BlockVersions
 
 __all__ = [
     "GEN_RANDOMNESS_TAG",
@@ -166,6 +169,20 @@ class EmptySectorUpdateCircuit:
 
         return snap_witness_shape(self.config)
 
+    def block_versions(self) -> BlockVersions | None:
+        """What block compilation records (`cuzk.r1cs.blocks`), a block being one challenge: the
+        two-challenge version only (a `SnapChallengeSubset`, the real header with challenges 0 and
+        1), the one-challenge recording being cut out of it; None under two challenges (recorded
+        whole). See `cuzk.circuits.filecoin.blocks` for why."""
+        from cuzk.r1cs.blocks import BlockVersions
+
+        if self.config.challenge_count < 2:
+            return None
+        two = SnapChallengeSubset(self.config, (0, 1))
+        return BlockVersions(None, two, self.config.challenge_count, "challenge",
+                             per_block_header_aux=lambda: _random_bit_aux(two),
+                             first_block=lambda recorded: _snap_first_challenge(two, recorded))
+
     def synthesize(self, cs: ConstraintSystem) -> None:
         self._synthesize(cs, range(self.config.challenge_count))
 
@@ -234,7 +251,7 @@ class EmptySectorUpdateCircuit:
 @dataclass
 class SnapChallengeSubset:
     """A blank SnapDeals partition with its real header but only the challenges at `challenges`:
-    the two-challenge version that block compilation records (`circuits.filecoin.blocks`).
+    the two-challenge version that block compilation records (`EmptySectorUpdateCircuit.block_versions`).
 
     The header derives every challenge's random bits from ceil(challenge_count / per digest)
     digests, with that count as a coefficient, so a circuit of fewer challenges has another header;
@@ -262,6 +279,29 @@ class SnapChallengeSubset:
         if any(v.is_input for v in variables):
             raise SynthesisError("a challenge's random bit is a public input")  # gen_challenge_bits allocates aux
         self.random_bit_aux = np.array([v.index for v in variables], dtype=np.int64).reshape(len(generated), -1)
+
+
+def _recorded(two: SnapChallengeSubset) -> SnapChallengeSubset:
+    if two.random_bit_aux is None or len(two.ends) != 3:
+        raise CuzkError("the SnapDeals two-challenge version must be recorded first")
+    return two
+
+
+def _random_bit_aux(two: SnapChallengeSubset) -> np.ndarray:
+    """Where each challenge's random bits are, as the recording of the SnapDeals header saw them."""
+    return _recorded(two).random_bit_aux  # type: ignore[return-value]
+
+
+def _snap_first_challenge(two: SnapChallengeSubset, recorded: R1csMatrices) -> R1csMatrices:
+    """The header + challenge 0 recording, cut from the two-challenge one where challenge 0 ended."""
+    from cuzk.r1cs.blocks import BlockStructureError, first_block_of
+
+    header, first, second = _recorded(two).ends
+    sizes = [tuple(b - a for a, b in zip(start, end, strict=True)) for start, end in ((header, first), (first, second))]
+    if sizes[0] != sizes[1]:
+        raise BlockStructureError(f"SnapDeals challenges 0 and 1 differ in (rows, inputs, aux): {sizes[0]} and "
+                                  f"{sizes[1]}")
+    return first_block_of(recorded, *first)
 
 
 def _synthesize_challenge(cs: ConstraintSystem, config: EmptySectorUpdateConfig, proof: UpdateChallengeProof,
