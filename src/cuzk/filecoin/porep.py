@@ -2,8 +2,9 @@
 
 Sealing a sector (dense, every node materialised):
 
-1. tree_d: binary SHA-256 tree over the data nodes; comm_d = root; replica_id from comm_d (§3.1).
-2. Labels of layers 1..L (§3.3): label = fr32(SHA-256(replica_id ‖ layer BE32 ‖ node BE64 ‖ 0^20 ‖
+1. tree_d: binary SHA-256 tree over the data nodes; comm_d = root; replica_id from comm_d
+   (docs/circuits.md §5).
+2. Labels of layers 1..L (docs/circuits.md §5): label = fr32(SHA-256(replica_id ‖ layer BE32 ‖ node BE64 ‖ 0^20 ‖
    37 parent labels)); layer 1 repeats its 6 DRG-parent labels, later layers repeat the 14 parents
    (6 DRG parents of the same layer, 8 expander parents of the previous layer); node 0 hashes the
    64-byte prefix only. The layer loop is inherently sequential (a node's DRG parents precede it in the
@@ -11,7 +12,7 @@ Sealing a sector (dense, every node materialised):
 3. replica = label_L + data in Fr; tree_c over column hashes (Poseidon of arity L over a node's L
    labels), tree_r_last over the replica; comm_r = Poseidon_2(comm_c, comm_r_last).
 
-A C1 output holds, per partition and challenge, the vanilla proof of §9.4. `generate_c1`
+A C1 output holds, per partition and challenge, a vanilla proof (docs/formats.md §4). `generate_c1`
 (`cuzk.filecoin.synthetic`) builds one for any published size: densely for small sectors, or from a
 sparse synthetic sector (`cuzk.filecoin.sparse`) for 32GiB/64GiB. :func:`verify_porep_vanilla` checks a
 C1 the way C2 relies on it and lists every problem it finds instead of stopping at the first.
