@@ -122,15 +122,19 @@ def result_to_proto(result: JobResult) -> pb.AwaitProofResponse:
 def status_to_proto(status: dict[str, Any]) -> pb.GetStatusResponse:
     gpus = []
     for d in status["devices"]:
-        workers = [w for w in status["gpu_workers"] if w["gpu_ordinal"] == d["ordinal"]]
-        busy = [w for w in workers if w["state"] != "idle"]
+        lanes = [w for w in status["gpu_workers"] if w["gpu_ordinal"] == d["ordinal"]]
+        busy = [w for w in lanes if w["state"] != "idle"]
+        # `workers` keeps the Rust daemon's meaning (gpus.gpu_workers_per_device): the lane reserved
+        # for CRITICAL work is left out of both counts, though its job may be the current one.
+        workers = [w for w in lanes if not w.get("reserved_for")]
         is_gpu = d["kind"] != "cpu"
         gpus.append(pb.GPUStatus(
             ordinal=d["ordinal"], name=d["name"], vram_total_bytes=d["memory_total"] if is_gpu else 0,
             vram_free_bytes=d["memory_free"] if is_gpu else 0,
             current_job_id=busy[0]["current_job"] if busy else "",
             current_proof_kind=busy[0]["current_proof_kind"] if busy else "",
-            device_kind=d["kind"], workers=len(workers), busy_workers=len(busy)))
+            device_kind=d["kind"], workers=len(workers),
+            busy_workers=sum(1 for w in workers if w["state"] != "idle")))
     srs = [pb.SRSStatus(circuit_id=e["circuit_id"], tier=e["tier_value"], size_bytes=e["size_bytes"],
                         ref_count=e["ref_count"], resident_bytes=e["resident_bytes"], idle_ms=e["idle_ms"],
                         load_time_ms=e["load_time_ms"]) for e in status["allocations"]["srs"]]
