@@ -6,6 +6,7 @@ the same moment. The `/status` JSON is `snapshot()` as is; GetStatus maps it ont
 
 from __future__ import annotations
 
+import heapq
 import os
 import time
 from typing import TYPE_CHECKING, Any
@@ -58,6 +59,58 @@ def queue_stats(engine: Engine) -> list[dict[str, Any]]:
     for row in rows.values():
         row["in_progress"] = row["planning"] + row["synthesizing"] + row["proving"]
     return list(rows.values())
+
+
+#: Finished jobs in the status's `recent_jobs`, newest first (the operator page's table).
+RECENT_JOBS = 20
+
+
+def priority_queues(engine: Engine) -> list[dict[str, Any]]:
+    """One row per priority, CRITICAL first: jobs queued (in the scheduler or a batch being
+    collected), planning and running, and how long the oldest queued one has waited (None when none)."""
+    now = time.monotonic()
+    with engine._cv:
+        rows = {p: {"priority": p.name, "queued": 0, "planning": 0, "running": 0,
+                    "oldest_queued_job": None, "oldest_wait_secs": None} for p in sorted(Priority, reverse=True)}
+        oldest: dict[Priority, Any] = {}
+        for job in engine.jobs.values():
+            row = rows[job.priority]
+            if job.state is JobState.QUEUED:
+                row["queued"] += 1
+                if job.priority not in oldest or job.submitted < oldest[job.priority].submitted:
+                    oldest[job.priority] = job
+            elif job.state is JobState.PLANNING:
+                row["planning"] += 1
+            elif job.state is JobState.RUNNING:
+                row["running"] += 1
+        for level, job in oldest.items():
+            rows[level]["oldest_queued_job"] = job.job_id
+            rows[level]["oldest_wait_secs"] = round(now - job.submitted, 3)
+    return list(rows.values())
+
+
+def recent_jobs(engine: Engine, limit: int = RECENT_JOBS) -> list[dict[str, Any]]:
+    """The last `limit` finished jobs, newest first: what each was, how it ended, where its time
+    went. Phase seconds are the job's result timings: queue wait and parameter load once, synthesis,
+    device and verify summed over its partitions (so they can exceed the total when partitions overlap)."""
+    with engine._cv:
+        done = (j for j in engine.jobs.values() if j.state.finished and j.finished is not None)
+        finished = heapq.nlargest(limit, done, key=lambda j: j.finished)
+        results = [(job, job.result()) for job in finished]
+    rows = []
+    for job, r in results:
+        t = r.timings
+        rows.append({
+            "job_id": job.job_id, "proof_kind": r.proof_kind or job.kind.label, "priority": job.priority.name,
+            "state": job.state.value, "circuit_id": r.circuit_id, "partitions": len(r.partitions),
+            "finished_at_unix_ms": r.finished_at_unix_ms, "total_secs": t.total_ms / 1000,
+            "phases_secs": {"queue": t.queue_wait_ms / 1000, "srs_load": t.srs_load_ms / 1000,
+                            "synthesis": t.synthesis_ms / 1000, "device": t.gpu_compute_ms / 1000,
+                            "verify": t.verify_ms / 1000},
+            # Restored from the journal: a job of an earlier daemon instance.
+            "restored": job.origin == "journal", "error": r.error,
+        })
+    return rows
 
 
 def gauges(engine: Engine) -> GaugeSnapshot:
@@ -169,10 +222,12 @@ def snapshot(engine: Engine) -> dict[str, Any]:
         "gpu_workers": workers,
         "pipelines": pipelines,
         "queues": queue_stats(engine),
+        "queues_by_priority": priority_queues(engine),
         "allocations": {"srs": engine.srs.snapshot()},
         "compiled_circuits": engine.compiled.to_dict(),
         "counters": counters,
         "buffers": buffers,
+        "recent_jobs": recent_jobs(engine),
     }
 
 
