@@ -1,7 +1,8 @@
 """The timeline page: a Gantt chart of partitions per worker, as one self-contained HTML document.
 
-The same page serves two uses. The daemon serves it live at /status.html: it polls
-/timeline.json (see `cuzk.engine.status.timeline`) and redraws every second. `cuzk bench --timeline
+The same page serves two uses. The daemon serves it live at /timeline: it polls /timeline.json
+(see `cuzk.engine.status.timeline`) and redraws every second; the operator page at /status.html
+(cuzk.server.status_page) draws the same chart below the status. `cuzk bench --timeline
 FILE.html` writes it with a run's spans embedded, so the file opens anywhere without a server.
 
 Data: `{"now_ms", "window_s", "synth_workers", "device_workers", "spans": [{"job_id", "partition",
@@ -17,22 +18,28 @@ import html
 import json
 from typing import Any
 
-_STYLE = """
-body { font: 13px system-ui, sans-serif; margin: 16px; color: #222; }
-h1 { font-size: 18px; margin: 0 0 4px; }
-#meta { color: #555; margin-bottom: 8px; }
+#: The chart's own rules (the operator page, cuzk.server.status_page, embeds them too).
+TIMELINE_STYLE = """
 svg text { font: 11px system-ui, sans-serif; }
 rect.synth { fill: #4e79a7; }
 rect.device { fill: #f28e2b; }
 rect.running { opacity: 0.6; }
 rect.idle { fill: url(#hatch); stroke: #c0392b; stroke-width: 0.5; }
 .legend span { display: inline-block; width: 12px; height: 12px; margin: 0 4px 0 12px; vertical-align: middle; }
+"""
+
+_STYLE = ("""
+body { font: 13px system-ui, sans-serif; margin: 16px; color: #222; }
+h1 { font-size: 18px; margin: 0 0 4px; }
+#meta { color: #555; margin-bottom: 8px; }""" + TIMELINE_STYLE.rstrip("\n") + """
 table { border-collapse: collapse; margin-top: 10px; }
 td, th { border: 1px solid #ccc; padding: 2px 8px; text-align: right; }
 th { background: #f4f4f4; }
-"""
+""")
 
-_SCRIPT = r"""
+#: `render(data, live)`: draws into #chart, #summary and #meta (the operator page calls it with its
+#: own polling loop).
+TIMELINE_SCRIPT = r"""
 const SVG_NS = "http://www.w3.org/2000/svg";
 function el(name, attrs, text) {
   const e = document.createElementNS(SVG_NS, name);
@@ -142,7 +149,9 @@ function render(data, live) {
     ? `instance ${data.instance_id}, last ${data.window_s} s, updated ${new Date(now).toISOString()}`
     : `${spans.length} partitions, ${((t1 - t0) / 1000).toFixed(3)} s`;
 }
-const embedded = document.getElementById("timeline-data");
+"""
+
+_BOOT = r"""const embedded = document.getElementById("timeline-data");
 if (embedded) {
   render(JSON.parse(embedded.textContent), false);
 } else {
@@ -156,6 +165,13 @@ if (embedded) {
 }
 """
 
+_SCRIPT = TIMELINE_SCRIPT + _BOOT
+
+#: The colour key above the chart.
+TIMELINE_LEGEND = ('<div class="legend"><span style="background:#4e79a7"></span>synthesis'
+                   '<span style="background:#f28e2b"></span>device compute'
+                   '<span style="background:#fdecea;border:1px solid #c0392b"></span>device idle</div>')
+
 
 def _embed_json(data: Any) -> str:
     """JSON safe inside a <script> element (no "</script>" can end it early)."""
@@ -167,9 +183,7 @@ def render_page(title: str, *, data: dict[str, Any] | None = None, source: str =
     embedded = ""
     if data is not None:
         embedded = f'<script type="application/json" id="timeline-data">{_embed_json(data)}</script>\n'
-    legend = ('<div class="legend"><span style="background:#4e79a7"></span>synthesis'
-              '<span style="background:#f28e2b"></span>device compute'
-              '<span style="background:#fdecea;border:1px solid #c0392b"></span>device idle</div>')
+    legend = TIMELINE_LEGEND
     return (f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{html.escape(title)}</title>"
             f"<style>{_STYLE}</style></head>\n<body data-source=\"{html.escape(source)}\">"
             f"<h1>{html.escape(title)}</h1><div id=\"meta\">loading</div>{legend}<div id=\"chart\"></div>"
