@@ -1,13 +1,15 @@
-"""HTTP endpoint (`daemon.status_listen`): GET /status (JSON), /status.html and /timeline.json (the
-live timeline), /metrics (Prometheus), /healthz.
+"""HTTP endpoint (`daemon.status_listen`): GET /status (JSON), /status.html (the operator's page),
+/timeline and /timeline.json (the live timeline), /metrics (Prometheus), /healthz.
 
 /status is the engine's status dict: pipelines with their partitions and states, workers, devices,
 memory, SRS allocations, counters. /metrics is the same text as the GetMetrics RPC, so Prometheus
 can scrape the daemon directly. /healthz answers
-200 "ok" while accepting jobs and 503 while draining. /status.html is a page that polls
-/timeline.json (every partition's synthesis and device spans of the last `?window=` seconds, default
-120, per worker) and draws them as a Gantt chart with device idle gaps marked. Anything else is 404;
-only GET is served.
+200 "ok" while accepting jobs and 503 while draining. /status.html is the operator's page
+(cuzk.server.status_page): it polls /status and /timeline.json and shows devices, queues, recent
+jobs, SRS tiers and the timeline. /timeline is the timeline alone: a page that polls /timeline.json
+(every partition's synthesis and device spans of the last `?window=` seconds, default 120, per
+worker) and draws them as a Gantt chart with device idle gaps marked; both pages pass their
+`?window=` on. Anything else is 404; only GET is served.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from cuzk.engine import status as status_views
 from cuzk.engine.engine import Engine
 from cuzk.errors import CuzkError
+from cuzk.server.status_page import render_status_page
 from cuzk.server.timeline_page import render_page
 
 log = logging.getLogger("cuzk.server.http")
@@ -64,7 +67,11 @@ class _Handler(BaseHTTPRequestHandler):
                     self._send(400, b"window: a number of seconds between 1 and 86400\n", "text/plain")
                     return
                 self._send(200, json.dumps(status_views.timeline(engine, window)).encode(), "application/json")
-            elif path in ("/status.html", "/timeline"):
+            elif path == "/status.html":
+                page = render_status_page(f"cuzk daemon {engine.instance_id}",
+                                          timeline_source="/timeline.json" + (f"?{query}" if query else ""))
+                self._send(200, page.encode(), "text/html; charset=utf-8")
+            elif path == "/timeline":
                 page = render_page(f"cuzk daemon {engine.instance_id}: partitions per worker",
                                    source="/timeline.json" + (f"?{query}" if query else ""))
                 self._send(200, page.encode(), "text/html; charset=utf-8")
@@ -74,8 +81,8 @@ class _Handler(BaseHTTPRequestHandler):
                 ok = engine.accepting
                 self._send(200 if ok else 503, b"ok\n" if ok else b"draining\n", "text/plain")
             else:
-                self._send(404, b"not found: try /status, /status.html, /timeline.json, /metrics or /healthz\n",
-                           "text/plain")
+                self._send(404, b"not found: try /status, /status.html, /timeline, /timeline.json, /metrics "
+                                b"or /healthz\n", "text/plain")
         except Exception:
             log.exception("HTTP %s failed", path)
             self._send(500, b"internal error\n", "text/plain")
