@@ -226,7 +226,7 @@ def _verify(proof: bytes, public: dict, vk_path: Path) -> dict:
     from cuzk.circuits.filecoin.compound_porep import seal_public_inputs, verify_seal
     from cuzk.filecoin.sizes import seal_proof
     from cuzk.groth16 import reference_verifier
-    from cuzk.groth16.params_file import read_vk
+    from cuzk.groth16.formats.params_file import read_vk
 
     vk = read_vk(vk_path)
     registered = seal_proof(int(public["registered_proof_id"]))

@@ -98,7 +98,7 @@ def vanilla_bincode(data: bytes) -> None:
 
 def params_vk(data: bytes) -> None:
     """Byte 0: 0 vk bytes, 1 layout scan of a .params/.vk file, 2 read_params."""
-    from cuzk.groth16.params_file import read_params, scan_layout, vk_from_bytes
+    from cuzk.groth16.formats.params_file import read_params, scan_layout, vk_from_bytes
 
     pick, body = selector(data, 3)
     if pick == 0:
@@ -112,7 +112,7 @@ def params_vk(data: bytes) -> None:
 def proof(data: bytes) -> None:
     """Byte 0: 0 bellperson proof bytes, 1 snarkjs vk.json, 2 proof.json, 3 public.json."""
     from cuzk.cli.groth16_cmd import _read_json  # the CLI's reader of snarkjs files
-    from cuzk.groth16 import snarkjs_json
+    from cuzk.groth16.formats import snarkjs_json
     from cuzk.groth16.proof import proofs_from_bytes
 
     pick, body = selector(data, 4)
@@ -130,8 +130,8 @@ def proof(data: bytes) -> None:
 
 def zkey_wtns(data: bytes) -> None:
     """Byte 0: 0 .zkey, 1 .wtns."""
-    from cuzk.groth16.wtns import read_wtns
-    from cuzk.groth16.zkey import read_zkey
+    from cuzk.groth16.formats.wtns import read_wtns
+    from cuzk.groth16.formats.zkey import read_zkey
 
     pick, body = selector(data, 2)
     if pick == 0:

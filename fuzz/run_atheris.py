@@ -29,8 +29,9 @@ TARGET_ENV = "CUZK_FUZZ_TARGET"
 PARSERS = (
     "cuzk.cli.groth16_cmd", "cuzk.engine.config", "cuzk.engine.engine", "cuzk.engine.filecoin_providers",
     "cuzk.engine.providers", "cuzk.filecoin.c1", "cuzk.filecoin.codec", "cuzk.filecoin.merkle", "cuzk.filecoin.post",
-    "cuzk.filecoin.snap", "cuzk.groth16.binfile", "cuzk.groth16.params_file", "cuzk.groth16.proof",
-    "cuzk.groth16.snarkjs_json", "cuzk.groth16.wtns", "cuzk.groth16.zkey", "cuzk.server.grpc_service",
+    "cuzk.filecoin.snap", "cuzk.groth16.formats.binfile", "cuzk.groth16.formats.params_file", "cuzk.groth16.proof",
+    "cuzk.groth16.formats.snarkjs_json", "cuzk.groth16.formats.wtns", "cuzk.groth16.formats.zkey",
+    "cuzk.server.grpc_service",
 )
 
 

@@ -10,8 +10,8 @@ import pytest
 from fixture_params import official_params
 
 from cuzk.circuits.registry import lookup
+from cuzk.groth16.formats.params_file import write_params, write_vk
 from cuzk.groth16.keys import ProvingKey
-from cuzk.groth16.params_file import write_params, write_vk
 from cuzk.groth16.setup import ToxicWaste, generate_insecure_parameters
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from cuzk.groth16.params_file import write_params, write_vk
+from cuzk.groth16.formats.params_file import write_params, write_vk
 from cuzk.groth16.setup import ToxicWaste, generate_insecure_parameters
 
 

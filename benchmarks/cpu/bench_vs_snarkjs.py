@@ -34,10 +34,10 @@ import snarkjs_tools  # noqa: E402
 from _common import envelope, write  # noqa: E402
 
 from cuzk.curve.msm import ENGINE_ENV, msm_engine, prepare_bases  # noqa: E402
-from cuzk.groth16.circom import circom_key  # noqa: E402
+from cuzk.groth16.formats.circom import circom_key  # noqa: E402
+from cuzk.groth16.formats.wtns import read_wtns  # noqa: E402
+from cuzk.groth16.formats.zkey import read_zkey  # noqa: E402
 from cuzk.groth16.prover import prove  # noqa: E402
-from cuzk.groth16.wtns import read_wtns  # noqa: E402
-from cuzk.groth16.zkey import read_zkey  # noqa: E402
 
 WORK = Path(__file__).resolve().parents[1] / "_work"
 

@@ -57,8 +57,8 @@ from cuzk.filecoin.post import window_post_vanilla, winning_post_vanilla
 from cuzk.filecoin.sizes import post_proof, seal_proof, sector_params
 from cuzk.filecoin.snap import ChallengeProof, PartitionProof, UpdatedSector, encode_update, partition_proof
 from cuzk.filecoin.synthetic import generate_c1
+from cuzk.groth16.formats.params_file import read_params, read_vk
 from cuzk.groth16.keys import ProvingKey, VerifyingKey, prepare_verifying_key
-from cuzk.groth16.params_file import read_params, read_vk
 from cuzk.groth16.proof import Proof, proofs_to_bytes
 from cuzk.groth16.setup import ToxicWaste, generate_insecure_parameters
 from cuzk.groth16.synthesis import circuit_shape

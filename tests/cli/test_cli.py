@@ -111,7 +111,7 @@ def test_params_gen_compiles_block_circuits_block_by_block(capsys, tmp_path: Pat
     import random
 
     from cuzk.circuits.registry import lookup
-    from cuzk.groth16.params_file import write_params
+    from cuzk.groth16.formats.params_file import write_params
     from cuzk.groth16.setup import ToxicWaste, generate_insecure_parameters
 
     out = tmp_path / "winning.params"

@@ -15,7 +15,7 @@ from fixture_params import official_params
 
 from cuzk.cli.main import main
 from cuzk.filecoin.sizes import CircuitKind, parameter_file_name, sector_params
-from cuzk.groth16.params_file import VK_HEADER_BYTES, scan_layout
+from cuzk.groth16.formats.params_file import VK_HEADER_BYTES, scan_layout
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], *args: object) -> tuple[int, str, str]:

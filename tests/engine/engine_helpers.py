@@ -13,7 +13,7 @@ from cuzk.engine.config import config_from_dict
 from cuzk.engine.engine import Engine
 from cuzk.engine.jobs import JobResult, Priority, ProofKind, ProofRequest, ResultStatus
 from cuzk.engine.providers import debug_params_path, debug_public_inputs
-from cuzk.groth16.params_file import read_vk
+from cuzk.groth16.formats.params_file import read_vk
 from cuzk.groth16.proof import proofs_from_bytes
 from cuzk.groth16.verifier import verify_proof
 

@@ -173,7 +173,7 @@ def test_live_daemon_proves_through_a_compiled_circuit(tmp_path: Path, tmp_path_
     from server.conftest import start_daemon
 
     from cuzk.circuits.filecoin.compound_post import verify_winning_post
-    from cuzk.groth16.params_file import read_vk
+    from cuzk.groth16.formats.params_file import read_vk
     from cuzk.server._gen import proving_pb2 as pb
 
     params = tmp_path_factory.mktemp("compiled-winning-params")
@@ -281,7 +281,7 @@ def test_live_daemon_computes_the_products_in_the_prover(tmp_path: Path, tmp_pat
     from server.conftest import start_daemon
 
     from cuzk.circuits.filecoin.compound_post import verify_winning_post
-    from cuzk.groth16.params_file import read_vk
+    from cuzk.groth16.formats.params_file import read_vk
     from cuzk.server._gen import proving_pb2 as pb
 
     params = tmp_path_factory.mktemp("compiled-winning-params-prover")

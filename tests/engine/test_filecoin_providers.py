@@ -49,7 +49,7 @@ from cuzk.filecoin.sizes import (
 )
 from cuzk.filecoin.snap import UpdatedSector, encode_update, partition_proof
 from cuzk.filecoin.synthetic import generate_c1
-from cuzk.groth16.params_file import read_vk, scan_layout
+from cuzk.groth16.formats.params_file import read_vk, scan_layout
 from cuzk.groth16.synthesis import circuit_shape
 from cuzk.r1cs import CircuitShape
 from cuzk.server._gen import proving_pb2 as pb

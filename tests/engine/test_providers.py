@@ -21,7 +21,7 @@ from cuzk.engine.providers import (
 )
 from cuzk.errors import SynthesisError
 from cuzk.filecoin.sizes import parameter_file_name, parse_circuit_id
-from cuzk.groth16.params_file import read_params
+from cuzk.groth16.formats.params_file import read_params
 from cuzk.groth16.verifier import verify_proof
 
 

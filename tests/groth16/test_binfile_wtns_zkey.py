@@ -20,10 +20,10 @@ from py_arkworks_bls12381 import GT, G1Point, G2Point, Scalar
 from cuzk.curve.encoding import find_invalid_affine_limbs, uncompressed_from_affine_limbs
 from cuzk.errors import FormatError, PointDecodeError
 from cuzk.field.constants import FR_MONT_R, P_MODULUS, R_MODULUS, fr_root_of_unity
-from cuzk.groth16 import _fq_mont
-from cuzk.groth16.binfile import read_binfile
-from cuzk.groth16.wtns import read_wtns, write_wtns
-from cuzk.groth16.zkey import Zkey, read_zkey, snarkjs_coset_shift
+from cuzk.groth16.formats import _fq_mont
+from cuzk.groth16.formats.binfile import read_binfile
+from cuzk.groth16.formats.wtns import read_wtns, write_wtns
+from cuzk.groth16.formats.zkey import Zkey, read_zkey, snarkjs_coset_shift
 
 try:
     import snarkjs_tools

@@ -12,8 +12,8 @@ import snarkjs_tools
 
 from cuzk.circuits.registry import lookup
 from cuzk.cli.main import main
-from cuzk.groth16 import snarkjs_json
 from cuzk.groth16.assignment import Assignment
+from cuzk.groth16.formats import snarkjs_json
 from cuzk.groth16.prover import prove
 from cuzk.groth16.synthesis import synthesize_for_proving
 

@@ -12,7 +12,7 @@ from cuzk.circuits.registry import lookup
 from cuzk.curve import encoding
 from cuzk.errors import FormatError, PointDecodeError
 from cuzk.groth16.assignment import Assignment
-from cuzk.groth16.params_file import (
+from cuzk.groth16.formats.params_file import (
     VK_HEADER_BYTES,
     OfficialNameError,
     check_params_points,

@@ -14,11 +14,11 @@ import pytest
 
 from cuzk.cli.main import main
 from cuzk.errors import PointDecodeError
-from cuzk.groth16.binfile import read_binfile
-from cuzk.groth16.circom import circom_key, prove_circom
+from cuzk.groth16.formats.binfile import read_binfile
+from cuzk.groth16.formats.circom import circom_key, prove_circom
+from cuzk.groth16.formats.wtns import read_wtns
+from cuzk.groth16.formats.zkey import read_zkey, unchecked_b2_limbs
 from cuzk.groth16.prover import prove
-from cuzk.groth16.wtns import read_wtns
-from cuzk.groth16.zkey import read_zkey, unchecked_b2_limbs
 
 pytestmark = pytest.mark.external
 

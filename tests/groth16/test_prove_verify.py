@@ -11,8 +11,8 @@ from cuzk.curve.points import G1Point, G2Point, Scalar
 from cuzk.field.constants import R_MODULUS
 from cuzk.groth16 import reference_verifier
 from cuzk.groth16.assignment import Assignment
+from cuzk.groth16.formats.params_file import vk_to_bytes
 from cuzk.groth16.keys import prepare_verifying_key
-from cuzk.groth16.params_file import vk_to_bytes
 from cuzk.groth16.proof import Proof
 from cuzk.groth16.prover import KeyMismatchError, prove
 from cuzk.groth16.synthesis import synthesize_for_proving

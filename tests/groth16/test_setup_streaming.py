@@ -18,7 +18,7 @@ from cuzk.field.fr_vec import from_montgomery
 from cuzk.field.limbs import ints_to_limbs, limbs_to_ints
 from cuzk.groth16 import reference_verifier
 from cuzk.groth16.assignment import Assignment
-from cuzk.groth16.params_file import OfficialNameError, ParamsFileWriter, read_params, vk_to_bytes, write_params
+from cuzk.groth16.formats.params_file import OfficialNameError, ParamsFileWriter, read_params, vk_to_bytes, write_params
 from cuzk.groth16.setup import (
     ToxicWaste,
     generate_parameters_for_matrices,

@@ -13,7 +13,7 @@ from py_arkworks_bls12381 import GT, G1Point, G2Point, Scalar
 
 from cuzk.errors import FormatError, PointDecodeError
 from cuzk.field.constants import P_MODULUS, R_MODULUS
-from cuzk.groth16.snarkjs_json import (
+from cuzk.groth16.formats.snarkjs_json import (
     g1_from_json,
     g1_to_json,
     g2_from_json,

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from cuzk.engine.providers import debug_params_path, debug_public_inputs
-from cuzk.groth16.params_file import read_vk
+from cuzk.groth16.formats.params_file import read_vk
 from cuzk.groth16.proof import proofs_from_bytes
 from cuzk.groth16.verifier import verify_proof
 

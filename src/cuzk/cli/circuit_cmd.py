@@ -25,7 +25,7 @@ from rich.console import Console
 from cuzk.errors import CuzkError
 
 if TYPE_CHECKING:  # the parser is built without importing the numeric layers; handlers import them
-    from cuzk.groth16.params_shape import ExpectedParamsLayout
+    from cuzk.groth16.formats.params_shape import ExpectedParamsLayout
     from cuzk.r1cs import CircuitShape
 
 #: Largest test circuit counted without --count (about a second per 100k rows on one core).
@@ -81,7 +81,7 @@ class ShapeReport:
 
     @property
     def expected_layout(self) -> ExpectedParamsLayout:
-        from cuzk.groth16.params_shape import ExpectedParamsLayout
+        from cuzk.groth16.formats.params_shape import ExpectedParamsLayout
 
         return ExpectedParamsLayout.of_shape(self.shape)
 

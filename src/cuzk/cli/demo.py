@@ -44,7 +44,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _load_or_generate(circuit_id: str, cache: Path, regenerate: bool, say) -> tuple[ProvingKey, str]:
     from cuzk.circuits.registry import lookup
     from cuzk.errors import FormatError
-    from cuzk.groth16.params_file import read_params, write_params
+    from cuzk.groth16.formats.params_file import read_params, write_params
     from cuzk.groth16.setup import generate_insecure_parameters
 
     path = cache / f"{circuit_id}.insecure.params"
@@ -65,8 +65,8 @@ def run(args: argparse.Namespace) -> int:
     from cuzk.curve.msm import prepare_bases
     from cuzk.groth16 import reference_verifier
     from cuzk.groth16.assignment import Assignment
+    from cuzk.groth16.formats.params_file import vk_to_bytes
     from cuzk.groth16.keys import prepare_verifying_key
-    from cuzk.groth16.params_file import vk_to_bytes
     from cuzk.groth16.prover import prove
     from cuzk.groth16.synthesis import synthesize_for_proving
     from cuzk.groth16.verifier import verify_proof

@@ -75,9 +75,9 @@ def _looks_like_json(path: Path) -> bool:
 
 
 def _load_vk(path: Path) -> VerifyingKey:
-    from cuzk.groth16 import snarkjs_json
+    from cuzk.groth16.formats import snarkjs_json
+    from cuzk.groth16.formats.params_file import read_vk
     from cuzk.groth16.keys import VerifyingKey
-    from cuzk.groth16.params_file import read_vk
 
     if _looks_like_json(path):
         parts = snarkjs_json.vk_from_json(_read_json(path), source=str(path))
@@ -87,7 +87,7 @@ def _load_vk(path: Path) -> VerifyingKey:
 
 
 def _load_proof(path: Path) -> Proof:
-    from cuzk.groth16 import snarkjs_json
+    from cuzk.groth16.formats import snarkjs_json
     from cuzk.groth16.proof import PROOF_BYTES, Proof
 
     if _looks_like_json(path):
@@ -101,10 +101,10 @@ def _load_proof(path: Path) -> Proof:
 
 def cmd_prove(args: argparse.Namespace) -> int:
     # Each branch imports only what it uses: the circuit registry alone costs ~0.1 s of start-up.
-    from cuzk.groth16 import snarkjs_json
+    from cuzk.groth16.formats import snarkjs_json
 
     if args.zkey or args.wtns:
-        from cuzk.groth16.circom import prove_circom
+        from cuzk.groth16.formats.circom import prove_circom
 
         if not (args.zkey and args.wtns) or args.params or args.circuit:
             raise CuzkError("prove takes either --zkey and --wtns, or --params and --circuit")
@@ -112,7 +112,7 @@ def cmd_prove(args: argparse.Namespace) -> int:
     elif args.params and args.circuit:
         from cuzk.circuits.registry import lookup
         from cuzk.groth16.assignment import Assignment
-        from cuzk.groth16.params_file import read_params
+        from cuzk.groth16.formats.params_file import read_params
         from cuzk.groth16.prover import prove
         from cuzk.groth16.synthesis import synthesize_for_proving
 
@@ -131,7 +131,7 @@ def cmd_prove(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    from cuzk.groth16 import snarkjs_json
+    from cuzk.groth16.formats import snarkjs_json
     from cuzk.groth16.verifier import verify_proof
 
     vk = _load_vk(args.vk)
@@ -145,8 +145,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def cmd_export_vk(args: argparse.Namespace) -> int:
-    from cuzk.groth16 import snarkjs_json
-    from cuzk.groth16.params_file import read_vk
+    from cuzk.groth16.formats import snarkjs_json
+    from cuzk.groth16.formats.params_file import read_vk
 
     _write_json(args.out, snarkjs_json.vk_to_json(read_vk(args.source)))
     print(f"wrote {args.out}")

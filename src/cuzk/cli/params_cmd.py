@@ -70,7 +70,7 @@ def _digest(path: Path) -> str:
 
 
 def cmd_info(args: argparse.Namespace) -> int:
-    from cuzk.groth16.params_file import OFFICIAL_PREFIX, check_params_points, read_vk, scan_layout
+    from cuzk.groth16.formats.params_file import OFFICIAL_PREFIX, check_params_points, read_vk, scan_layout
 
     if not args.file.is_file():
         raise CuzkError(f"{args.file}: no such file")
@@ -135,7 +135,7 @@ def _multiplier(args: argparse.Namespace) -> object:
 def cmd_gen(args: argparse.Namespace) -> int:
     from cuzk.circuits.registry import lookup
     from cuzk.engine.compiled_store import record_in_parallel
-    from cuzk.groth16.params_file import check_output_name, write_vk
+    from cuzk.groth16.formats.params_file import check_output_name, write_vk
     from cuzk.groth16.setup import ToxicWaste, qap_at_tau_compiled, write_insecure_parameters
     from cuzk.groth16.synthesis import compile_circuit
     from cuzk.r1cs.compiled_file import load_compiled
@@ -193,7 +193,7 @@ def cmd_gen(args: argparse.Namespace) -> int:
 def cmd_check(args: argparse.Namespace) -> int:
     """Exit 0 (fits), 1 (header lengths differ, each named), 2 (unreadable, truncated, not a .params)."""
     from cuzk.cli.circuit_cmd import circuits_with_layout, official_name_owner, resolve_shape, source_text
-    from cuzk.groth16.params_file import scan_layout
+    from cuzk.groth16.formats.params_file import scan_layout
 
     if not args.file.is_file():
         raise CuzkError(f"{args.file}: {'not a regular file' if args.file.exists() else 'no such file'}")

@@ -73,7 +73,7 @@ class _DeviceState:
         """Read a key (and with `hot`, make it resident on the device). `compiled_path`: the circuit's
         compiled file when the prover computes the products, verified and prepared here with the key
         (`_prepare_compiled`) so the first proof does not pay for it."""
-        from cuzk.groth16.params_file import read_params
+        from cuzk.groth16.formats.params_file import read_params
         from cuzk.groth16.verifier import prepare_verifying_key
 
         start = time.monotonic()

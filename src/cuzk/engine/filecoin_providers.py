@@ -233,7 +233,7 @@ def shape_from_layout(layout: Any, known: CircuitShape | None) -> CircuitShape:
 def filecoin_circuit_shape(circuit_id: str, params_path: str) -> CircuitShape:
     """Worker call: the shape of a Filecoin circuit from its .params header, or from KNOWN_SHAPES
     when the file is absent (the job then fails at parameter loading, naming the file)."""
-    from cuzk.groth16.params_file import scan_layout
+    from cuzk.groth16.formats.params_file import scan_layout
 
     known = KNOWN_SHAPES[circuit_id]
     path = Path(params_path)

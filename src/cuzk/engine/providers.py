@@ -288,7 +288,7 @@ def debug_circuit_shape(circuit_id: str) -> Any:
 def generate_debug_params(circuit_id: str, path: str) -> int:
     """Worker call: INSECURE random parameters for a test circuit, written atomically; returns bytes."""
     from cuzk.circuits.registry import lookup
-    from cuzk.groth16.params_file import write_params, write_vk
+    from cuzk.groth16.formats.params_file import write_params, write_vk
     from cuzk.groth16.setup import generate_insecure_parameters
 
     pk = generate_insecure_parameters(lookup(circuit_id).blank())

@@ -92,7 +92,7 @@ class SrsLease:
 def resident_estimate(path: str | os.PathLike, host_copies: int) -> int:
     """Host bytes `backend.load_key` adds for the whole daemon: decoded points, once per device process
     that keeps them in host memory (`Loader.host_key_copies`)."""
-    from cuzk.groth16.params_file import scan_layout
+    from cuzk.groth16.formats.params_file import scan_layout
 
     layout = scan_layout(path)
     g1 = sum(v.count for v in layout.vectors if v.name != "b_g2") + layout.num_ic

@@ -32,8 +32,8 @@ from cuzk.curve.points import G1_UNCOMPRESSED_BYTES, G2_UNCOMPRESSED_BYTES, G1Po
 from cuzk.field import fr_vec
 from cuzk.field.constants import R_MODULUS
 from cuzk.field.ntt import Domain
+from cuzk.groth16.formats.params_file import VECTOR_NAMES, ParamsFileWriter
 from cuzk.groth16.keys import ProvingKey, VerifyingKey
-from cuzk.groth16.params_file import VECTOR_NAMES, ParamsFileWriter
 from cuzk.groth16.synthesis import record_circuit
 from cuzk.r1cs import Circuit, R1csMatrices
 from cuzk.r1cs.compiled import CompiledCircuit, CompiledMatrix, compile_matrices

@@ -1,4 +1,4 @@
-"""Vectorised limb arithmetic for decoding snarkjs files (private to `cuzk.groth16`).
+"""Vectorised limb arithmetic for decoding snarkjs files (private to `cuzk.groth16.formats`).
 
 snarkjs stores Fr coefficients as little-endian Montgomery limbs times R^2. A proving key holds
 millions of them, so converting one Python int at a time would take minutes; these numba kernels work

@@ -15,8 +15,8 @@ import numpy as np
 
 from cuzk.errors import FormatError
 from cuzk.field.constants import FR_BYTES, R_MODULUS
-from cuzk.groth16._fq_mont import first_not_below
-from cuzk.groth16.binfile import read_binfile
+from cuzk.groth16.formats._fq_mont import first_not_below
+from cuzk.groth16.formats.binfile import read_binfile
 
 __all__ = ["WTNS_MAGIC", "WTNS_VERSION", "read_wtns", "write_wtns"]
 

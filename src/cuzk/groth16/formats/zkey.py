@@ -37,8 +37,8 @@ from py_arkworks_bls12381 import G1Point, G2Point
 from cuzk.curve.encoding import find_invalid_affine_limbs, uncompressed_from_affine_limbs
 from cuzk.errors import FormatError, PointDecodeError
 from cuzk.field.constants import FR_BYTES, FR_TWO_ADICITY, P_MODULUS, R_MODULUS
-from cuzk.groth16._fq_mont import mont_reduce
-from cuzk.groth16.binfile import BinFile, read_binfile
+from cuzk.groth16.formats._fq_mont import mont_reduce
+from cuzk.groth16.formats.binfile import BinFile, read_binfile
 
 __all__ = ["ZKEY_MAGIC", "ZKEY_VERSION", "Zkey", "read_zkey", "snarkjs_coset_shift", "unchecked_b2_limbs"]
 

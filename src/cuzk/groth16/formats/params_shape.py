@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from cuzk.curve.points import G1_UNCOMPRESSED_BYTES as G1B
 from cuzk.curve.points import G2_UNCOMPRESSED_BYTES as G2B
-from cuzk.groth16.params_file import VECTOR_NAMES, VK_HEADER_BYTES, ParamsLayout
+from cuzk.groth16.formats.params_file import VECTOR_NAMES, VK_HEADER_BYTES, ParamsLayout
 from cuzk.r1cs import CircuitShape
 
 __all__ = ["ExpectedParamsLayout", "LayoutMismatch", "domain_size_for"]

@@ -21,11 +21,11 @@ from cuzk.errors import CuzkError
 from cuzk.field import fr_vec
 from cuzk.field.constants import R_MODULUS
 from cuzk.groth16.assignment import Assignment
+from cuzk.groth16.formats.wtns import read_wtns
+from cuzk.groth16.formats.zkey import Zkey, read_zkey, unchecked_b2_limbs
 from cuzk.groth16.keys import HBasis, ProvingKey, VerifyingKey
 from cuzk.groth16.proof import Proof
 from cuzk.groth16.prover import prove
-from cuzk.groth16.wtns import read_wtns
-from cuzk.groth16.zkey import Zkey, read_zkey, unchecked_b2_limbs
 
 
 def _is_infinity(limbs: np.ndarray) -> np.ndarray:
