@@ -49,6 +49,7 @@ BACKENDS = ("auto", "cpu", "cuda")
 COMPILED_MODES = ("off", "use", "build")
 SPARSE_PRODUCTS = ("auto", "synthesis", "prover")
 DEVICE_WITNESS = ("off", "on")
+DEVICE_MODES = ("latency", "throughput")
 
 
 class ConfigError(CuzkError):
@@ -240,6 +241,10 @@ class SchedulerConfig:
     #: Serve NORMAL jobs grouped by circuit (fewer SRS switches), bounded so no job starves.
     #: Default false, so that NORMAL stays strictly FIFO unless asked (docs/compatibility.md §2).
     sort_by_type: bool = False
+    #: cuzk-py: how partitions go to several devices: "latency" (every free device takes the next
+    #: partition, so one proof's partitions run side by side) or "throughput" (a NORMAL or LOW job
+    #: stays on the device that took its first partition; CRITICAL and HIGH jobs always spread).
+    device_mode: str = "latency"
 
 
 @dataclass
@@ -490,6 +495,8 @@ def _apply(config: Config, section: str, key: str, value: Any) -> None:
         value = _choice(value, what, RESTART_POLICIES)
     elif what == "gpus.backend":
         value = _choice(value, what, BACKENDS)
+    elif what == "scheduler.device_mode":
+        value = _choice(value, what, DEVICE_MODES)
     elif what == "gpus.memory_limit":
         value = _memory_limit(value, what)
     elif what == "synthesis.compiled":
@@ -501,8 +508,6 @@ def _apply(config: Config, section: str, key: str, value: Any) -> None:
     elif what == "gpus.devices":
         _expect(list, value, what, "a list of device ordinals")
         value = [_non_negative_int(v, what) for v in value]
-        if len(set(value)) != len(value):
-            raise ConfigError(f"{what}: lists a device twice: {value}")
     elif what == "logging.level":
         value = _choice(value, what, LOG_LEVELS)
     elif what == "logging.format":

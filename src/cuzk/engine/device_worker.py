@@ -37,16 +37,17 @@ from cuzk.engine.synthesis import CompiledWitness
 log = logging.getLogger("cuzk.engine.device_worker")
 
 
-def make_backend(kind: str, ordinal: int, memory_limit: int | None = None) -> Any:
+def make_backend(kind: str, ordinal: int, memory_limit: int | None = None, memory_share: int = 1) -> Any:
     """The backend object for a device (device-process side); `memory_limit`: `[gpus] memory_limit`
-    for this device in bytes (None: "auto")."""
+    for this device in bytes (None: "auto"); `memory_share`: logical devices on this GPU, each of
+    which plans with that share of its memory when the limit is "auto"."""
     if kind == "cpu":
         from cuzk.backends import CpuBackend
 
         return CpuBackend()
     from cuzk.backends.cuda import CudaBackend
 
-    return CudaBackend(ordinal, memory_limit=memory_limit)
+    return CudaBackend(ordinal, memory_limit=memory_limit, memory_share=memory_share)
 
 
 def _limit_prover_threads(threads: int) -> None:
@@ -192,7 +193,9 @@ class _DeviceState:
                         # The device phase began when the backend took the device, after staging.
                         results[k].device_start = phases.pop("device_begin", results[k].device_start)
                     except Exception as err:
-                        results[k] = ItemResult(False, error=f"proving failed: {type(err).__name__}: {err}")
+                        fatal = getattr(self.backend, "is_fatal", None)
+                        results[k] = ItemResult(False, error=f"proving failed: {type(err).__name__}: {err}",
+                                                fatal=bool(fatal is not None and fatal(err)))
                         log.debug("prove failed: %s", traceback.format_exc())
                         continue
                     results[k].device_end = time.monotonic()
@@ -270,7 +273,8 @@ def device_worker_main(name: str, control: Connection, *rest: Any) -> None:
     set_thread_env(settings["threads"])
     try:
         _limit_prover_threads(settings["threads"])
-        backend = make_backend(settings["kind"], settings["ordinal"], settings.get("memory_limit"))
+        backend = make_backend(settings["kind"], settings["ordinal"], settings.get("memory_limit"),
+                               settings.get("memory_share", 1))
         _warm_up(backend)
         state = _DeviceState(backend)
         info = _device_info(state)

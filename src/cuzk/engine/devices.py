@@ -22,6 +22,14 @@ CUDA_BACKEND_MODULE = "cuzk.backends.cuda"
 class DeviceSpec:
     ordinal: int
     kind: str  #: "cpu" or "cuda"
+    #: This logical device's place among those on the same ordinal, and how many there are.
+    slot: int = 0
+    share: int = 1
+
+    @property
+    def label(self) -> str:
+        """Unique among a daemon's devices: "cuda0", "cuda0.1" for the second device on GPU 0."""
+        return f"{self.kind}{self.ordinal}" + (f".{self.slot}" if self.slot else "")
 
 
 def nvidia_gpus() -> list[int]:
@@ -53,9 +61,8 @@ def detect_devices(config: Config) -> list[DeviceSpec]:
     backend = config.gpus.backend
     cuda_available = cuda_backend_installed()
     if backend == "cpu":
-        if config.gpus.devices:
-            raise ConfigError("gpus.devices lists GPUs but gpus.backend = \"cpu\"")
-        return [DeviceSpec(0, "cpu")]
+        # Several CPU devices, each its own process: for tests and hosts that split their cores.
+        return shared([DeviceSpec(k, "cpu") for k in config.gpus.devices or [0]])
     gpus = config.gpus.devices or nvidia_gpus()
     if backend == "cuda" or (backend == "auto" and config.gpus.devices):
         if not cuda_available:
@@ -63,12 +70,27 @@ def detect_devices(config: Config) -> list[DeviceSpec]:
                               f"({CUDA_BACKEND_MODULE} with CuPy) is not installed")
         if not gpus:
             raise ConfigError("gpus.backend = \"cuda\" but no GPU was found (nvidia-smi); set gpus.devices")
-        return [DeviceSpec(g, "cuda") for g in gpus]
+        return shared([DeviceSpec(g, "cuda") for g in gpus])
     if gpus and cuda_available:
-        return [DeviceSpec(g, "cuda") for g in gpus]
+        return shared([DeviceSpec(g, "cuda") for g in gpus])
     if gpus:
         log.warning("GPUs %s found but the CUDA backend is not installed: proving on the CPU", gpus)
     return [DeviceSpec(0, "cpu")]
+
+
+def shared(specs: list[DeviceSpec]) -> list[DeviceSpec]:
+    """The specs with each one's place among the logical devices of its ordinal (`devices = [0, 0]`:
+    two devices on GPU 0, each planning with half its memory unless `memory_limit` says otherwise)."""
+    counts: dict[tuple[str, int], int] = {}
+    for s in specs:
+        counts[(s.kind, s.ordinal)] = counts.get((s.kind, s.ordinal), 0) + 1
+    seen: dict[tuple[str, int], int] = {}
+    out = []
+    for s in specs:
+        key = (s.kind, s.ordinal)
+        out.append(DeviceSpec(s.ordinal, s.kind, slot=seen.get(key, 0), share=counts[key]))
+        seen[key] = seen.get(key, 0) + 1
+    return out
 
 
 def sparse_products_where(setting: str, specs: list[DeviceSpec]) -> str:

@@ -265,7 +265,8 @@ class Engine:
         self.pipeline = Pipeline(
             cv=self._cv, budget=self.budget, synth_procs=self.synth_procs, executor=self.executor,
             settings=PipelineSettings(config.pipeline.slot_size, config.pipeline.max_gpu_queue_depth,
-                                      config.scheduler.max_batch_size, config.pipeline.verify_proofs),
+                                      config.scheduler.max_batch_size, config.pipeline.verify_proofs,
+                                      config.scheduler.device_mode),
             host=self, metrics=self.metrics, critical_synth=self.critical_synth,
         )
         provers = self.pipeline.regular_provers  # the CRITICAL lanes take no window share
@@ -571,7 +572,7 @@ class Engine:
         self.pipeline.call(ref, args)
 
     def _device_restarted(self, device: Device) -> None:
-        log.warning("device process %s restarted: reloading its parameter sets", device.proc.name)
+        log.warning("device %s restarted: reloading its parameter sets", device.worker_name)
         self.srs.reload_device(device)
 
     # -- dispatching -------------------------------------------------------------------------------------

@@ -18,6 +18,8 @@ process that dies is. docs/architecture.md has the picture.
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -45,6 +47,13 @@ class Device:
     def __init__(self, spec: DeviceSpec) -> None:
         self.spec = spec
         self.info: list[dict[str, Any]] = []
+        self.failures = 0
+        #: (time.time(), reason) of the last time it died or became unusable.
+        self.last_failure: tuple[float, str] | None = None
+
+    def failed(self, reason: str) -> None:
+        self.failures += 1
+        self.last_failure = (time.time(), reason)
 
     @property
     def name(self) -> str:
@@ -55,7 +64,7 @@ class Device:
     @property
     def worker_name(self) -> str:
         """The name of the process (or actor) that owns the device, in logs and the status."""
-        return f"cuzk-device-{self.spec.kind}{self.spec.ordinal}"
+        return f"cuzk-device-{self.spec.label}"
 
     @property
     def pid(self) -> int | None:
@@ -131,8 +140,10 @@ class Executor(ABC):
         """Prove items on the device's lane; raises WorkerCrashedError when the device died meanwhile."""
 
     @abstractmethod
-    def restart(self, device: Device, reason: str) -> None:
-        """Restart a device that died (logged with `reason`); `on_restart` follows once it is ready."""
+    def restart(self, device: Device, reason: str, *, force: bool = False) -> None:
+        """Restart a device that died (logged with `reason`), or with `force` one that is alive but
+        unusable, recording the failure on the device once however many of its lanes report it;
+        `on_restart` follows once it is ready."""
 
     def processes(self) -> list[WorkerProcess]:
         """The local processes behind the devices (their memory counts against this host's budget)."""
@@ -161,6 +172,8 @@ class LocalDevice(Device):
     @property
     def alive(self) -> bool:
         return self.proc.alive
+        self.restart_lock = threading.Lock()
+        self._failure_seen = -1  # proc.restarts of the process whose failure was recorded
 
 
 class LocalExecutor(Executor):
@@ -171,8 +184,9 @@ class LocalExecutor(Executor):
         self._devices: list[LocalDevice] = []
         for k, spec in enumerate(specs):
             limit = memory_limits[k] if memory_limits else None
-            settings = {"ordinal": spec.ordinal, "kind": spec.kind, "threads": threads, "memory_limit": limit}
-            proc = WorkerProcess(f"cuzk-device-{spec.kind}{spec.ordinal}", device_worker_main, (settings,),
+            settings = {"ordinal": spec.ordinal, "kind": spec.kind, "threads": threads, "memory_limit": limit,
+                        "memory_share": spec.share}
+            proc = WorkerProcess(f"cuzk-device-{spec.label}", device_worker_main, (settings,),
                                  channels=workers_per_device + 1)
             device = LocalDevice(spec, proc)
             proc.on_restart = self._restarted(device)
@@ -261,7 +275,7 @@ class LocalExecutor(Executor):
             return [ItemResult(False, error=str(reply[1])) for _ in items]
         return reply[1]
 
-    def restart(self, device: Device, reason: str) -> None:
+    def restart(self, device: Device, reason: str, *, force: bool = False) -> None:
         assert isinstance(device, LocalDevice)
         try:
             device.proc.restart(reason)
@@ -272,3 +286,10 @@ class LocalExecutor(Executor):
 def make_executor(config: Config) -> Executor:
     """The executor a configuration asks for (the local one: one process per device on this host)."""
     return LocalExecutor.from_config(config)
+            with device.restart_lock:
+                if device._failure_seen != device.proc.restarts:  # its other lanes may report it too
+                    device._failure_seen = device.proc.restarts
+                    device.failed(reason)
+                    if force and device.proc.process is not None and device.proc.alive:
+                        device.proc.process.kill()  # its CUDA context is unusable: a new process gets a new one
+                        device.proc.process.join(10.0)

@@ -166,6 +166,8 @@ class PartitionRecord:
     device_phases: dict[str, float] = field(default_factory=dict)
     #: When the proof came back from the device process (encoded and verified).
     done: float | None = None
+    #: Devices that died (or became unusable) while holding this partition, each before answering.
+    device_attempts: int = 0
     proof: bytes | None = None
 
     @property
@@ -256,6 +258,8 @@ class Job:
         self.batch_id = 0
         self.was_dispatched = False
         self.inflight = 0  #: partitions in synthesis or on a device (their memory is still held)
+        #: `[scheduler] device_mode = "throughput"`: the device this job's partitions go to.
+        self.device_affinity = ""
         self.prove_waiters = 0
         self.srs_lease: object | None = None
         self.payload_reservation: Any = None  #: the request's bytes, held against the budget until planned

@@ -44,3 +44,6 @@ class ItemResult:
     verify_s: float = 0.0
     #: The backend's own timing of the prove's sub-phases (seconds), for bench's breakdown.
     phases: dict[str, float] = field(default_factory=dict)
+    #: The failure left the device unusable (a CUDA error that poisons its context): the executor
+    #: restarts the device and the partition is proven elsewhere.
+    fatal: bool = False

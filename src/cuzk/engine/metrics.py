@@ -120,6 +120,8 @@ class EngineMetrics:
         self.await_timeouts = Counter("cuzk_await_timeouts", "AwaitProof calls that returned TIMEOUT", registry=r)
         self.deduplicated = Counter("cuzk_requests_deduplicated", "Submissions answered with an existing job",
                                     registry=r)
+        self.partitions_requeued = Counter("cuzk_partitions_requeued", "Partitions given to another device after "
+                                           "theirs died or became unusable", registry=r)
         self.worker_restarts = Counter("cuzk_worker_restarts", "Worker processes restarted after dying", ["pool"],
                                        registry=r)
         self.srs_evictions = Counter("cuzk_srs_evictions", "SRS entries evicted (on request or pressure)",

@@ -55,6 +55,8 @@ from cuzk.errors import CuzkError
 
 log = logging.getLogger("cuzk.engine.pipeline")
 WAIT_SLICE_S = 0.5
+#: Devices a partition is tried on when they die (or become unusable) before answering.
+MAX_DEVICE_ATTEMPTS = 3
 
 
 class PipelineHost(Protocol):
@@ -75,6 +77,9 @@ class PipelineSettings:
     max_gpu_queue_depth: int = 0
     max_batch_size: int = 1
     verify_proofs: bool = True
+    #: `[scheduler] device_mode`: "latency" (a job's partitions go to every free device) or
+    #: "throughput" (NORMAL and LOW jobs stay on the device that took their first partition).
+    device_mode: str = "latency"
 
 
 @dataclass(eq=False)
@@ -383,16 +388,33 @@ class Pipeline:
         self.host.work_returned(work.job)
 
     # -- proving -------------------------------------------------------------------------------------------
-    def _take_batch(self, state: WorkerState) -> list[PartitionWork] | None:
+    def _next_for(self, state: WorkerState, device: Device) -> PartitionWork | None:
+        """The first queued partition this lane may prove: the queue is in priority order, so a
+        CRITICAL lane stops at the first partition below CRITICAL; in throughput mode a NORMAL or LOW
+        job's partitions are left to the device it is bound to while that device is alive."""
+        for work in self._device_queue:
+            if work.job.priority < state.min_priority:
+                return None
+            bound = work.job.device_affinity
+            if (self.settings.device_mode != "throughput" or work.job.priority >= Priority.HIGH or not bound
+                    or bound == device.worker_name or not self._device_alive(bound)):
+                return work
+        return None
+
+    def _device_alive(self, worker_name: str) -> bool:
+        return any(d.worker_name == worker_name and d.alive for d in self.executor.devices)
+
+    def _take_batch(self, state: WorkerState, device: Device) -> list[PartitionWork] | None:
         with self.cv:
-            # The queue is in priority order: a CRITICAL lane waits for a CRITICAL head.
-            while not self._device_queue or self._device_queue[0].job.priority < state.min_priority:
+            while (head := self._next_for(state, device)) is None:
                 if self._stopping:
                     return None
                 self.cv.wait(WAIT_SLICE_S)
             if self._stopping:
                 return None
-            head = self._device_queue.pop(0)
+            self._device_queue.remove(head)
+            if self.settings.device_mode == "throughput" and head.job.priority < Priority.HIGH:
+                head.job.device_affinity = device.worker_name
             batch = [head]
             if self.settings.max_batch_size > 1 and head.job.batch_id:
                 for work in list(self._device_queue):
@@ -411,7 +433,7 @@ class Pipeline:
 
     def _prover_loop(self, device: Device, channel: int, state: WorkerState) -> None:
         while True:
-            batch = self._take_batch(state)
+            batch = self._take_batch(state, device)
             if batch is None:
                 return
             items = [ProveItem(w.job.circuit_id, w.shared, w.plan.public_inputs, w.label,
@@ -420,19 +442,38 @@ class Pipeline:
             try:
                 results = self.executor.prove(device, channel, items, self.settings.verify_proofs)
             except WorkerCrashedError as crash:
-                results = [ItemResult(False, error=str(crash)) for _ in batch]
+                results = [ItemResult(False, error=str(crash), fatal=True) for _ in batch]
                 crashed = True
             except Exception as err:
                 results = [ItemResult(False, error=f"cannot send to the device: {type(err).__name__}: {err}")
                            for _ in batch]
+            failed = next((r for r in results if r.fatal), None)
             with self.cv:
                 state.set(None)
                 for work, result in zip(batch, results, strict=True):
-                    self._proven(work, result)
+                    if not (result.fatal and self._requeue(work, device, result.error)):
+                        self._proven(work, result)
                 self.cv.notify_all()
-            if crashed:
+            if failed is not None:
+                reason = (f"died while proving {batch[0].label}" if crashed
+                          else f"unusable after proving {batch[0].label}: {failed.error}")
                 self.metrics.worker_restarts.labels("device").inc()
-                self.executor.restart(device, f"died while proving {batch[0].label}")
+                self.executor.restart(device, reason, force=not crashed)
+
+    def _requeue(self, work: PartitionWork, device: Device, error: str) -> bool:
+        """Give a partition whose device died (or became unusable) before answering to the next free
+        lane, which is another device's or the restarted one's: no proof came back, so it is proven
+        once. At most MAX_DEVICE_ATTEMPTS devices are tried; False: fail it instead."""
+        rec = work.record
+        if work.job.state.finished or rec.device_attempts + 1 >= MAX_DEVICE_ATTEMPTS:
+            return False
+        rec.device_attempts += 1
+        rec.state = PartitionState.SYNTH_DONE
+        log.warning("%s: its device %s failed (%s); requeued for the next free device (attempt %d of %d)",
+                    work.label, device.worker_name, error, rec.device_attempts + 1, MAX_DEVICE_ATTEMPTS)
+        self.metrics.partitions_requeued.inc()
+        bisect.insort(self._device_queue, work, key=lambda w: w.key)
+        return True
 
     @staticmethod
     def _restart(proc: WorkerProcess, reason: str) -> None:

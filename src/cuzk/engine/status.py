@@ -140,7 +140,7 @@ def gauges(engine: Engine) -> GaugeSnapshot:
     for d in engine.executor.devices:
         plan = d.info[0].get("memory_plan") if d.info else None
         if plan:
-            label = f"{d.spec.kind}{d.spec.ordinal}"
+            label = d.spec.label
             snap.device_memory_budget_bytes[label] = plan["budget"]
             snap.device_memory_peak_bytes[label] = plan["peak_pool_bytes"]
             snap.device_oom_retries[label] = plan["oom_retries"]
@@ -202,7 +202,9 @@ def snapshot(engine: Engine) -> dict[str, Any]:
                    "queued_for_synthesis": pipeline.queued_for_synthesis(),
                    "shared_segments": pipeline.shared_segments, "shared_bytes": pipeline.shared_bytes}
     devices = [{"ordinal": d.spec.ordinal, "kind": d.spec.kind, "name": d.name, "pid": d.pid,
-                "restarts": d.restarts,
+                "restarts": d.restarts, "failures": d.failures,
+                "last_failure": ({"at_unix_ms": round(d.last_failure[0] * 1000), "reason": d.last_failure[1]}
+                                 if d.last_failure else None),
                 "memory_total": (d.info[0]["memory_total"] if d.info else 0),
                 "memory_free": (d.info[0]["memory_free"] if d.info else 0),
                 # GPUs: the memory plan (limit, budget, per key resident/streamed bytes and working

@@ -85,6 +85,11 @@ from cuzk.witness_gen.deferred import DeferredWitness
 
 log = logging.getLogger("cuzk.backends.cuda")
 
+#: cudaError / CUresult codes after which a context is unusable (the same numbers in both APIs):
+#: ECC uncorrectable, assert, hardware stack error, illegal instruction, misaligned address,
+#: invalid address space, invalid PC, launch failure, illegal address.
+STICKY_CUDA_ERRORS = frozenset({214, 700, 710, 714, 715, 716, 717, 718, 719})
+
 _STAGE_BYTES = 64 << 20
 _STAGE_THREADS = 8
 _QUERIES = (("h", "g1"), ("l", "g1"), ("a", "g1"), ("b_g1", "g1"), ("b_g2", "g2"))
@@ -225,7 +230,10 @@ class CudaBackend(ProverBackend):
     name = "cuda"
 
     def __init__(self, device_id: int = 0, *, memory_margin: int | None = None,
-                 memory_limit: int | None = None) -> None:
+                 memory_limit: int | None = None, memory_share: int = 1) -> None:
+        """`memory_limit`: bytes of device memory to plan with and use at most (None: what is free);
+        `memory_share`: with no limit, plan with total memory / memory_share (several logical
+        devices, each its own process, on this GPU)."""
         reason = cuda_available()
         if reason is not None:
             raise CudaUnavailableError(reason)
@@ -243,6 +251,8 @@ class CudaBackend(ProverBackend):
             self._copy = cupy.cuda.Stream(non_blocking=True)
             self._bases_copy = cupy.cuda.Stream(non_blocking=True)  # streamed bases, beside the MSMs
             self._uploader = _PinnedUploader(cupy, self._copy)
+        if memory_limit is None and memory_share > 1:
+            memory_limit = properties(device_id).total_memory // memory_share
         self.plan = MemoryPlan(device_id, memory_margin, memory_limit)
         self.props = properties(device_id)
         self._keys: weakref.WeakKeyDictionary[ProvingKey, _DeviceKey] = weakref.WeakKeyDictionary()
@@ -559,6 +569,14 @@ class CudaBackend(ProverBackend):
                 except (self._cp.cuda.runtime.CUDARuntimeError, self._cp.cuda.driver.CUDADriverError) as exc:
                     raise CudaDeviceError(f"CUDA error on device {self.device_id}: {exc}") from exc
         raise AssertionError("unreachable")
+
+    @staticmethod
+    def is_fatal(err: BaseException) -> bool:
+        """Whether a proof's failure left this process's CUDA context unusable: the errors CUDA keeps
+        returning for every later call (a kernel's illegal address, launch failure, hardware
+        exception, uncorrectable ECC). The device's process must then be restarted."""
+        cause = err.__cause__ if isinstance(err, CudaDeviceError) else err
+        return getattr(cause, "status", None) in STICKY_CUDA_ERRORS
 
     def _retry_smaller(self, pk: ProvingKey, exc: BaseException) -> bool:
         """After an out-of-memory error: make the key's plan one that holds less at once (kept for

@@ -1,0 +1,111 @@
+"""Several devices on one host, with CPU devices (each its own process, one thread): one proof's
+partitions spread over every device (latency mode) or stay on one (throughput mode), a device process
+killed mid-job gives its partition to another device (the job completes, every partition proven
+once and verified, the status names the failed device), and CRITICAL work still goes first. Every
+claim is read from the partitions' records, never from how long anything took."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import pytest
+from engine.engine_helpers import assert_verifies, make_request, start_engine, wait_until
+
+from cuzk.engine.engine import Engine
+from cuzk.engine.jobs import PartitionState, Priority, ResultStatus
+
+#: How long each partition holds its device: long beside a test circuit's hand-over, so that
+#: partitions queued together are on the devices at the same time.
+HOLD_MS = 300
+
+
+def devices_of(engine: Engine, job_id: str) -> list[str]:
+    """The device (its worker's name) that proved each partition of a job."""
+    return [p.device_worker.split("/")[0] for p in engine.jobs[job_id].partitions]
+
+
+@pytest.fixture(scope="module")
+def engine3(tmp_path_factory: pytest.TempPathFactory, debug_params: Path) -> Engine:
+    e = start_engine(tmp_path_factory.mktemp("three"), debug_params,
+                     gpus={"backend": "cpu", "devices": [0, 1, 2], "gpu_threads": 1, "gpu_workers_per_device": 1})
+    yield e
+    e.shutdown(0)
+
+
+def test_one_proofs_partitions_run_on_every_device(engine3: Engine, debug_params: Path) -> None:
+    names = [d.worker_name for d in engine3.executor.devices]
+    assert names == ["cuzk-device-cpu0", "cuzk-device-cpu1", "cuzk-device-cpu2"]
+    job = engine3.submit(make_request("spread", partitions=9, seed=10, device_delay_ms=HOLD_MS)).job_id
+    result = engine3.await_result(job, 120)
+    assert result is not None
+    assert_verifies(result, debug_params, seed=10, partitions=9)
+    assert set(devices_of(engine3, job)) == set(names)
+    status = engine3.status()
+    assert len(status["devices"]) == 3
+    assert {w["worker_id"].split("/")[0] for w in status["gpu_workers"]} == set(names)
+
+
+def test_a_killed_device_process_hands_its_partition_to_another_device(engine3: Engine, debug_params: Path) -> None:
+    victim = engine3.executor.devices[1]
+    job = engine3.submit(make_request("killed", partitions=6, seed=20, device_delay_ms=HOLD_MS)).job_id
+
+    def victim_busy() -> bool:
+        return any(p.state is PartitionState.PROVING and p.device_worker.startswith(victim.worker_name)
+                   for p in engine3.jobs[job].partitions)
+
+    wait_until(victim_busy, 60, "a partition on the device to kill")
+    pid = victim.pid
+    assert pid is not None
+    os.kill(pid, signal.SIGKILL)  # the executor's own record of its device process, not a name lookup
+    result = engine3.await_result(job, 120)
+    assert result is not None and result.status is ResultStatus.COMPLETED, result.error
+    assert_verifies(result, debug_params, seed=20, partitions=6)
+    record = engine3.jobs[job].partitions
+    assert all(p.state is PartitionState.DONE and p.proof for p in record)
+    # The partition the device held went to the next free device (another, or the restarted one).
+    assert [p.device_attempts for p in record].count(1) == 1 and sum(p.device_attempts for p in record) == 1
+    assert victim.failures == 1 and victim.last_failure is not None and "died" in victim.last_failure[1]
+    wait_until(lambda: victim.alive, 60, "the device to be restarted")
+    entry = next(d for d in engine3.status()["devices"] if d["pid"] == victim.pid)
+    assert entry["restarts"] >= 1 and entry["failures"] == 1 and "died while proving" in entry["last_failure"]["reason"]
+    # The restarted device proves again.
+    again = engine3.submit(make_request("after", partitions=3, seed=30, device_delay_ms=HOLD_MS)).job_id
+    result = engine3.await_result(again, 120)
+    assert result is not None
+    assert_verifies(result, debug_params, seed=30, partitions=3)
+
+
+def test_critical_work_goes_first_beside_a_spread_load(engine3: Engine, debug_params: Path) -> None:
+    load = engine3.submit(make_request("load3", partitions=60, seed=40, device_delay_ms=HOLD_MS)).job_id
+    wait_until(lambda: engine3.jobs[load].partitions_done() >= 1, 60, "the load to be on the devices")
+    crit = engine3.submit(make_request("crit3", priority=Priority.CRITICAL, seed=90)).job_id
+    result = engine3.await_result(crit, 60)
+    assert result is not None
+    assert_verifies(result, debug_params, seed=90)
+    done = engine3.await_result(load, 120)
+    assert done is not None and done.status is ResultStatus.COMPLETED
+    crit_start = engine3.jobs[crit].partitions[0].device_start
+    later = [p for p in engine3.jobs[load].partitions if p.device_start is not None and p.device_start > crit_start]
+    assert later, "the CRITICAL partition waited for the whole load"
+
+
+def test_throughput_mode_keeps_a_normal_job_on_one_device(engine3: Engine, debug_params: Path) -> None:
+    engine3.pipeline.settings.device_mode = "throughput"  # `[scheduler] device_mode`, set for this test
+    try:
+        jobs = [engine3.submit(make_request(f"tp{k}", partitions=4, seed=50 + 10 * k,
+                                            device_delay_ms=HOLD_MS)).job_id for k in range(3)]
+        high = engine3.submit(make_request("tp-high", priority=Priority.HIGH, partitions=6, seed=80,
+                                           device_delay_ms=HOLD_MS)).job_id
+        for k, job in enumerate(jobs):
+            result = engine3.await_result(job, 120)
+            assert result is not None
+            assert_verifies(result, debug_params, seed=50 + 10 * k, partitions=4)
+            assert len(set(devices_of(engine3, job))) == 1, devices_of(engine3, job)
+        result = engine3.await_result(high, 120)
+        assert result is not None
+        assert_verifies(result, debug_params, seed=80, partitions=6)
+        assert engine3.jobs[high].device_affinity == ""  # HIGH work is never bound to one device
+    finally:
+        engine3.pipeline.settings.device_mode = "latency"
