@@ -278,6 +278,13 @@ class LocalExecutor(Executor):
     def restart(self, device: Device, reason: str, *, force: bool = False) -> None:
         assert isinstance(device, LocalDevice)
         try:
+            with device.restart_lock:
+                if device._failure_seen != device.proc.restarts:  # its other lanes may report it too
+                    device._failure_seen = device.proc.restarts
+                    device.failed(reason)
+                    if force and device.proc.process is not None and device.proc.alive:
+                        device.proc.process.kill()  # its CUDA context is unusable: a new process gets a new one
+                        device.proc.process.join(10.0)
             device.proc.restart(reason)
         except CuzkError as err:
             log.error("cannot restart %s: %s", device.proc.name, err)
@@ -286,10 +293,3 @@ class LocalExecutor(Executor):
 def make_executor(config: Config) -> Executor:
     """The executor a configuration asks for (the local one: one process per device on this host)."""
     return LocalExecutor.from_config(config)
-            with device.restart_lock:
-                if device._failure_seen != device.proc.restarts:  # its other lanes may report it too
-                    device._failure_seen = device.proc.restarts
-                    device.failed(reason)
-                    if force and device.proc.process is not None and device.proc.alive:
-                        device.proc.process.kill()  # its CUDA context is unusable: a new process gets a new one
-                        device.proc.process.join(10.0)
