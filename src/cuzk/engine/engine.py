@@ -43,6 +43,8 @@ from cuzk.engine import status as status_views
 from cuzk.engine import timeline
 from cuzk.engine.compiled_store import CompiledStore
 from cuzk.engine.config import Config, ConfigError
+from cuzk.engine.devices import device_witness_enabled, sparse_products_where
+from cuzk.engine.executor import Device, Executor, make_executor
 from cuzk.engine.jobs import (
     Job,
     JobResult,
@@ -62,8 +64,6 @@ from cuzk.engine.providers import CircuitProvider, InvalidRequestError, SrsSourc
 from cuzk.engine.scheduler import BatchCollector, Scheduler
 from cuzk.engine.srs import SrsManager
 from cuzk.engine.synthesis import synthesis_worker_main
-from cuzk.engine.devices import device_witness_enabled, sparse_products_where
-from cuzk.engine.executor import Device, Executor, make_executor
 from cuzk.errors import CuzkError
 
 log = logging.getLogger("cuzk.engine")
