@@ -141,3 +141,34 @@ def test_config_show(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None
     assert code == 2 and "unknown key memory.budget" in err and "Traceback" not in err
     code, _, err = run_cli(capsys, "config", "show", "--config", str(tmp_path / "missing.toml"))
     assert code == 2 and "does not exist" in err
+
+
+def test_executor_section_defaults_to_local() -> None:
+    c = Config()
+    assert (c.executor.kind, c.executor.address) == ("local", "auto")
+    assert "[executor]" in c.to_toml() and 'kind = "local"' in c.to_toml()
+
+
+@pytest.mark.parametrize("address", ["auto", "AUTO", "10.0.0.5:6379", "ray://head.internal:10001", "[::1]:6379"])
+def test_executor_ray_addresses(address: str) -> None:
+    c = config_from_dict({"executor": {"kind": "Ray", "address": address}})
+    assert c.executor.kind == "ray"
+    assert c.executor.address == ("auto" if address.lower() == "auto" else address)
+
+
+@pytest.mark.parametrize(("data", "message"), [
+    ({"executor": {"kind": "k8s"}}, r"executor\.kind: 'k8s' is not one of local, ray"),
+    ({"executor": {"kind": 1}}, r"executor\.kind: expected a string"),
+    ({"executor": {"address": "head"}}, r"executor\.address: 'head' is not a Ray address"),
+    ({"executor": {"address": "ray://head:99999"}}, r"executor\.address: .* is not a Ray address"),
+    ({"executor": {"address": "http://head:8265/x"}}, r"executor\.address: .* is not a Ray address"),
+    ({"executor": {"adress": "auto"}}, r"unknown key executor\.adress"),
+])
+def test_executor_errors_name_the_key(data: dict, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        config_from_dict(data, source="/etc/cuzk.toml")
+
+
+def test_executor_settings_change_the_fingerprint() -> None:
+    local, ray = Config(), config_from_dict({"executor": {"kind": "ray"}})
+    assert local.fingerprint() != ray.fingerprint()

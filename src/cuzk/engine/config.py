@@ -49,6 +49,7 @@ BACKENDS = ("auto", "cpu", "cuda")
 COMPILED_MODES = ("off", "use", "build")
 SPARSE_PRODUCTS = ("auto", "synthesis", "prover")
 DEVICE_WITNESS = ("off", "on")
+EXECUTOR_KINDS = ("local", "ray")
 DEVICE_MODES = ("latency", "throughput")
 
 
@@ -302,10 +303,21 @@ class DebugConfig:
     test_circuits: bool = False
 
 
+@dataclass
+class ExecutorConfig:
+    #: cuzk-py: where the devices are (docs/ray.md): "local" (a process per device on this host) or
+    #: "ray" (an actor per device on every node of a Ray cluster that offers the `GPU` resource, or
+    #: the `cuzk_device` custom resource for CPU devices; needs `pip install cuzk[ray]`).
+    kind: str = "local"
+    #: cuzk-py: with kind = "ray", the cluster to join: "auto" (the cluster this host runs, as `ray
+    #: start` left it), "host:port" of its GCS, or a "ray://host:port" client address.
+    address: str = "auto"
+
+
 _SECTIONS: dict[str, type] = {
     "daemon": DaemonConfig, "srs": SrsConfig, "memory": MemoryConfig, "gpus": GpusConfig,
     "scheduler": SchedulerConfig, "synthesis": SynthesisConfig, "pipeline": PipelineConfig,
-    "logging": LoggingConfig, "debug": DebugConfig,
+    "logging": LoggingConfig, "debug": DebugConfig, "executor": ExecutorConfig,
 }
 _DEPRECATED = {
     ("memory", "pinned_budget"): "memory.pinned_budget is deprecated and has no effect: use memory.total_budget",
@@ -327,6 +339,7 @@ class Config:
     pipeline: PipelineConfig = field(default_factory=PipelineConfig)
     logging: LoggingConfig = field(default_factory=LoggingConfig)
     debug: DebugConfig = field(default_factory=DebugConfig)
+    executor: ExecutorConfig = field(default_factory=ExecutorConfig)
     #: Where it was read from (None: defaults), and the warnings to log once logging is up.
     source: str | None = field(default=None, compare=False)
     warnings: list[str] = field(default_factory=list, compare=False)
@@ -446,6 +459,20 @@ def _file_mode(value: Any, what: str) -> str:
     return value.strip().rjust(4, "0")
 
 
+def _ray_address(value: Any, what: str) -> str:
+    """"auto", "host:port" (a GCS address) or "ray://host:port" (Ray Client)."""
+    _expect(str, value, what, "a string")
+    text = value.strip()
+    if text.lower() == "auto":
+        return "auto"
+    body = text.removeprefix("ray://")
+    host, sep, port = body.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536 or "/" in body:
+        raise ConfigError(f"{what}: {value!r} is not a Ray address (use \"auto\", \"host:port\" or "
+                          "\"ray://host:port\")")
+    return text
+
+
 def loopback_if_no_host(addr: str) -> str:
     """":9820" means the loopback interface, never every interface: other hosts get in only when named
     ("0.0.0.0:9820"). Unix socket addresses and empty strings are returned as they are."""
@@ -508,6 +535,10 @@ def _apply(config: Config, section: str, key: str, value: Any) -> None:
     elif what == "gpus.devices":
         _expect(list, value, what, "a list of device ordinals")
         value = [_non_negative_int(v, what) for v in value]
+    elif what == "executor.kind":
+        value = _choice(value, what, EXECUTOR_KINDS)
+    elif what == "executor.address":
+        value = _ray_address(value, what)
     elif what == "logging.level":
         value = _choice(value, what, LOG_LEVELS)
     elif what == "logging.format":
