@@ -186,6 +186,10 @@ def _gpu_status(now_ms: int) -> dict[str, Any]:
             {"ordinal": 1, "kind": "cuda", "name": "cuda: NVIDIA H200", "pid": 102, "restarts": 1, "failures": 1,
              "last_failure": {"at_unix_ms": now_ms - 60_000, "reason": "device process exited (code -9)"},
              "memory_total": 141 * gib, "memory_free": 140 * gib, "memory_plan": None, "keys": []},
+            # On another host (the Ray executor's placement keys), lost there.
+            {"ordinal": 2, "kind": "cuda", "name": "cuda 2", "pid": None, "restarts": 0, "failures": 0,
+             "last_failure": None, "memory_total": 0, "memory_free": 0, "memory_plan": None,
+             "node_id": "n2", "node_address": "10.0.0.7", "state": "lost", "lost_reason": "node 10.0.0.7 died"},
         ],
         "gpu_workers": [
             {**worker, "worker_id": "cuda0/0", "state": "proving", "current_job": "seal-7", "current_partition": 3,
@@ -297,6 +301,9 @@ def test_operator_page_shows_memory_plans_key_copies_failures_and_waits(crafted:
     assert failed["state"]["value"] == "idle" and failed["restarts"]["text"] == "1"
     assert "device process exited (code -9)" in failed["last_failure"]["text"]
     assert busy["last_failure"]["text"] == "-"
+    remote = page.rows["device:cuda2"]
+    assert remote["state"]["value"] == "lost" and remote["name"]["text"] == "cuda 2 · node 10.0.0.7"
+    assert remote["last_failure"]["text"] == "node 10.0.0.7 died"
 
     plan = page.rows["plan:cuda0"]
     assert plan["budget"]["value"] == str(39 << 30) and "39.0 GiB" in plan["budget"]["text"]

@@ -151,15 +151,20 @@ function renderDevices(s) {
       : `idle (${mine.length} worker${mine.length === 1 ? "" : "s"})`;
     const jobs = busy.map(w => `${w.current_job} p${w.current_partition} (${w.current_proof_kind})`);
     const lanes = mine.filter(w => w.reserved_for).map(w => `${w.worker_id}: ${w.reserved_for} only`);
+    // A device on another host (the Ray executor) says where it is and whether it is up there.
+    const away = d.state && d.state !== "ready" ? d.state : null;
+    const failure = d.last_failure || (d.lost_reason ? {reason: d.lost_reason} : null);
     return h("tr", {"data-row": "device:" + devLabel(d)},
-             td("device", devLabel(d)), td("name", d.name),
-             td("state", h("span", {"class": "badge " + (busy.length ? "busy" : "idle")}, state),
-                {value: busy.length ? "busy" : "idle", title: lanes.join("; ") || null}),
+             td("device", devLabel(d)),
+             td("name", d.name + (d.node_address ? ` · node ${d.node_address}` : "")),
+             away ? td("state", h("span", {"class": "badge down"}, away), {value: away})
+               : td("state", h("span", {"class": "badge " + (busy.length ? "busy" : "idle")}, state),
+                    {value: busy.length ? "busy" : "idle", title: lanes.join("; ") || null}),
              td("current_job", jobs.length ? jobs.join(", ") : "-"),
-             numTd("memory_total", bytes(d.memory_total), d.memory_total),
+             numTd("memory_total", d.memory_total ? bytes(d.memory_total) : "-", d.memory_total),
              numTd("memory_free", d.memory_free ? bytes(d.memory_free) : "-", d.memory_free),
              numTd("pid", d.pid ?? "-"), numTd("restarts", d.restarts ?? 0, null, d.restarts ? "wait-long" : null),
-             td("last_failure", failureText(d.last_failure), {cls: d.last_failure ? "err" : null}));
+             td("last_failure", failureText(failure), {cls: failure ? "err" : null}));
   });
   fill("devices", table(["device", "name", "state", "current job", "#memory total", "#memory free", "#pid",
                          "#restarts", "last failure"], rows, "no devices"));
