@@ -45,6 +45,13 @@ def test_one_proofs_partitions_run_on_every_device(engine3: Engine, debug_params
     status = engine3.status()
     assert len(status["devices"]) == 3
     assert {w["worker_id"].split("/")[0] for w in status["gpu_workers"]} == set(names)
+    proven = {d.worker_name: d.partitions_proven for d in engine3.executor.devices}
+    assert all(proven.values()) and sum(proven.values()) >= 9
+    for entry in status["devices"]:
+        assert entry["partitions_proven"] >= 1 and 0 < entry["busy_fraction"] <= 1
+    engine3.executor.refresh_info()
+    keys = [d.info[0]["keys"] for d in engine3.executor.devices]
+    assert all({"circuit_id": "mimc-3", "tier": "hot"} in k for k in keys), keys
 
 
 def test_a_killed_device_process_hands_its_partition_to_another_device(engine3: Engine, debug_params: Path) -> None:
@@ -79,9 +86,9 @@ def test_a_killed_device_process_hands_its_partition_to_another_device(engine3: 
 
 def test_critical_work_goes_first_beside_a_spread_load(engine3: Engine, debug_params: Path) -> None:
     load = engine3.submit(make_request("load3", partitions=60, seed=40, device_delay_ms=HOLD_MS)).job_id
-    wait_until(lambda: engine3.jobs[load].partitions_done() >= 1, 60, "the load to be on the devices")
+    wait_until(lambda: engine3.jobs[load].partitions_done() >= 1, 120, "the load to be on the devices")
     crit = engine3.submit(make_request("crit3", priority=Priority.CRITICAL, seed=90)).job_id
-    result = engine3.await_result(crit, 60)
+    result = engine3.await_result(crit, 120)
     assert result is not None
     assert_verifies(result, debug_params, seed=90)
     done = engine3.await_result(load, 120)

@@ -262,8 +262,14 @@ def _device_info(state: _DeviceState) -> list[dict[str, Any]]:
     plan = getattr(state.backend, "memory_plan", None)
     info = [{"name": d.name, "kind": d.kind, "memory_total": d.memory_total or 0, "memory_free": d.memory_free or 0}
             for d in state.backend.devices()]
-    if plan is not None and info:
-        info[0]["memory_plan"] = plan()
+    if info:
+        with state.keys_lock:
+            names = {pk: cid for cid, pk in state.keys.items()}
+            # The key copies this device holds: hot (resident) or warm (mapped only).
+            info[0]["keys"] = [{"circuit_id": cid, "tier": "hot" if cid in state.hot else "warm"}
+                               for cid in sorted(state.keys)]
+        if plan is not None:
+            info[0]["memory_plan"] = plan(names)
     return info
 
 

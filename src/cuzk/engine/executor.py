@@ -50,6 +50,14 @@ class Device:
         self.failures = 0
         #: (time.time(), reason) of the last time it died or became unusable.
         self.last_failure: tuple[float, str] | None = None
+        #: Partitions it proved, and the seconds it held the device for them (one partition holds a
+        #: device at a time, so this is the device's busy time).
+        self.partitions_proven = 0
+        self.busy_s = 0.0
+
+    def proven(self, device_s: float) -> None:
+        self.partitions_proven += 1
+        self.busy_s += max(0.0, device_s)
 
     def failed(self, reason: str) -> None:
         self.failures += 1

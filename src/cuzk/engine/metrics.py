@@ -51,6 +51,9 @@ class GaugeSnapshot:
     device_memory_budget_bytes: dict[str, int] = field(default_factory=dict)
     device_memory_peak_bytes: dict[str, int] = field(default_factory=dict)
     device_oom_retries: dict[str, int] = field(default_factory=dict)
+    #: Per device: partitions proven and the seconds it was held for them.
+    device_partitions: dict[str, int] = field(default_factory=dict)
+    device_busy_seconds: dict[str, float] = field(default_factory=dict)
 
 
 class _Gauges:
@@ -67,7 +70,7 @@ class _Gauges:
         def gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
             return GaugeMetricFamily(name, doc, value=value)
 
-        def labelled(name: str, doc: str, label: str, values: dict[str, int]) -> GaugeMetricFamily:
+        def labelled(name: str, doc: str, label: str, values: dict[str, int] | dict[str, float]) -> GaugeMetricFamily:
             g = GaugeMetricFamily(name, doc, labels=[label])
             for key, value in sorted(values.items()):
                 g.add_metric([key], value)
@@ -95,6 +98,10 @@ class _Gauges:
                        s.device_memory_budget_bytes)
         yield labelled("cuzk_device_memory_peak_bytes", "Most device memory cuzk's pool held on the GPU", "device",
                        s.device_memory_peak_bytes)
+        yield labelled("cuzk_device_partitions", "Partitions proven on the device (since the daemon started)", "device",
+                       s.device_partitions)
+        yield labelled("cuzk_device_busy_seconds", "Seconds the device was held by partitions it proved", "device",
+                       s.device_busy_seconds)
         yield labelled("cuzk_device_oom_retries", "Proofs retried with a smaller memory plan after a device "
                        "out-of-memory error (since the device process started)", "device", s.device_oom_retries)
 

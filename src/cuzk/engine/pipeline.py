@@ -453,6 +453,8 @@ class Pipeline:
                 for work, result in zip(batch, results, strict=True):
                     if not (result.fatal and self._requeue(work, device, result.error)):
                         self._proven(work, result)
+                    if result.ok:
+                        device.proven(result.device_end - result.device_start)
                 self.cv.notify_all()
             if failed is not None:
                 reason = (f"died while proving {batch[0].label}" if crashed

@@ -138,6 +138,8 @@ def gauges(engine: Engine) -> GaugeSnapshot:
     snap.srs_entries_by_tier = {t: sum(e["tier"] == t for e in entries) for t in ("HOT", "WARM", "COLD")}
     snap.srs_bytes_by_tier = engine.srs.held_bytes()
     for d in engine.executor.devices:
+        snap.device_partitions[d.spec.label] = d.partitions_proven
+        snap.device_busy_seconds[d.spec.label] = d.busy_s
         plan = d.info[0].get("memory_plan") if d.info else None
         if plan:
             label = d.spec.label
@@ -203,6 +205,9 @@ def snapshot(engine: Engine) -> dict[str, Any]:
                    "shared_segments": pipeline.shared_segments, "shared_bytes": pipeline.shared_bytes}
     devices = [{"ordinal": d.spec.ordinal, "kind": d.spec.kind, "name": d.name, "pid": d.pid,
                 "restarts": d.restarts, "failures": d.failures,
+                "partitions_proven": d.partitions_proven, "busy_secs": round(d.busy_s, 3),
+                "busy_fraction": round(min(1.0, d.busy_s / max(1e-9, now - engine.started)), 4),
+                "keys": (d.info[0].get("keys", []) if d.info else []),
                 "last_failure": ({"at_unix_ms": round(d.last_failure[0] * 1000), "reason": d.last_failure[1]}
                                  if d.last_failure else None),
                 "memory_total": (d.info[0]["memory_total"] if d.info else 0),

@@ -285,13 +285,15 @@ class CudaBackend(ProverBackend):
                                   "resident_compiled_bytes": str(sum(c.nbytes for c in self._compiled.values())),
                                   "current_job": self.current_job or ""})]
 
-    def memory_plan(self) -> dict[str, Any]:
-        """The device's plan for the status: the limit, the budget, and per key what is resident,
-        what is streamed, the working reserve; the peak the pool reached and the OOM retries."""
+    def memory_plan(self, names: Mapping[ProvingKey, str] | None = None) -> dict[str, Any]:
+        """The device's plan for the status: the limit, the budget, and per key (named by `names`,
+        the device process's circuit ids) what is resident, what is streamed, the working reserve;
+        the peak the pool reached and the OOM retries."""
         keys = []
-        for dk in list(self._keys.values()):
+        for pk, dk in list(self._keys.items()):
             p = dk.plan
-            keys.append({"mode": p.mode, "resident": list(p.resident), "streamed": list(p.streamed),
+            keys.append({"circuit_id": (names or {}).get(pk, ""), "mode": p.mode, "resident": list(p.resident),
+                         "streamed": list(p.streamed),
                          "resident_bytes": p.resident_bytes(dk.shape), "streamed_bytes": p.streamed_bytes(dk.shape),
                          "host_pinned_bytes": dk.host_bytes(), "working_reserve": p.reserve,
                          "msm_batch": p.batch, "domain": dk.shape.domain})
