@@ -245,6 +245,7 @@ class Engine:
 
         cores = os.cpu_count() or 1
         self.executor.on_restart = self._device_restarted
+        self.executor.on_device_added = self._device_added
         if self.sparse_products == "prover" and self.compiled.enabled:
             # Verified and prepared with the key (preload: before the daemon says ready), not by a first proof.
             self.executor.compiled_for = self.compiled.ready_path
@@ -570,6 +571,17 @@ class Engine:
                     "proofs; for tests only)", source.circuit_id, source.path)
         ref, args = source.generator
         self.pipeline.call(ref, args)
+
+    def _device_added(self, device: Device) -> None:
+        """A device that joined after the start (a node new to a Ray cluster): the parameter sets the
+        others hold, then lanes of its own; the window grows with the lanes."""
+        log.info("device %s joined: loading its parameter sets", device.worker_name)
+        self.srs.reload_device(device)
+        with self._cv:
+            self.pipeline.add_device(device)
+            if self.config.pipeline.enabled:
+                self.window = max(self.window, self.pipeline.regular_provers + self.config.pipeline.synthesis_lookahead)
+            self._cv.notify_all()
 
     def _device_restarted(self, device: Device) -> None:
         log.warning("device %s restarted: reloading its parameter sets", device.worker_name)

@@ -86,6 +86,12 @@ class Device:
     def alive(self) -> bool:
         return True
 
+    @property
+    def placement(self) -> dict[str, Any]:
+        """Where the device is, for the status, when that is not this host (a Ray node's id and
+        address, the device's state there); empty for a local device."""
+        return {}
+
 
 class Executor(ABC):
     """What the engine needs of its devices (module docstring)."""
@@ -98,6 +104,16 @@ class Executor(ABC):
     compiled_for: Callable[[str], str | None] | None = None
     #: Set by the engine: called with a device after it was restarted and is ready again.
     on_restart: Callable[[Device], None] | None = None
+    #: Set by the engine: called with a device that joined after `start` (a node new to a Ray
+    #: cluster) once it is ready, to give it the hot keys and lanes of its own.
+    on_device_added: Callable[[Device], None] | None = None
+    #: The devices synthesize the partitions they prove on their own node, from `ProveItem.recipe`:
+    #: the pipeline then hands partitions to the device queue unsynthesized, reserving nothing here.
+    synthesizes: bool = False
+
+    def cluster_status(self) -> dict[str, Any] | None:
+        """The nodes behind the devices, for the status (None: the devices are this host's)."""
+        return None
 
     @property
     @abstractmethod

@@ -13,6 +13,7 @@ the network. docs/architecture.md describes the seam.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from cuzk.backends.device_lock import DEFAULT_PRIORITY
 from cuzk.engine.synthesis import SharedAssignment
@@ -23,7 +24,9 @@ class ProveItem:
     """One partition for a device: which parameters, where its assignment is, what to verify against."""
 
     circuit_id: str
-    shared: SharedAssignment
+    #: Where a synthesis process on this host left the assignment (the local executor); None when the
+    #: device synthesizes the partition itself from `recipe` (`Executor.synthesizes`).
+    shared: SharedAssignment | None
     public_inputs: list[int]
     label: str
     #: The job's priority (`Priority` value): the order in which waiters get the device lock.
@@ -31,6 +34,9 @@ class ProveItem:
     #: Test circuits' `device_delay_ms`: seconds the device is held before the proof (under the
     #: device lock on the CPU path), to make device contention on purpose.
     hold_s: float = 0.0
+    #: The partition's picklable recipe (`cuzk.engine.providers.PartitionRecipe`), for an executor
+    #: whose devices synthesize on their own node; None with `shared`.
+    recipe: Any = None
 
 
 @dataclass
@@ -44,6 +50,9 @@ class ItemResult:
     verify_s: float = 0.0
     #: The backend's own timing of the prove's sub-phases (seconds), for bench's breakdown.
     phases: dict[str, float] = field(default_factory=dict)
+    #: (start, end) of the partition's synthesis on the device's node (time.monotonic() of this host),
+    #: when the executor synthesizes there (`ProveItem.recipe`); None otherwise.
+    synth: tuple[float, float] | None = None
     #: The failure left the device unusable (a CUDA error that poisons its context): the executor
     #: restarts the device and the partition is proven elsewhere.
     fatal: bool = False

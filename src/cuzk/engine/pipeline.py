@@ -156,6 +156,7 @@ class Pipeline:
         self._seq = itertools.count()
         self._threads: list[threading.Thread] = []
         self._stopping = False
+        self._started = False
         self.synthesizing = 0
         self.shared_segments = 0
         self.shared_bytes = 0
@@ -172,6 +173,7 @@ class Pipeline:
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def start(self) -> None:
+        self._started = True
         for proc, state in zip(self.synth_procs, self.synth_workers, strict=True):
             t = threading.Thread(target=self._synthesis_loop, args=(proc, state), name=f"{proc.name}-feeder",
                                  daemon=True)
@@ -180,6 +182,25 @@ class Pipeline:
         for device, channel, state in self.prover_workers:
             t = threading.Thread(target=self._prover_loop, args=(device, channel, state), name=f"{state.name}-feeder",
                                  daemon=True)
+            t.start()
+            self._threads.append(t)
+
+    def add_device(self, device: Device) -> None:
+        """Lanes for a device that joined after the start (`Executor.on_device_added`: a node new to a
+        Ray cluster): its regular lanes and its CRITICAL lane, each with its feeder thread, as the
+        devices the pipeline began with have."""
+        lanes = [(device, ch, WorkerState(f"{device.worker_name}/w{ch}", "prover", device.spec.ordinal))
+                 for ch in range(self.executor.workers_per_device)]
+        lanes.append((device, self.executor.critical_lane, WorkerState(
+            f"{device.worker_name}/critical", "prover", device.spec.ordinal, min_priority=Priority.CRITICAL)))
+        with self.cv:
+            if self._stopping:
+                return
+            self.prover_workers.extend(lanes)
+            started = self._started
+            self.cv.notify_all()
+        for lane in lanes if started else ():
+            t = threading.Thread(target=self._prover_loop, args=lane, name=f"{lane[2].name}-feeder", daemon=True)
             t.start()
             self._threads.append(t)
 
@@ -201,6 +222,9 @@ class Pipeline:
     def enqueue(self, job: Job, plans: list[PartitionPlan], estimate: PartitionEstimate) -> None:
         for plan, record in zip(plans, job.partitions, strict=True):
             work = PartitionWork(job, record, plan, estimate, next(self._seq))
+            if self.executor.synthesizes:
+                self._to_device_unsynthesized(work)
+                continue
             bisect.insort(self._synth_queue, work, key=lambda w: w.key)
         self.cv.notify_all()
 
@@ -378,6 +402,27 @@ class Pipeline:
         timeline.emit(timeline.Event.DEVICE_QUEUE, work.job, rec.index)
         bisect.insort(self._device_queue, work, key=lambda w: w.key)
 
+    def _to_device_unsynthesized(self, work: PartitionWork) -> None:
+        """For an executor whose devices synthesize what they prove (`Executor.synthesizes`): the
+        partition goes straight to the device queue, in the same order, without a synthesis process
+        or a memory reservation here (its witness is made and held on the device's node); the lane
+        sends its recipe (`ProveItem.recipe`)."""
+        work.job.inflight += 1  # as synthesis admission counts it; `_returned` takes it back
+        work.record.device_queue = time.monotonic()
+        timeline.emit(timeline.Event.DEVICE_QUEUE, work.job, work.record.index)
+        bisect.insort(self._device_queue, work, key=lambda w: w.key)
+
+    def _synthesized_on_device(self, work: PartitionWork, result: ItemResult) -> None:
+        """A partition's synthesis on its device's node (`ItemResult.synth`), on the record and the timeline."""
+        if result.synth is None:
+            return
+        rec = work.record
+        rec.synth_start, rec.synth_end = result.synth
+        rec.synth_worker = rec.device_worker
+        self.metrics.stage.labels("synthesis").observe(rec.synth_end - rec.synth_start)
+        timeline.emit(timeline.Event.SYNTH_START, work.job, rec.index, at=rec.synth_start, worker=rec.synth_worker)
+        timeline.emit(timeline.Event.SYNTH_END, work.job, rec.index, at=rec.synth_end, worker=rec.synth_worker)
+
     def _returned(self, work: PartitionWork) -> None:
         """A partition left the pipeline (proven, failed or dropped after synthesis): free what it holds.
 
@@ -437,7 +482,8 @@ class Pipeline:
             if batch is None:
                 return
             items = [ProveItem(w.job.circuit_id, w.shared, w.plan.public_inputs, w.label,
-                               int(w.job.effective_priority), w.plan.device_hold_s) for w in batch]
+                               int(w.job.effective_priority), w.plan.device_hold_s,
+                               recipe=w.plan.recipe if w.shared is None else None) for w in batch]
             crashed = False
             try:
                 results = self.executor.prove(device, channel, items, self.settings.verify_proofs)
@@ -451,6 +497,7 @@ class Pipeline:
             with self.cv:
                 state.set(None)
                 for work, result in zip(batch, results, strict=True):
+                    self._synthesized_on_device(work, result)
                     if not (result.fatal and self._requeue(work, device, result.error)):
                         self._proven(work, result)
                     if result.ok:

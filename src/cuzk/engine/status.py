@@ -214,7 +214,9 @@ def snapshot(engine: Engine) -> dict[str, Any]:
                 "memory_free": (d.info[0]["memory_free"] if d.info else 0),
                 # GPUs: the memory plan (limit, budget, per key resident/streamed bytes and working
                 # reserve, the pool's peak, out-of-memory retries); docs/memory.md.
-                "memory_plan": (d.info[0].get("memory_plan") if d.info else None)} for d in engine.executor.devices]
+                "memory_plan": (d.info[0].get("memory_plan") if d.info else None),
+                # Devices on other hosts (the Ray executor): node id and address, state, missing keys.
+                **d.placement} for d in engine.executor.devices]
     budget = engine.budget
     return {
         **info(engine),
@@ -234,8 +236,15 @@ def snapshot(engine: Engine) -> dict[str, Any]:
         "compiled_circuits": engine.compiled.to_dict(),
         "counters": counters,
         "buffers": buffers,
+        **_cluster(engine),
         "recent_jobs": recent_jobs(engine),
     }
+
+
+def _cluster(engine: Engine) -> dict[str, Any]:
+    """`cluster`: the nodes behind the devices (the Ray executor); nothing for a local executor."""
+    cluster = engine.executor.cluster_status()
+    return {} if cluster is None else {"cluster": cluster}
 
 
 #: How far back /timeline.json looks by default (the live page shows this window).
@@ -289,6 +298,8 @@ def timeline(engine: Engine, window_s: float = TIMELINE_WINDOW_S) -> dict[str, A
                     span["device"] = [_wall_ms(job, device[1]), None]
                 spans.append(span)
         synth_workers = [s.name for s in pipeline.synth_workers]
+        # Partitions synthesized on their device's node (the Ray executor) name that device's lane.
+        synth_workers += sorted({s["synth_worker"] for s in spans} - set(synth_workers) - {""})
         device_workers = [s.name for _, _, s in pipeline.prover_workers]
     return {"instance_id": engine.instance_id, "now_ms": round(time.time() * 1000), "window_s": window_s,
             "synth_workers": synth_workers, "device_workers": device_workers, "spans": spans}

@@ -217,6 +217,18 @@ def _warm_up() -> None:
     random_stacked_circuit(PRODUCTION_CONFIGS[2 << 10]).witness_arrays()
 
 
+def synthesize_shared(recipe: Any) -> tuple[SharedAssignment, float, float]:
+    """Run a partition recipe into a new shared-memory segment: its descriptor and the synthesis's
+    start and end (time.monotonic()). What a synthesis process does with a recipe, and what an executor
+    whose devices synthesize on their own node runs there (`cuzk.engine.ray_executor`)."""
+    start = time.monotonic()
+    asg = recipe.assignment_into(WitnessSegment)
+    end = time.monotonic()
+    shared = export_assignment(asg)
+    del asg
+    return shared, start, end
+
+
 def synthesis_worker_main(name: str, control: Connection, threads: int, nice: int = 0) -> None:
     """Entry point of a synthesis process: ("synth", recipe) and ("call", ref, args) requests;
     `nice` lowers its CPU priority by that much (the processes that do not serve CRITICAL work)."""
@@ -244,12 +256,7 @@ def synthesis_worker_main(name: str, control: Connection, threads: int, nice: in
             return
         try:
             if msg[0] == "synth":
-                recipe = msg[1]
-                start = time.monotonic()
-                asg = recipe.assignment_into(WitnessSegment)
-                end = time.monotonic()
-                shared = export_assignment(asg)
-                del asg
+                shared, start, end = synthesize_shared(msg[1])
                 control.send(("ok", shared, start, end))
             elif msg[0] == "call":
                 result = resolve_call(msg[1])(*msg[2])
