@@ -57,7 +57,7 @@ from cuzk.backends.cuda.deferred import complete_on_device
 from cuzk.backends.cuda.device import MemoryPlan, ahead_fits, memory_info, properties
 from cuzk.backends.cuda.fixed_base import DeviceFixedBase
 from cuzk.backends.cuda.module import get_module
-from cuzk.backends.cuda.msm import AFFINE_WORDS, RAW_BYTES, DeviceMsm, HostPartial, working_bytes
+from cuzk.backends.cuda.msm import AFFINE_WORDS, DeviceMsm, HostPartial, working_bytes
 from cuzk.backends.cuda.ntt import DeviceNtt
 from cuzk.backends.cuda.plan import (
     CONTEXT_BYTES,
@@ -216,6 +216,20 @@ class _Staged:
     copy_begin: Any
     abc_done: Any  #: a, b, c are up (compiled: the witness is up)
     queue_s: float  #: host time spent queuing those copies (pinned staging included)
+
+
+@dataclass
+class _WitnessUpload:
+    """A witness upload running on a host thread of its own (None: nothing to upload)."""
+
+    thread: threading.Thread | None = None
+    done: list[Any] = field(default_factory=list)  #: the lane's event once it is up
+    seconds: list[float] = field(default_factory=list)  #: host time the staging copies took
+    failures: list[BaseException] = field(default_factory=list)
+
+    def join(self) -> None:
+        if self.thread is not None:
+            self.thread.join()
 
 
 class CudaBackend(ProverBackend):
@@ -608,24 +622,12 @@ class CudaBackend(ProverBackend):
         largest = max(len(pk.h), len(pk.l), len(pk.a), len(pk.b_g1), 1)
         return inputs + working_bytes("g1", largest) + working_bytes("g2", max(len(pk.b_g2), 1))
 
-    def _msm(self, group: str, bases: Any, raw: np.ndarray, scalars: Any, split: Any = None,
-             use_split: bool = True) -> Any:
-        """One MSM over resident bases, or streamed in chunks of what fits when bases is None."""
-        if bases is not None:
-            if use_split:
-                return self.msm.msm_split(group, bases, scalars, split)
-            return self.msm.msm(group, bases, scalars)
-        n = scalars.shape[0]
-        per_point = RAW_BYTES[group] * 2 + 4 * 32
-        chunk = max(1 << 16, self.plan.available() // per_point)
-        parts = []
-        for lo in range(0, n, chunk):
-            hi = min(n, lo + chunk)
-            dev = self.msm.upload_bases(group, raw[lo:hi])
-            sc = scalars[lo:hi]
-            parts.append(self.msm.msm_split(group, dev, sc) if use_split else self.msm.msm(group, dev, sc))
-            del dev
-        return self.msm.add(parts) if parts else self.msm.zero(group)
+    def _msm(self, group: str, bases: Any, scalars: Any, split: Any = None, use_split: bool = True) -> Any:
+        """One MSM over resident bases (resident mode: every vector is; streaming mode's MSMs are
+        `_msm_batches`)."""
+        if use_split:
+            return self.msm.msm_split(group, bases, scalars, split)
+        return self.msm.msm(group, bases, scalars)
 
     def _take_lane(self) -> _Lane:
         with self._lanes_lock:
@@ -802,55 +804,17 @@ class CudaBackend(ProverBackend):
         """H and the five MSMs on the compute stream (the caller holds the device); their window sums
         copied to the host, by group (G1: H, L, A, B_G1; G2: B_G2), for `DeviceMsm.finish`."""
         cp, clock = self._cp, time.perf_counter
-        m = pk.domain_size
-        log_n = m.bit_length() - 1
-        coefficients = pk.h_basis is HBasis.COEFFICIENTS
-        shift = FR_GENERATOR if coefficients else pk.odd_coset_shift
-        root = pk.domain_root if pk.domain_root is not None else self.ntt.default_root(log_n)
-        nc = asg.num_constraints
-        compiled = asg if isinstance(asg, _CompiledWitness) else None
-        abc, wit, host_wit = staged.abc, staged.wit, staged.host_wit
-        copy_begin, abc_done, t_queue = staged.copy_begin, staged.abc_done, staged.queue_s
-        staged.abc, staged.wit = [], {}  # each phase releases its buffers as soon as it has read them
-
-        # 2. H on the compute stream, while another thread stages the witness upload (compiled: a, b,
-        #    c by the sparse products first, and the checks, which wait for their results).
-        with self._compute:
-            self._compute.wait_event(abc_done)
-            h_begin = self._compute.record()
-            if compiled is not None and prepared is not None:
-                self._evaluate_compiled(compiled, prepared, wit, [v[:nc] for v in abc], t)
-            # a, b, c are canonical integers and so must h be: the conversions are folded into H's
-            # transforms (h_quotient's `canonical`) rather than run as sweeps of their own.
-            h = self.ntt.h_quotient(*abc, log_n, root, shift, divide=coefficients, canonical=True)
-            del abc
-            h_end = self._compute.record()
-
-        wit_events: list[Any] = []
-        failures: list[BaseException] = []
-        staging: list[float] = []
-
-        def upload_witness(dst: dict[str, Any]) -> None:
-            try:
-                begin = clock()
-                with self._device:
-                    for name, v in host_wit.items():
-                        lane.uploader.upload(dst[name], v)
-                    wit_events.append(lane.copy.record())
-                staging.append(clock() - begin)
-            except BaseException as exc:  # re-raised by the proving thread after join
-                failures.append(exc)
-
-        uploader = None
-        if compiled is None:
-            uploader = threading.Thread(target=upload_witness, args=(wit,), name="cuzk-witness-upload")
-            uploader.start()
+        wit, host_wit = staged.wit, staged.host_wit
+        h, h_begin, h_end = self._h_step(pk, asg, prepared, staged, t)
+        # While H runs, another thread stages the witness upload.
+        upload = self._upload_witness(lane, host_wit, wit, isinstance(asg, _CompiledWitness))
+        failures = upload.failures
 
         with self._compute:
             sums: dict[str, Any] = {}
             try:  # the uploader must be done with the staging buffers before this proof ends
                 h_scalars = h[: len(pk.h)]
-                sums["h"] = self._msm("g1", dk.bases["h"], pk.h.raw, h_scalars, use_split=False)
+                sums["h"] = self._msm("g1", dk.bases["h"], h_scalars, use_split=False)
                 msm_h_end = self._compute.record()
                 self._compute.synchronize()
                 del h, h_scalars
@@ -858,21 +822,8 @@ class CudaBackend(ProverBackend):
                 t["msm_h"] = cp.cuda.get_elapsed_time(h_end, msm_h_end) / 1e3
                 t["h"] = cp.cuda.get_elapsed_time(h_begin, h_end) / 1e3
             finally:
-                if uploader is not None:
-                    uploader.join()
-            if failures:
-                raise failures[0]
-            if compiled is None:
-                t["upload_wait"] = t_queue + staging[0]
-                wit_done = wit_events[0]
-                self._compute.wait_event(wit_done)
-                self._compute.synchronize()
-                t["h2d_abc"] = cp.cuda.get_elapsed_time(copy_begin, abc_done) / 1e3
-                t["h2d_witness"] = cp.cuda.get_elapsed_time(abc_done, wit_done) / 1e3
-            else:
-                t["upload_wait"] = t_queue
-                t["h2d_abc"] = 0.0
-                t["h2d_witness"] = cp.cuda.get_elapsed_time(copy_begin, abc_done) / 1e3
+                upload.join()
+            self._witness_uploaded(upload, staged, staged.abc_done, t)
 
             start = clock()
             b_scalars = self._select(wit["inputs"], wit["b_in_mask"], wit["aux"], wit["b_mask"])
@@ -896,7 +847,7 @@ class CudaBackend(ProverBackend):
                     with self._device, self._g2:
                         self._g2.wait_event(b_ready)
                         begin = clock()
-                        sums["b_g2"] = self._msm("g2", dk.bases["b_g2"], pk.b_g2.raw, scalars, split)
+                        sums["b_g2"] = self._msm("g2", dk.bases["b_g2"], scalars, split)
                         g2_done.append(self._g2.record())
                         self._g2.synchronize()
                         t["msm_b_g2"] = clock() - begin
@@ -909,7 +860,7 @@ class CudaBackend(ProverBackend):
                 helper.start()
             try:
                 start = clock()
-                sums["l"] = self._msm("g1", dk.bases["l"], pk.l.raw, wit["aux"])
+                sums["l"] = self._msm("g1", dk.bases["l"], wit["aux"])
                 self._compute.synchronize()
                 t["msm_l"] = clock() - start
 
@@ -919,13 +870,13 @@ class CudaBackend(ProverBackend):
                 self._compute.synchronize()
                 t["gather"] += clock() - start
                 start = clock()
-                sums["a"] = self._msm("g1", dk.bases["a"], pk.a.raw, a_scalars)
+                sums["a"] = self._msm("g1", dk.bases["a"], a_scalars)
                 self._compute.synchronize()
                 t["msm_a"] = clock() - start
                 del a_scalars
 
                 start = clock()
-                sums["b_g1"] = self._msm("g1", dk.bases["b_g1"], pk.b_g1.raw, b_scalars, b_split)
+                sums["b_g1"] = self._msm("g1", dk.bases["b_g1"], b_scalars, b_split)
                 self._compute.synchronize()
                 t["msm_b_g1"] = clock() - start
             finally:
@@ -939,14 +890,84 @@ class CudaBackend(ProverBackend):
                     raise failures[0]
             self._compute.wait_event(g2_done[0])
             del b_scalars, b_split
-            msm_end = self._compute.record()
-            msm_end.synchronize()
-            t["device"] = cp.cuda.get_elapsed_time(h_begin, msm_end) / 1e3
+            return self._fetch_sums(sums, h_begin, t)
 
-            start = clock()
-            fetched = {"g1": self.msm.fetch([sums[k] for k in ("h", "l", "a", "b_g1")]),
-                       "g2": self.msm.fetch([sums["b_g2"]])}
-            t["results"] = clock() - start
+    def _h_step(self, pk: ProvingKey, asg: Assignment | _CompiledWitness, prepared: DeviceCompiled | None,
+                staged: _Staged, t: MutableMapping[str, float]) -> tuple[Any, Any, Any]:
+        """Step 2: H on the compute stream from the staged a, b, c (compiled: a, b, c by the sparse
+        products first, and the checks, which wait for their results); the staged a, b, c are
+        released. Returns h and the events recorded around it."""
+        m = pk.domain_size
+        log_n = m.bit_length() - 1
+        coefficients = pk.h_basis is HBasis.COEFFICIENTS
+        shift = FR_GENERATOR if coefficients else pk.odd_coset_shift
+        root = pk.domain_root if pk.domain_root is not None else self.ntt.default_root(log_n)
+        abc, staged.abc = staged.abc, []  # each phase releases its buffers as soon as it has read them
+        with self._compute:
+            self._compute.wait_event(staged.abc_done)
+            h_begin = self._compute.record()
+            if isinstance(asg, _CompiledWitness) and prepared is not None:
+                self._evaluate_compiled(asg, prepared, staged.wit, [v[:asg.num_constraints] for v in abc], t)
+            # a, b, c are canonical integers and so must h be: the conversions are folded into H's
+            # transforms (h_quotient's `canonical`) rather than run as sweeps of their own.
+            h = self.ntt.h_quotient(*abc, log_n, root, shift, divide=coefficients, canonical=True)
+            del abc
+            h_end = self._compute.record()
+        staged.wit = {}
+        return h, h_begin, h_end
+
+    def _upload_witness(self, lane: _Lane, host_wit: dict[str, np.ndarray], wit: dict[str, Any],
+                        skip: bool) -> _WitnessUpload:
+        """The witness's upload into `wit` on the lane's stream, from a host thread of its own (the
+        staging copies are host work); nothing when `skip` (a compiled circuit's went up at staging)."""
+        upload = _WitnessUpload()
+        if skip:
+            return upload
+
+        def run() -> None:
+            try:
+                begin = time.perf_counter()
+                with self._device:
+                    for name, v in host_wit.items():
+                        lane.uploader.upload(wit[name], v)
+                    upload.done.append(lane.copy.record())
+                upload.seconds.append(time.perf_counter() - begin)
+            except BaseException as exc:  # re-raised by the proving thread after join
+                upload.failures.append(exc)
+
+        upload.thread = threading.Thread(target=run, name="cuzk-witness-upload")
+        upload.thread.start()
+        return upload
+
+    def _witness_uploaded(self, upload: _WitnessUpload, staged: _Staged, since: Any,
+                          t: MutableMapping[str, float]) -> None:
+        """After `upload` was joined: raise its failure, make the compute stream wait for the witness,
+        and time the uploads (h2d_witness from `since`)."""
+        cp = self._cp
+        if upload.failures:
+            raise upload.failures[0]
+        if upload.thread is not None:
+            t["upload_wait"] = staged.queue_s + upload.seconds[0]
+            self._compute.wait_event(upload.done[0])
+            self._compute.synchronize()
+            t["h2d_abc"] = cp.cuda.get_elapsed_time(staged.copy_begin, staged.abc_done) / 1e3
+            t["h2d_witness"] = cp.cuda.get_elapsed_time(since, upload.done[0]) / 1e3
+        else:
+            t["upload_wait"] = staged.queue_s
+            t["h2d_abc"] = 0.0
+            t["h2d_witness"] = cp.cuda.get_elapsed_time(staged.copy_begin, staged.abc_done) / 1e3
+
+    def _fetch_sums(self, sums: dict[str, Any], h_begin: Any, t: MutableMapping[str, float]) -> dict[str, Any]:
+        """The end of the device phase (the current stream's work done, timed from `h_begin`) and the
+        MSMs' window sums copied to the host, by group (G1: H, L, A, B_G1; G2: B_G2)."""
+        cp, clock = self._cp, time.perf_counter
+        msm_end = cp.cuda.get_current_stream().record()
+        msm_end.synchronize()
+        t["device"] = cp.cuda.get_elapsed_time(h_begin, msm_end) / 1e3
+        start = clock()
+        fetched = {"g1": self.msm.fetch([sums[k] for k in ("h", "l", "a", "b_g1")]),
+                   "g2": self.msm.fetch([sums["b_g2"]])}
+        t["results"] = clock() - start
         return fetched
 
     def _device_phase_streaming(self, pk: ProvingKey, asg: Assignment | _CompiledWitness, dk: _DeviceKey,
@@ -956,52 +977,19 @@ class CudaBackend(ProverBackend):
         allocation on the compute stream, the witness uploaded after H, each MSM in the plan's batches
         (`_msm_batches`) and the MSMs one after the other, so that no two phases' buffers coexist."""
         cp, clock = self._cp, time.perf_counter
-        m = pk.domain_size
-        log_n = m.bit_length() - 1
-        coefficients = pk.h_basis is HBasis.COEFFICIENTS
-        shift = FR_GENERATOR if coefficients else pk.odd_coset_shift
-        root = pk.domain_root if pk.domain_root is not None else self.ntt.default_root(log_n)
-        nc = asg.num_constraints
-        compiled = asg if isinstance(asg, _CompiledWitness) else None
-        abc, wit, host_wit = staged.abc, staged.wit, staged.host_wit
-        copy_begin, abc_done, t_queue = staged.copy_begin, staged.abc_done, staged.queue_s
-        staged.abc, staged.wit = [], {}
+        compiled = isinstance(asg, _CompiledWitness)
+        wit, host_wit = staged.wit, staged.host_wit
         compute = self._compute
-
+        h, h_begin, h_end = self._h_step(pk, asg, prepared, staged, t)
+        self._sample_peak()
         with compute:
-            compute.wait_event(abc_done)
-            h_begin = compute.record()
-            if compiled is not None and prepared is not None:
-                self._evaluate_compiled(compiled, prepared, wit, [v[:nc] for v in abc], t)
-            h = self.ntt.h_quotient(*abc, log_n, root, shift, divide=coefficients, canonical=True)
-            del abc
-            h_end = compute.record()
-            self._sample_peak()
-
-            failures: list[BaseException] = []
-            uploaded: list[Any] = []
-            staging: list[float] = []
-            uploader = None
-            if compiled is None:
+            if not compiled:
                 # Allocated on the compute stream, the witness takes the memory b and c held; the copies
                 # wait for H, the last kernels to read them.
                 wit = {name: cp.empty(v.shape, dtype=cp.bool_ if v.dtype == np.bool_ else cp.uint32)
                        for name, v in host_wit.items()}
                 lane.copy.wait_event(h_end)
-
-                def upload_witness() -> None:
-                    try:
-                        begin = clock()
-                        with self._device:
-                            for name, v in host_wit.items():
-                                lane.uploader.upload(wit[name], v)
-                            uploaded.append(lane.copy.record())
-                        staging.append(clock() - begin)
-                    except BaseException as exc:  # re-raised by the proving thread after join
-                        failures.append(exc)
-
-                uploader = threading.Thread(target=upload_witness, name="cuzk-witness-upload")
-                uploader.start()
+            upload = self._upload_witness(lane, host_wit, wit, compiled)
             sums: dict[str, Any] = {}
             try:
                 sums["h"] = self._msm_batches("h", dk, pk.h.raw, h[: len(pk.h)], split=False)
@@ -1012,32 +1000,22 @@ class CudaBackend(ProverBackend):
                 t["msm_h"] = cp.cuda.get_elapsed_time(h_end, msm_h_end) / 1e3
                 t["h"] = cp.cuda.get_elapsed_time(h_begin, h_end) / 1e3
             finally:
-                if uploader is not None:
-                    uploader.join()
-            if failures:
-                raise failures[0]
-            if compiled is None:
-                t["upload_wait"] = t_queue + staging[0]
-                compute.wait_event(uploaded[0])
-                compute.synchronize()
-                t["h2d_abc"] = cp.cuda.get_elapsed_time(copy_begin, abc_done) / 1e3
-                t["h2d_witness"] = cp.cuda.get_elapsed_time(h_end, uploaded[0]) / 1e3
-            else:
-                t["upload_wait"] = t_queue
-                t["h2d_abc"] = 0.0
-                t["h2d_witness"] = cp.cuda.get_elapsed_time(copy_begin, abc_done) / 1e3
+                upload.join()
+            self._witness_uploaded(upload, staged, h_end, t)
 
             start = clock()
             b_scalars = self._select(wit["inputs"], wit["b_in_mask"], wit["aux"], wit["b_mask"])
             compute.synchronize()
             t["gather"] = clock() - start
-            for name, scalars in (("l", wit["aux"]), ("a", None), ("b_g1", b_scalars), ("b_g2", b_scalars)):
+            for name in ("l", "a", "b_g1", "b_g2"):
                 if name == "a":
                     start = clock()
                     scalars = self._select(wit["inputs"], None, wit["aux"], wit["a_mask"])
                     wit.clear()  # the witness goes back to the pool before A's MSM
                     compute.synchronize()
                     t["gather"] += clock() - start
+                else:  # no other reference to them is held, so each goes back to the pool after its MSM
+                    scalars = wit["aux"] if name == "l" else b_scalars
                 start = clock()
                 sums[name] = self._msm_batches(name, dk, getattr(pk, name).raw, scalars, split=True)
                 compute.synchronize()
@@ -1045,15 +1023,7 @@ class CudaBackend(ProverBackend):
                 t[f"msm_{name}"] = clock() - start
                 del scalars
             del b_scalars
-            msm_end = compute.record()
-            msm_end.synchronize()
-            t["device"] = cp.cuda.get_elapsed_time(h_begin, msm_end) / 1e3
-
-            start = clock()
-            fetched = {"g1": self.msm.fetch([sums[k] for k in ("h", "l", "a", "b_g1")]),
-                       "g2": self.msm.fetch([sums["b_g2"]])}
-            t["results"] = clock() - start
-        return fetched
+            return self._fetch_sums(sums, h_begin, t)
 
     def _msm_batches(self, name: str, dk: _DeviceKey, raw: np.ndarray, scalars: Any, *, split: bool) -> Any:
         """One of the key's MSMs in the plan's batches on the current stream, each batch with its own
