@@ -833,11 +833,11 @@ class CudaBackend(ProverBackend):
             t["gather"] = clock() - start
             # B's G2 MSM runs on a stream and host thread of its own while this one runs the G1 MSMs:
             # each MSM alone leaves the device idle at times (host round trips, the small kernels of
-            # its last steps). The memory plan counts a G1 and a G2 MSM's working memory at once
-            # (proof_working_bytes). Streamed bases take what is free when they start, so with any
-            # vector streamed the MSMs run one after the other, and so they do while DeviceMsm.profile
-            # times phases (its events assume one MSM at a time). The A and B gathers stay on this
-            # stream: beside L they pushed the pool's peak past the plan (benchmarks/HISTORY.md).
+            # its last steps). The resident plan counts a G1 and a G2 MSM's working memory at once
+            # (plan.resident_reserve); streaming plans run the MSMs one after the other
+            # (`_device_phase_streaming`), and so do these while DeviceMsm.profile times phases (its
+            # events assume one MSM at a time). The A and B gathers stay on this stream: beside L they
+            # pushed the pool's peak past the plan (benchmarks/HISTORY.md).
             beside = (self.msm.profile is None
                       and all(dk.bases[name] is not None for name in ("l", "a", "b_g1", "b_g2")))
             g2_done: list[Any] = []
