@@ -44,7 +44,8 @@ from cuzk.engine import timeline
 from cuzk.engine.compiled_store import CompiledStore
 from cuzk.engine.config import Config, ConfigError
 from cuzk.engine.devices import device_witness_enabled, sparse_products_where
-from cuzk.engine.executor import Device, Executor, make_executor
+from cuzk.engine.executor import Device, Executor
+from cuzk.engine.executors import make_executor
 from cuzk.engine.jobs import (
     Job,
     JobResult,

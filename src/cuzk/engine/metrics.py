@@ -54,6 +54,8 @@ class GaugeSnapshot:
     #: Per device: partitions proven and the seconds it was held for them.
     device_partitions: dict[str, int] = field(default_factory=dict)
     device_busy_seconds: dict[str, float] = field(default_factory=dict)
+    #: Devices on other hosts (the Ray executor): (device label, node, state there).
+    device_nodes: list[tuple[str, str, str]] = field(default_factory=list)
 
 
 class _Gauges:
@@ -104,6 +106,12 @@ class _Gauges:
                        s.device_busy_seconds)
         yield labelled("cuzk_device_oom_retries", "Proofs retried with a smaller memory plan after a device "
                        "out-of-memory error (since the device process started)", "device", s.device_oom_retries)
+        if s.device_nodes:  # only executors whose devices are on other hosts have them
+            placed = GaugeMetricFamily("cuzk_device_node", "A device's node and its state there (1 per device)",
+                                       labels=["device", "node", "state"])
+            for device, node, state in s.device_nodes:
+                placed.add_metric([device, node, state], 1)
+            yield placed
 
 
 class EngineMetrics:

@@ -140,6 +140,8 @@ def gauges(engine: Engine) -> GaugeSnapshot:
     for d in engine.executor.devices:
         snap.device_partitions[d.spec.label] = d.partitions_proven
         snap.device_busy_seconds[d.spec.label] = d.busy_s
+        if d.placement:
+            snap.device_nodes.append((d.spec.label, d.placement["node"], d.placement["state"]))
         plan = d.info[0].get("memory_plan") if d.info else None
         if plan:
             label = d.spec.label

@@ -1,0 +1,259 @@
+"""The Ray executor on a Ray cluster of several nodes on this host (`ray.cluster_utils.Cluster`: a raylet
+per node, loopback addresses only, object stores capped small): a job's partitions spread over the
+nodes' devices, a node that joins later takes work without a restart, a node removed mid-job loses
+no partition, and a request's large buffers go into the object store once per job.
+
+The node-removal test has a cluster of its own (a removed node cannot come back), the others share
+one they only add nodes to; every cluster is shut down, with the engine's driver connection, by its
+fixture (the removal test's first, so that two never run at once)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+# Ray resolves "127.0.0.1" in an address to the host's outward address unless told it runs one host's
+# cluster: loopback only, for the cluster and this driver (read when Ray is imported, and at each call).
+os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+pytest.importorskip("ray", reason="Ray is not installed (pip install 'cuzk[ray]'): the Ray executor is not tested")
+import ray
+import ray._private.ray_constants as ray_constants
+from engine.engine_helpers import assert_verifies, make_request, start_engine, wait_until
+from ray.cluster_utils import Cluster
+
+from cuzk.engine.jobs import PartitionState, ResultStatus
+from cuzk.engine.ray_executor import RayDevice, RayExecutor
+
+pytestmark = pytest.mark.slow
+
+#: Per node: one CPU for Ray's bookkeeping, one device, an object store Ray's minimum allows.
+NODE = {"node_ip_address": "127.0.0.1", "num_cpus": 1, "object_store_memory": 80 << 20,
+        "resources": {"cuzk_device": 1}}
+CIRCUIT = "mimc-4"
+
+
+def _cluster(nodes: int) -> Iterator[Cluster]:
+    ray_constants.ENABLE_RAY_CLUSTER = False  # in case Ray was imported before the variable was set
+    c = Cluster(initialize_head=True, head_node_args=dict(NODE))
+    try:
+        for _ in range(nodes - 1):
+            c.add_node(**NODE)
+        yield c
+    finally:
+        if ray.is_initialized():  # an engine that failed to stop leaves its driver connected
+            ray.shutdown()
+        c.shutdown()
+
+
+@pytest.fixture(scope="module")
+def shared_cluster() -> Iterator[Cluster]:
+    """Two nodes with a device each, for the tests that add nodes but remove none (a cluster takes
+    15-25 s to start on 2 cores)."""
+    yield from _cluster(2)
+
+
+@pytest.fixture
+def cluster() -> Iterator[Cluster]:
+    """Two nodes of this test's own (it removes one)."""
+    yield from _cluster(2)
+
+
+def ray_engine(tmp_path: Path, params: Path, cluster: Cluster, **sections: dict[str, Any]) -> Any:
+    return start_engine(tmp_path, params, executor={"kind": "ray", "address": cluster.address},
+                        gpus={"gpu_workers_per_device": 1}, pipeline={"max_parallel_synthesis": 1}, **sections)
+
+
+def node_of(worker: str) -> str:
+    """The node label a device worker's name starts with ("127.0.0.1-ab12cd:cuzk-device-cpu0/w0")."""
+    return worker.split(":", 1)[0]
+
+
+def test_a_node_removed_mid_job_loses_no_partition(tmp_path: Path, debug_params: Path, cluster: Cluster,
+                                                    caplog: pytest.LogCaptureFixture) -> None:
+    doomed = next(n for n in cluster.list_all_nodes() if n is not cluster.head_node)
+    engine = ray_engine(tmp_path, debug_params, cluster)
+    caplog.set_level(logging.INFO, logger="cuzk.timeline")
+    try:
+        executor = engine.executor
+        assert isinstance(executor, RayExecutor)
+        head_id = cluster.head_node.node_id
+        victim = next(d for d in executor.all_devices if d.node_id != head_id)
+        engine.submit(make_request("survive", CIRCUIT, partitions=6, device_delay_ms=1500))
+        job = engine.jobs["survive"]
+        wait_until(lambda: any(p.state is PartitionState.PROVING and node_of(p.device_worker) == victim.node_label
+                               for p in job.partitions), timeout=90, what="a partition on the doomed node")
+        cluster.remove_node(doomed)
+        result = engine.await_result("survive", timeout=180)
+        assert result.status is ResultStatus.COMPLETED, result.error
+        assert_verifies(result, debug_params, CIRCUIT, partitions=6)
+        # Exactly once: every partition came back from a device once, the requeued one from the head's.
+        ends = Counter(r.fields["partition"] for r in caplog.records
+                       if getattr(r, "fields", {}).get("event") == "DEVICE_END" and r.fields["job_id"] == "survive")
+        assert ends == Counter(range(6)), ends
+        assert any(p.device_attempts for p in job.partitions)
+        assert all(node_of(p.device_worker) != victim.node_label for p in job.partitions if p.device_attempts)
+        wait_until(lambda: victim.state == "lost", timeout=30, what="the lost device marked")
+        status = engine.status()
+        lost = next(d for d in status["devices"] if d["node_id"] == victim.node_id)
+        assert lost["state"] == "lost" and victim.node_id[:8] in lost["lost_reason"]
+        assert "lost" in lost["name"] and lost["failures"] >= 1
+    finally:
+        engine.shutdown(0)
+
+
+def test_partitions_spread_over_nodes_and_a_joining_node_is_used(tmp_path: Path, debug_params: Path,
+                                                                 shared_cluster: Cluster) -> None:
+    cluster = shared_cluster
+    engine = ray_engine(tmp_path, debug_params, cluster)
+    try:
+        executor = engine.executor
+        assert isinstance(executor, RayExecutor)
+        assert len(executor.devices) == 2 and len({d.node_id for d in executor.all_devices}) == 2
+        engine.submit(make_request("spread", CIRCUIT, partitions=6, device_delay_ms=150))
+        result = engine.await_result("spread", timeout=120)
+        assert_verifies(result, debug_params, CIRCUIT, partitions=6)
+        records = engine.jobs["spread"].partitions
+        nodes = Counter(node_of(p.device_worker) for p in records)
+        assert len(nodes) == 2, nodes
+        # Each partition was synthesized where it was proven: the recipe travelled, not the witness.
+        assert all(p.synth_worker == p.device_worker and p.synth_start is not None for p in records)
+        assert all(p.synth_start <= p.synth_end <= p.device_start <= p.device_end for p in records)
+
+        cluster.add_node(**NODE)  # a third node joins the running daemon
+        wait_until(lambda: len([d for d in executor.all_devices if d.state == "ready"]) == 3, timeout=90,
+                   what="the joining node's device")
+        wait_until(lambda: len(engine.pipeline.prover_workers) == 6, timeout=30, what="its lanes")
+        joined = executor.all_devices[-1]
+        engine.submit(make_request("joined", CIRCUIT, partitions=9, seed=1, device_delay_ms=150))
+        result = engine.await_result("joined", timeout=120)
+        assert_verifies(result, debug_params, CIRCUIT, seed=1, partitions=9)
+        used = Counter(node_of(p.device_worker) for p in engine.jobs["joined"].partitions)
+        assert joined.node_label in used, used
+
+        status = engine.status()
+        assert {n["node_id"] for n in status["cluster"]["nodes"]} == {d.node_id for d in executor.all_devices}
+        assert all(d["state"] == "ready" and d["node_address"] == "127.0.0.1" for d in status["devices"])
+        assert all(" on node 127.0.0.1 " in d["name"] for d in status["devices"])
+        metrics = engine.metrics_text()
+        assert all(f'cuzk_device_node{{device="{d.spec.label}",node="{d.node_label}",state="ready"}} 1.0' in metrics
+                   for d in executor.all_devices), metrics
+    finally:
+        engine.shutdown(0)
+
+
+def test_a_device_process_killed_mid_job_is_restarted_by_ray(tmp_path: Path, debug_params: Path,
+                                                             shared_cluster: Cluster) -> None:
+    import signal
+
+    engine = ray_engine(tmp_path, debug_params, shared_cluster)
+    try:
+        executor = engine.executor
+        assert isinstance(executor, RayExecutor)
+        engine.submit(make_request("killed", CIRCUIT, partitions=4, seed=3, device_delay_ms=1500))
+        job = engine.jobs["killed"]
+        wait_until(lambda: any(p.state is PartitionState.PROVING for p in job.partitions), timeout=90,
+                   what="a partition on a device")
+        busy = next(p.device_worker for p in job.partitions if p.state is PartitionState.PROVING)
+        victim = next(d for d in executor.all_devices if busy.startswith(d.worker_name + "/"))
+        os.kill(victim.pid, signal.SIGKILL)  # its node stays: Ray restarts the actor there
+        result = engine.await_result("killed", timeout=180)
+        assert_verifies(result, debug_params, CIRCUIT, seed=3, partitions=4)
+        assert any(p.device_attempts for p in job.partitions)
+        wait_until(lambda: victim.restarts == 1 and victim.state == "ready", timeout=60, what="the restart")
+        assert victim.failures == 1 and victim.node_id in {n["NodeID"] for n in ray.nodes() if n["Alive"]}
+    finally:
+        engine.shutdown(0)
+
+
+def test_a_front_end_restart_keeps_results_and_requeues_unfinished_jobs(tmp_path: Path, debug_params: Path,
+                                                                       shared_cluster: Cluster) -> None:
+    from cuzk.engine.journal import Journal
+
+    def journal(instance: str) -> Journal:
+        return Journal(tmp_path / "journal.sqlite3", instance_id=instance, keep_requests=True, retention_s=3600,
+                       max_results=100)
+
+    cluster = shared_cluster
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+    first = ray_engine(tmp_path / "a", debug_params, cluster)
+    kept = journal(first.instance_id)
+    first.attach_journal(kept)
+    try:
+        first.submit(make_request("done", CIRCUIT, partitions=2))
+        finished = first.await_result("done", timeout=120)
+        assert_verifies(finished, debug_params, CIRCUIT, partitions=2)
+        first.submit(make_request("unfinished", CIRCUIT, partitions=4, seed=2, device_delay_ms=1500))
+        job = first.jobs["unfinished"]
+        wait_until(lambda: any(p.state is PartitionState.PROVING for p in job.partitions), timeout=90,
+                   what="the second job on a device")
+    finally:
+        first.journal = None  # a crash: the journal never hears how the second job ended
+        first.shutdown(0)
+        kept.close()
+
+    second = ray_engine(tmp_path / "b", debug_params, cluster)
+    try:
+        recovered = journal(second.instance_id)
+        recovery = recovered.recover("requeue")
+        assert [job_id for job_id, _ in recovery.requeue] == ["unfinished"]
+        second.restore_finished(recovery.finished)
+        second.attach_journal(recovered)
+        for job_id, digest in recovery.requeue:
+            second.submit(recovered.load_request(digest), job_id=job_id, origin="journal")
+        again = second.await_result("done", timeout=5)
+        assert again.status is ResultStatus.COMPLETED and again.proof == finished.proof
+        result = second.await_result("unfinished", timeout=180)
+        assert_verifies(result, debug_params, CIRCUIT, seed=2, partitions=4)
+        assert recovered.row("unfinished")["state"] == "completed"
+    finally:
+        second.shutdown(0)
+
+
+@dataclass(frozen=True)
+class _Payload:
+    shared: bytes
+    own: bytes
+    index: int
+
+
+def test_large_buffers_go_into_the_object_store_once_per_job(shared_cluster: Cluster) -> None:
+    from cuzk.engine.ray_executor import _RefUnpickler
+
+    executor = RayExecutor(address=shared_cluster.address, backend="cpu", workers_per_device=1, threads=1)
+    try:
+        c1 = os.urandom(1 << 20)  # e.g. a C1 output the partitions of a job share
+        blobs = [executor._pickle_recipe("job-a", _Payload(c1, b"x" * 100, k)) for k in range(6)]
+        assert executor.payload_puts == 1 and executor.payload_bytes == len(c1)
+        assert all(len(blob) < 1024 and len(refs) == 1 for blob, refs in blobs)
+        assert len({refs[0].hex() for _, refs in blobs}) == 1
+        blob, refs = blobs[3]
+        back = _RefUnpickler(blob, ray.get(refs)).load()
+        assert back == _Payload(c1, b"x" * 100, 3)
+        executor._pickle_recipe("job-b", _Payload(c1, b"", 0))  # another job: its own object
+        assert executor.payload_puts == 2
+    finally:
+        executor.shutdown()
+
+
+def test_ray_devices_name_their_node() -> None:
+    from cuzk.engine.devices import DeviceSpec
+
+    d = RayDevice(DeviceSpec(3, "cpu"), "ab12cd34ef" * 5, "10.0.0.7", 1)
+    assert d.worker_name == "10.0.0.7-ab12cd:cuzk-device-cpu1" and "/" not in d.worker_name
+    assert d.name == "cpu 1 on node 10.0.0.7 (ab12cd34)"
+    d.state, d.lost_reason = "lost", "node 10.0.0.7 (ab12cd34) left the cluster"
+    assert not d.alive and d.name.endswith("[lost: node 10.0.0.7 (ab12cd34) left the cluster]")
+    assert d.placement["state"] == "lost" and d.placement["node_address"] == "10.0.0.7"
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(pytest.main([__file__, "-v"]))
