@@ -16,6 +16,7 @@ import pytest
 from cuzk.circuits.registry import lookup
 from cuzk.engine.compiled_store import (
     SUFFIX,
+    BuildSize,
     CompiledState,
     CompiledStore,
     build_memory_estimate,
@@ -75,7 +76,7 @@ def test_background_build_reserves_memory_and_becomes_ready(tmp_path: Path) -> N
             return reservations[-1]
 
     store = CompiledStore(tmp_path, auto_build=True, budget=Budget())
-    started = store.ensure("mimc-5", num_constraints=32, num_variables=34)
+    started = store.ensure("mimc-5", BuildSize(32, 34))
     assert started.state is CompiledState.BUILDING and started.builder_pid not in (None, os.getpid())
     assert store.ensure("mimc-5").state is CompiledState.BUILDING  # no second builder
     final = store.wait("mimc-5", timeout=300)
@@ -91,11 +92,11 @@ def test_a_build_that_cannot_fit_now_waits_and_one_that_never_fits_fails(tmp_pat
     budget = MemoryBudget(1 << 30)
     held = budget.try_reserve((1 << 30) - (1 << 20), "prove:x")
     store = CompiledStore(tmp_path, auto_build=True, budget=budget)
-    waiting = store.ensure("mimc-5", num_constraints=32, num_variables=34)
+    waiting = store.ensure("mimc-5", BuildSize(32, 34))
     assert waiting.state is CompiledState.ABSENT and "waiting for" in waiting.error
     assert not (tmp_path / "mimc-5.building").exists()
     held.release()
-    huge = store.ensure("porep-32g", num_constraints=130_278_869, num_variables=130_170_221)
+    huge = store.ensure("porep-32g", BuildSize(130_278_869, 130_170_221))
     assert huge.state is CompiledState.FAILED and "building needs about" in huge.error
     assert store.ensure("porep-32g").state is CompiledState.FAILED  # not retried automatically
     store.reset("porep-32g")

@@ -266,7 +266,7 @@ def test_block_count_of_circuit_ids() -> None:
 
 def test_the_store_reserves_a_block_build_estimate(tmp_path: Path) -> None:
     from cuzk.engine.compiled_store import CompiledState, CompiledStore, build_memory_estimate
-    from cuzk.engine.filecoin_providers import KNOWN_SHAPES
+    from cuzk.engine.filecoin_providers import KNOWN_SHAPES, build_size
 
     asked: list[int] = []
 
@@ -277,7 +277,7 @@ def test_the_store_reserves_a_block_build_estimate(tmp_path: Path) -> None:
     shape = KNOWN_SHAPES["porep-32g"]
     rows, variables = shape.num_constraints, shape.num_inputs + shape.num_aux
     store = CompiledStore(tmp_path, auto_build=True, budget=FullBudget())
-    status = store.ensure("porep-32g", num_constraints=rows, num_variables=variables)
+    status = store.ensure("porep-32g", build_size("porep-32g"))
     assert status.state is CompiledState.ABSENT and "waiting for" in (status.error or "")
     assert asked == [build_memory_estimate(rows, variables, blocks=18)]
     # three recorded challenges and the assembled arrays, not 130M recorded rows
@@ -285,7 +285,7 @@ def test_the_store_reserves_a_block_build_estimate(tmp_path: Path) -> None:
 
     snap = KNOWN_SHAPES["snap-32g"]
     rows, variables = snap.num_constraints, snap.num_inputs + snap.num_aux
-    store.ensure("snap-32g", num_constraints=rows, num_variables=variables)
+    store.ensure("snap-32g", build_size("snap-32g"))
     header = block_header_rows("snap-32g")
     assert 5_800_000 < header < 6_000_000 and block_header_rows("porep-32g") == block_header_rows("mimc-10") == 0
     assert asked[1] == build_memory_estimate(rows, variables, blocks=86, header_rows=header)
@@ -303,9 +303,11 @@ def test_parallel_recording_of_the_small_versions_gives_the_same_circuit() -> No
 
 def test_the_store_records_in_parallel_only_for_large_known_circuits(monkeypatch: pytest.MonkeyPatch) -> None:
     from cuzk.engine import compiled_store
+    from cuzk.engine.filecoin_providers import known_constraints
 
     monkeypatch.setattr(compiled_store.os, "cpu_count", lambda: 16)
-    assert compiled_store.record_in_parallel("porep-32g") and compiled_store.record_in_parallel("wpost-32g")
-    assert not compiled_store.record_in_parallel("porep-2k") and not compiled_store.record_in_parallel("mimc-10")
+    parallel = [compiled_store.record_in_parallel(known_constraints(cid))
+                for cid in ("porep-32g", "wpost-32g", "porep-2k", "mimc-10")]
+    assert parallel == [True, True, False, False]
     monkeypatch.setattr(compiled_store.os, "cpu_count", lambda: 2)
-    assert not compiled_store.record_in_parallel("porep-32g")
+    assert not compiled_store.record_in_parallel(known_constraints("porep-32g"))

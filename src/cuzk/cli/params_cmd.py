@@ -135,6 +135,7 @@ def _multiplier(args: argparse.Namespace) -> object:
 def cmd_gen(args: argparse.Namespace) -> int:
     from cuzk.circuits.registry import lookup
     from cuzk.engine.compiled_store import record_in_parallel
+    from cuzk.engine.filecoin_providers import known_constraints
     from cuzk.groth16.formats.params_file import check_output_name, write_vk
     from cuzk.groth16.setup import ToxicWaste, qap_at_tau_compiled, write_insecure_parameters
     from cuzk.groth16.synthesis import compile_circuit
@@ -174,7 +175,8 @@ def cmd_gen(args: argparse.Namespace) -> int:
             # Block by block for the large Filecoin circuits (`compile_circuit`): a PoRep-32GiB partition
             # takes minutes and ~9 GB this way, where recording it whole would not fit in memory.
             step(status, "compiling the circuit")
-            compiled = compile_circuit(spec.blank(), spec.circuit_id, parallel=record_in_parallel(spec.circuit_id))
+            parallel = record_in_parallel(known_constraints(spec.circuit_id))
+            compiled = compile_circuit(spec.blank(), spec.circuit_id, parallel=parallel)
             step(status, "QAP at tau")
             qap = qap_at_tau_compiled(compiled, waste.tau)
         del compiled

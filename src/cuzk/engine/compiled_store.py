@@ -17,13 +17,15 @@ absent     none of the above
 =========  ===================================================================================
 
 Building records the circuit id's blank circuit (`cuzk.circuits.registry`: key generation's
-circuit, no witness needed) with `RecordingCS`, compiles it and writes it atomically; PoRep,
-PoSt and SnapDeals circuits of 3 or more identical blocks are recorded with one and two blocks only
-and assembled (`cuzk.r1cs.blocks`), which is what makes the 130M-row porep-32g buildable. `start_build`
-does that in a spawned process, so the daemon's own threads never wait on it; with a memory budget
-it first reserves `build_memory_estimate(shape)` (without evicting anything) and holds it until the
-builder exits. `ensure` (what a provider calls on every plan) starts a build only when the store was
-made with `auto_build=True`; otherwise compiled files are used when present and never made.
+circuit, no witness needed) with `RecordingCS`, compiles it and writes it atomically; a circuit of 3
+or more identical blocks is recorded with one and two blocks only and assembled (`cuzk.r1cs.blocks`),
+which is what makes circuits of a hundred million rows buildable (docs/compiled-circuits.md).
+`start_build` does that in a spawned process, so the daemon's own threads never wait on it; with a
+memory budget it first reserves `build_memory_estimate` of the size the provider states (rows,
+variables, blocks, header rows; without evicting anything) and holds it until the builder exits.
+`ensure` (what a provider calls on every plan) starts a build only when the store was made with
+`auto_build=True`; otherwise compiled files are used when present and never made. The store knows no
+circuit by name: what it needs to know of one (`BuildSize`) comes from the provider that asks.
 
 Synthesis and device processes load a ready file once per process (`load_for_synthesis`,
 memory-mapped, every array digest verified) and keep it; a synthesis process that leaves the products
@@ -33,7 +35,7 @@ rename, never rewritten in place (a mapped file cut short under a reader would f
 
 Engine status: `to_dict()` is a JSON-ready view (directory, enabled, auto_build, per circuit id the
 state, path, error, builder pid, file size and header summary), shown as `compiled_circuits`. The
-engine makes one store from `synthesis.compiled` and hands it to every Filecoin provider.
+engine makes one store from `synthesis.compiled` and hands it to the providers.
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ log = logging.getLogger("cuzk.engine.compiled")
 
 __all__ = [
     "SUFFIX",
+    "BuildSize",
     "CompiledState",
     "CompiledStatus",
     "CompiledStore",
@@ -73,9 +76,9 @@ _BUILD_BYTES_PER_VARIABLE = 40
 _BUILD_BASE_BYTES = 256 << 20
 #: A block-compiled build (`cuzk.r1cs.blocks`) keeps the recordings of the one- and two-block
 #: circuits (about three blocks of rows, as numpy CSR arrays) while it writes the compiled arrays of
-#: all rows (uint32 columns and row pointers, uint16 coefficient indices: 47 bytes per row for PoRep,
-#: 67 for WinningPoSt) and unpacked density masks per variable. Measured: porep-32g peaked 9.1 GB
-#: above the process before the build (6.1 GB of it the compiled arrays); this estimate says 13.7 GB.
+#: all rows (uint32 columns and row pointers, uint16 coefficient indices: 47 to 67 bytes per row in
+#: the circuits measured) and unpacked density masks per variable; measured peaks against this
+#: estimate: docs/compiled-circuits.md.
 _BLOCK_RECORDED_BYTES_PER_CONSTRAINT = 140
 _ASSEMBLED_BYTES_PER_CONSTRAINT = 72
 _ASSEMBLED_BYTES_PER_VARIABLE = 8
@@ -108,6 +111,23 @@ class CompiledStatus:
         return {k: v for k, v in out.items() if v not in (None, {})}
 
 
+@dataclass(frozen=True)
+class BuildSize:
+    """What a provider tells the store about a circuit it asks to build: rows and variables (the
+    build's memory estimate), and for a circuit of identical blocks how many (`blocks`, 3 or more:
+    compiled block by block) and an upper bound of its header rows where the header is large."""
+
+    num_constraints: int
+    num_variables: int
+    blocks: int | None = None
+    header_rows: int = 0
+
+    @property
+    def memory_estimate(self) -> int:
+        return build_memory_estimate(self.num_constraints, self.num_variables, blocks=self.blocks,
+                                     header_rows=self.header_rows)
+
+
 class _Budget(Protocol):
     """What the store needs of `cuzk.engine.memory.MemoryBudget`."""
 
@@ -116,17 +136,12 @@ class _Budget(Protocol):
 
 def build_memory_estimate(num_constraints: int, num_variables: int, *, blocks: int | None = None,
                           header_rows: int = 0) -> int:
-    """Bytes a build needs at its peak, from the circuit's size; an upper bound for the Filecoin circuits.
+    """Bytes a build needs at its peak, from the circuit's size; an upper bound for every circuit
+    measured (docs/compiled-circuits.md, benchmarks/cpu/bench_compile_blocks.py).
 
-    Recorded whole (the recorded terms, then their columns while compacting): measured peaks above
-    the process before recording were +52 MB for winning-2k (9.1 entries per row) and +553 MB for
-    porep-2k (5.8 entries per row, 216 bytes per row), against the estimate's 0.29 GB and 1.17 GB.
-    A circuit of `blocks` identical blocks (`circuits.filecoin.blocks.block_count`), 3 or more, is
-    compiled block by block: three blocks recorded, then all rows assembled (measured: porep-32g
-    +9.1 GB against this estimate's 13.7 GB; benchmarks/cpu/bench_compile_blocks.py). A large header
-    (`header_rows`, `circuits.filecoin.blocks.block_header_rows`: SnapDeals' apex tree) is recorded
-    once, at a whole recording's cost per row (measured: snap-8m +2.1 GB against 3.0 GB, snap-512m
-    +4.5 GB against 6.9 GB, snap-32g +5.7 GB against 8.9 GB).
+    Recorded whole: the recorded terms, then their columns while compacting. A circuit of `blocks`
+    identical blocks, 3 or more, is compiled block by block: three blocks recorded, then all rows
+    assembled. A large header (`header_rows`) is recorded once, at a whole recording's cost per row.
     """
     from cuzk.groth16.synthesis import MIN_BLOCKS_TO_ASSEMBLE
 
@@ -247,31 +262,27 @@ class CompiledStore:
         return status.path if status.state is CompiledState.READY else None
 
     # -- building -----------------------------------------------------------------------------------
-    def ensure(self, circuit_id: str, *, num_constraints: int | None = None,
-               num_variables: int | None = None) -> CompiledStatus:
+    def ensure(self, circuit_id: str, size: BuildSize | None = None) -> CompiledStatus:
         """What a provider calls on first use: start a background build when the store builds
         automatically and there is nothing usable, nothing in progress and no recorded failure."""
         self._seen.add(circuit_id)
         status = self.status(circuit_id)
         if self.auto_build and status.state in (CompiledState.ABSENT, CompiledState.STALE):
-            return self.start_build(circuit_id, num_constraints=num_constraints, num_variables=num_variables)
+            return self.start_build(circuit_id, size)
         return status
 
-    def start_build(self, circuit_id: str, *, num_constraints: int | None = None,
-                    num_variables: int | None = None) -> CompiledStatus:
+    def start_build(self, circuit_id: str, size: BuildSize | None = None) -> CompiledStatus:
         """Build in a spawned process (returns at once). With a budget and a size, the estimate is
-        reserved first; if it does not fit now the build is not started (status says why)."""
+        reserved first; if it does not fit now the build is not started (status says why). A large
+        circuit's small versions are recorded in parallel (`record_in_parallel`)."""
         self._seen.add(circuit_id)
         with self._lock:
             status = self.status(circuit_id)
             if status.state in (CompiledState.BUILDING, CompiledState.READY):
                 return status
             reservation = None
-            if self.budget is not None and num_constraints is not None:
-                from cuzk.circuits.filecoin.blocks import block_count, block_header_rows
-
-                need = build_memory_estimate(num_constraints, num_variables or 0, blocks=block_count(circuit_id),
-                                             header_rows=block_header_rows(circuit_id))
+            if self.budget is not None and size is not None:
+                need = size.memory_estimate
                 try:
                     reservation = self.budget.try_reserve(need, f"compile:{circuit_id}", evict=False)
                 except CuzkError as err:  # can never fit: a failure, not a wait
@@ -287,7 +298,8 @@ class CompiledStore:
             self._failed_path(circuit_id).unlink(missing_ok=True)
             try:
                 ctx = multiprocessing.get_context("spawn")
-                proc = ctx.Process(target=_builder_main, args=(str(self.root), circuit_id),
+                parallel = record_in_parallel(size.num_constraints if size is not None else None)
+                proc = ctx.Process(target=_builder_main, args=(str(self.root), circuit_id, parallel),
                                    name=f"cuzk-compile-{circuit_id}", daemon=True)
                 proc.start()
             except BaseException as err:
@@ -322,15 +334,16 @@ class CompiledStore:
             log.info("compiled circuit %s: %s%s", circuit_id, state.state.value,
                      f" ({state.error})" if state.error else "")
 
-    def build(self, circuit_id: str) -> Path:
-        """Build now, in this process (blocking); raises the build's error. Replaces any file."""
+    def build(self, circuit_id: str, *, parallel: bool = False) -> Path:
+        """Build now, in this process (blocking); raises the build's error. Replaces any file.
+        `parallel`: record a block circuit's two small versions in two processes (`record_in_parallel`)."""
         self._seen.add(circuit_id)
         if not self._take_lock(circuit_id, os.getpid()):
             raise CuzkError(f"compiled circuit {circuit_id} is being built by process "
                             f"{(_read_json(self._lock_path(circuit_id)) or {}).get('pid')}")
         try:
             self._failed_path(circuit_id).unlink(missing_ok=True)
-            return _build(self.root, circuit_id)
+            return _build(self.root, circuit_id, parallel)
         except BaseException as err:
             self._record_failure(circuit_id, f"{type(err).__name__}: {err}")
             raise
@@ -443,13 +456,13 @@ def _record_failure(root: Path, circuit_id: str, error: str) -> None:
     os.replace(tmp, path)
 
 
-def _build(root: Path, circuit_id: str) -> Path:
+def _build(root: Path, circuit_id: str, parallel: bool) -> Path:
     from cuzk.circuits.registry import lookup
     from cuzk.groth16.synthesis import compile_circuit
     from cuzk.r1cs.compiled_file import write_compiled
 
     start = time.monotonic()
-    compiled = compile_circuit(lookup(circuit_id).blank(), circuit_id, parallel=record_in_parallel(circuit_id))
+    compiled = compile_circuit(lookup(circuit_id).blank(), circuit_id, parallel=parallel)
     path = write_compiled(compiled, root / f"{circuit_id}{SUFFIX}")
     log.info("compiled %s: %d constraints, %d entries, %d coefficients, %.1f MB in %.1f s", circuit_id,
              compiled.num_constraints, compiled.nnz, compiled.coeff_table.shape[0], compiled.nbytes / 1e6,
@@ -457,23 +470,21 @@ def _build(root: Path, circuit_id: str) -> Path:
     return path
 
 
-#: From this many constraints (known shapes) on, with 4 or more cores, a block circuit's two small
-#: recordings run in two processes (the process start costs ~2 s; porep-32g's one-block recording ~40 s).
+#: From this many constraints on, with 4 or more cores, a block circuit's two small recordings run in
+#: two processes (the process start costs ~2 s; a 130M-row circuit's one-block recording ~40 s).
 PARALLEL_RECORDING_MIN_CONSTRAINTS = 10_000_000
 
 
-def record_in_parallel(circuit_id: str) -> bool:
-    from cuzk.engine.filecoin_providers import KNOWN_SHAPES
-
-    known = KNOWN_SHAPES.get(circuit_id)
-    return (os.cpu_count() or 1) >= 4 and known is not None and \
-        known.num_constraints >= PARALLEL_RECORDING_MIN_CONSTRAINTS
+def record_in_parallel(num_constraints: int | None) -> bool:
+    """Whether to record a circuit of `num_constraints` rows (None: not known) in two processes."""
+    return (os.cpu_count() or 1) >= 4 and num_constraints is not None and \
+        num_constraints >= PARALLEL_RECORDING_MIN_CONSTRAINTS
 
 
-def _builder_main(root: str, circuit_id: str) -> None:
+def _builder_main(root: str, circuit_id: str, parallel: bool = False) -> None:
     """Entry point of a spawned builder: build, or record why not; the parent removes the lock."""
     try:
-        _build(Path(root), circuit_id)
+        _build(Path(root), circuit_id, parallel)
     except BaseException as err:
         _record_failure(Path(root), circuit_id, f"{type(err).__name__}: {err}")
         raise SystemExit(1) from None
@@ -513,7 +524,7 @@ def load_for_synthesis(path: str, circuit_id: str) -> Any:
 def header_for_synthesis(path: str, circuit_id: str) -> Any:
     """The header of the compiled circuit at `path` (`CompiledHeader`: counts, `check_witness`), for a
     synthesis process whose prover evaluates a, b, c: it never reads the matrices, so it neither maps
-    nor verifies them (PoRep-32GiB: 6.1 GB, 13 s of hashing per process); the prover's process loads
+    nor verifies them (a 130M-row circuit: 6.1 GB, 13 s of hashing per process); the prover's process loads
     and verifies them (`load_for_synthesis`). None, logged, when the file is unusable."""
     from cuzk.groth16.synthesis import synthesis_code_digest
     from cuzk.r1cs.compiled_file import read_header

@@ -118,7 +118,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from cuzk.engine.compiled_store import CompiledStore
+from cuzk.engine.compiled_store import BuildSize, CompiledStore
 from cuzk.engine.jobs import ProofKind, ProofRequest
 from cuzk.engine.providers import (
     CircuitProvider,
@@ -209,6 +209,26 @@ KNOWN_SHAPES: dict[str, CircuitShape] = {
     "snap-32g": _shape(5, 80_978_488, 81_049_504, 80_743_581, 20_983_607),
     "snap-64g": _shape(5, 84_931_220, 85_006_106, 84_682_725, 22_012_683),
 }
+
+
+def known_constraints(circuit_id: str) -> int | None:
+    """The rows of a Filecoin circuit id (`KNOWN_SHAPES`); None for other ids."""
+    known = KNOWN_SHAPES.get(circuit_id)
+    return None if known is None else known.num_constraints
+
+
+def build_size(circuit_id: str) -> BuildSize | None:
+    """What the compiled-circuit store needs to know to build a Filecoin circuit id: its rows and
+    variables (`KNOWN_SHAPES`), its identical blocks (`block_count`: PoRep challenges, PoSt sectors,
+    SnapDeals challenges) and its header rows (`block_header_rows`: SnapDeals' apex tree); None for
+    ids that are not Filecoin circuits."""
+    from cuzk.circuits.filecoin.blocks import block_count, block_header_rows
+
+    known = KNOWN_SHAPES.get(circuit_id)
+    if known is None:
+        return None
+    return BuildSize(known.num_constraints, known.num_inputs + known.num_aux, blocks=block_count(circuit_id),
+                     header_rows=block_header_rows(circuit_id))
 
 
 def shape_from_layout(layout: Any, known: CircuitShape | None) -> CircuitShape:
@@ -570,9 +590,7 @@ class FilecoinProvider(CircuitProvider):
         if not self.compiled.enabled:
             return None
         try:
-            known = KNOWN_SHAPES.get(circuit_id)
-            self.compiled.ensure(circuit_id, num_constraints=known.num_constraints if known else None,
-                                 num_variables=known.num_inputs + known.num_aux if known else None)
+            self.compiled.ensure(circuit_id, build_size(circuit_id))
             return self.compiled.ready_path(circuit_id)
         except (CuzkError, OSError) as err:
             log.warning("%s: compiled circuits unavailable (%s); synthesizing with the constraint system",
