@@ -252,13 +252,14 @@ class Engine:
             self.executor.compiled_for = self.compiled.ready_path
         synth_count = max(1, min(config.pipeline.max_parallel_synthesis or 18, cores))
         synth_threads = config.synthesis.threads or max(1, cores // synth_count)
-        self.synth_procs = [WorkerProcess(f"cuzk-synth-{k}", synthesis_worker_main, (synth_threads, SYNTHESIS_NICE))
-                            for k in range(synth_count)]
+        warm_up = self.providers.warm_up_calls()
+        self.synth_procs = [WorkerProcess(f"cuzk-synth-{k}", synthesis_worker_main,
+                                          (synth_threads, SYNTHESIS_NICE, warm_up)) for k in range(synth_count)]
         # Idle unless a CRITICAL job needs it; then it has every core's threads, and the CPU before
         # the regular processes (SYNTHESIS_NICE), so a WinningPoSt is neither queued nor starved
         # behind PoRep synthesis.
         self.critical_synth = WorkerProcess("cuzk-synth-critical", synthesis_worker_main,
-                                            (config.synthesis.threads or cores, 0))
+                                            (config.synthesis.threads or cores, 0, warm_up))
         self.synth_procs.append(self.critical_synth)
         self.srs = SrsManager(self.budget, self.executor, self.providers.srs_source, self._materialize,
                               min_idle_s=config.memory.eviction_min_idle)

@@ -265,6 +265,14 @@ def filecoin_circuit_shape(circuit_id: str, params_path: str) -> CircuitShape:
     return shape_from_layout(layout, known)
 
 
+def warm_up_witness_generators() -> None:
+    """Worker call: the batched witness generators of every Filecoin circuit (SHA-256, Poseidon, Merkle
+    paths of both tree kinds) once, on a PoRep-2KiB-shaped partition of random values."""
+    from cuzk.circuits.filecoin.porep import PRODUCTION_CONFIGS, random_stacked_circuit
+
+    random_stacked_circuit(PRODUCTION_CONFIGS[2 << 10]).witness_arrays()
+
+
 # -- byte sizes of the bincode forms (docs/formats.md §5) ------------------------------------------
 
 def merkle_proof_bytes(layout: TreeLayout) -> int:
@@ -545,6 +553,9 @@ class FilecoinProvider(CircuitProvider):
 
     def shape_call(self, circuit_id: str) -> WorkerCall:
         return (f"{__name__}:filecoin_circuit_shape", (circuit_id, str(self.params_path(circuit_id))))
+
+    def warm_up_calls(self) -> list[WorkerCall]:
+        return [(f"{__name__}:warm_up_witness_generators", ())]
 
     def require_params(self, circuit_id: str) -> Path:
         """Fail a job whose parameters are absent before any parsing work, naming the file."""

@@ -43,7 +43,7 @@ import random
 import re
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -157,6 +157,12 @@ class CircuitProvider(ABC):
     @abstractmethod
     def shape_call(self, circuit_id: str) -> WorkerCall:
         """A worker-process call returning the circuit's `CircuitShape`."""
+
+    def warm_up_calls(self) -> list[WorkerCall]:
+        """Calls a synthesis process makes once before it reports ready, so that its first partition of
+        this provider's circuits runs at full speed (imports, numba kernels from their cache). A call
+        may return an assignment, which the process then exports to shared memory once and frees."""
+        return []
 
 
 # -- test circuits --------------------------------------------------------------------------------
@@ -285,6 +291,23 @@ def debug_circuit_shape(circuit_id: str) -> Any:
     return circuit_shape(lookup(circuit_id).blank())
 
 
+def warm_up_synthesis() -> Any:
+    """Worker call: both synthesis paths once on the mimc-3 example circuit, the constraint system
+    and the compiled path (its sparse-product and row-check kernels); returns the assignment, for the
+    caller to run the shared-memory export once too."""
+    from cuzk.groth16.synthesis import compile_circuit, synthesize_compiled
+
+    recipe = DebugCircuitRecipe("mimc-3", 0)
+    assignment = recipe.assignment()
+    circuit = recipe.build()
+    synthesize_compiled(circuit, compile_circuit(circuit, "mimc-3"))
+    return assignment
+
+
+#: The synthesis warm-up every daemon runs, whatever its providers (test circuits need not be enabled).
+SYNTHESIS_WARM_UP: WorkerCall = ("cuzk.engine.providers:warm_up_synthesis", ())
+
+
 def generate_debug_params(circuit_id: str, path: str) -> int:
     """Worker call: INSECURE random parameters for a test circuit, written atomically; returns bytes."""
     from cuzk.circuits.registry import lookup
@@ -355,12 +378,23 @@ class DebugCircuitProvider(CircuitProvider):
 class ProviderRegistry:
     """The providers a daemon runs with, and the errors for what none of them handles."""
 
-    def __init__(self, providers: list[CircuitProvider], *, test_circuits_enabled: bool) -> None:
+    def __init__(self, providers: list[CircuitProvider], *, test_circuits_enabled: bool,
+                 warm_up: Sequence[WorkerCall] = ()) -> None:
         self.providers = providers
         self.test_circuits_enabled = test_circuits_enabled
+        #: Synthesis warm-up calls of the daemon, run before the providers' own (`warm_up_calls`).
+        self.warm_up = list(warm_up)
 
     def names(self) -> list[str]:
         return [p.name for p in self.providers]
+
+    def warm_up_calls(self) -> list[WorkerCall]:
+        """What a synthesis process runs before it reports ready: the registry's calls, then each
+        provider's (`CircuitProvider.warm_up_calls`), every call once."""
+        calls = list(self.warm_up)
+        for p in self.providers:
+            calls += [call for call in p.warm_up_calls() if call not in calls]
+        return calls
 
     def for_request(self, request: ProofRequest) -> CircuitProvider:
         for p in self.providers:
@@ -408,4 +442,4 @@ def build_providers(param_cache: str, *, test_circuits: bool, compiled: Any = No
                                                           device_witness=device_witness)
     if test_circuits:
         providers.append(DebugCircuitProvider(param_cache))
-    return ProviderRegistry(providers, test_circuits_enabled=test_circuits)
+    return ProviderRegistry(providers, test_circuits_enabled=test_circuits, warm_up=[SYNTHESIS_WARM_UP])

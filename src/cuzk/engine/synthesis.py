@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import time
 import traceback
+from collections.abc import Sequence
 from dataclasses import dataclass
 from multiprocessing import shared_memory
 from multiprocessing.connection import Connection
@@ -29,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 if TYPE_CHECKING:  # not at import: it imports numba, which a worker may import only after set_thread_env
+    from cuzk.engine.providers import WorkerCall
     from cuzk.witness_gen.deferred import DeferredWitness
 
 log = logging.getLogger("cuzk.engine.synthesis")
@@ -200,21 +202,16 @@ def export_assignment(asg: Any) -> SharedAssignment:
 
 # -- the child process ------------------------------------------------------------------------------
 
-def _warm_up() -> None:
-    """Run both synthesis paths once (imports, numba kernels from their cache, the shared-memory
-    export), so a worker that reports ready synthesizes its first real partition at full speed:
-    the constraint-system path, the compiled path (its sparse-product and row-check kernels) and
-    the batched witness generators (SHA-256, Poseidon, Merkle paths of both tree kinds, on a
-    PoRep-2KiB-shaped partition of random values)."""
-    from cuzk.circuits.filecoin.porep import PRODUCTION_CONFIGS, random_stacked_circuit
-    from cuzk.engine.providers import DebugCircuitRecipe
-    from cuzk.groth16.synthesis import compile_circuit, synthesize_compiled
+def _warm_up(calls: Sequence[WorkerCall]) -> None:
+    """Run the providers' warm-up calls once (`ProviderRegistry.warm_up_calls`: imports, numba kernels
+    from their cache), so a worker that reports ready synthesizes its first real partition at full
+    speed; an assignment a call returns goes through the shared-memory export once too."""
+    from cuzk.engine.procs import resolve_call
 
-    recipe = DebugCircuitRecipe("mimc-3", 0)
-    export_assignment(recipe.assignment()).unlink()
-    circuit = recipe.build()
-    synthesize_compiled(circuit, compile_circuit(circuit, "mimc-3"))
-    random_stacked_circuit(PRODUCTION_CONFIGS[2 << 10]).witness_arrays()
+    for ref, args in calls:
+        result = resolve_call(ref)(*args)
+        if result is not None:
+            export_assignment(result).unlink()
 
 
 def synthesize_shared(recipe: Any) -> tuple[SharedAssignment, float, float]:
@@ -229,9 +226,11 @@ def synthesize_shared(recipe: Any) -> tuple[SharedAssignment, float, float]:
     return shared, start, end
 
 
-def synthesis_worker_main(name: str, control: Connection, threads: int, nice: int = 0) -> None:
+def synthesis_worker_main(name: str, control: Connection, threads: int, nice: int = 0,
+                          warm_up: Sequence[WorkerCall] = ()) -> None:
     """Entry point of a synthesis process: ("synth", recipe) and ("call", ref, args) requests;
-    `nice` lowers its CPU priority by that much (the processes that do not serve CRITICAL work)."""
+    `nice` lowers its CPU priority by that much (the processes that do not serve CRITICAL work);
+    `warm_up`, the calls it runs before it reports ready."""
     from cuzk.engine.procs import resolve_call, set_thread_env
 
     set_thread_env(threads)
@@ -244,7 +243,7 @@ def synthesis_worker_main(name: str, control: Connection, threads: int, nice: in
             log.debug("cannot lower this process's CPU priority: %s", err)
 
     try:
-        _warm_up()
+        _warm_up(warm_up)
     except BaseException as err:  # pragma: no cover - a broken installation
         control.send(("error", f"{type(err).__name__}: {err}"))
         return
