@@ -158,7 +158,7 @@ def grpc_request(data: bytes) -> None:
     from google.protobuf.message import DecodeError
 
     from cuzk.engine.engine import validate_request
-    from cuzk.engine.providers import build_providers
+    from cuzk.providers import build_providers
     from cuzk.server._gen import proving_pb2 as pb
     from cuzk.server.grpc_service import request_from_proto
 

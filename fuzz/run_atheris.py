@@ -27,11 +27,11 @@ SRC = Path(__file__).resolve().parent.parent / "src"
 TARGET_ENV = "CUZK_FUZZ_TARGET"
 #: The parser modules whose branches guide the fuzzer (atheris instruments cuzk modules imported below).
 PARSERS = (
-    "cuzk.cli.groth16_cmd", "cuzk.engine.config", "cuzk.engine.engine", "cuzk.engine.filecoin_providers",
-    "cuzk.engine.providers", "cuzk.filecoin.c1", "cuzk.filecoin.codec", "cuzk.filecoin.merkle", "cuzk.filecoin.post",
-    "cuzk.filecoin.snap", "cuzk.groth16.formats.binfile", "cuzk.groth16.formats.params_file", "cuzk.groth16.proof",
-    "cuzk.groth16.formats.snarkjs_json", "cuzk.groth16.formats.wtns", "cuzk.groth16.formats.zkey",
-    "cuzk.server.grpc_service",
+    "cuzk.cli.groth16_cmd", "cuzk.engine.config", "cuzk.engine.engine", "cuzk.engine.providers",
+    "cuzk.providers.debug", "cuzk.providers.filecoin.payload", "cuzk.filecoin.c1", "cuzk.filecoin.codec",
+    "cuzk.filecoin.merkle", "cuzk.filecoin.post", "cuzk.filecoin.snap", "cuzk.groth16.formats.binfile",
+    "cuzk.groth16.formats.params_file", "cuzk.groth16.proof", "cuzk.groth16.formats.snarkjs_json",
+    "cuzk.groth16.formats.wtns", "cuzk.groth16.formats.zkey", "cuzk.server.grpc_service",
 )
 
 

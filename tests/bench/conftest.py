@@ -13,7 +13,7 @@ import pytest
 from server.conftest import LiveDaemon, start_daemon
 
 from cuzk.cli.main import main
-from cuzk.engine.providers import debug_params_path, generate_debug_params
+from cuzk.providers.debug import debug_params_path, generate_debug_params
 
 BENCH_CIRCUITS = ("mimc-3", "mimc-4")
 

@@ -27,7 +27,7 @@ from cuzk.daemon.identity import Identity
 from cuzk.daemon.pidfile import ProcessRef, process_start_ticks
 from cuzk.daemon.state import StateDir
 from cuzk.engine.config import config_from_dict
-from cuzk.engine.providers import debug_params_path, generate_debug_params
+from cuzk.providers.debug import debug_params_path, generate_debug_params
 from cuzk.server.client import CuzkClient
 
 CLI = (sys.executable, "-m", "cuzk.cli.main")

@@ -13,6 +13,7 @@ from cuzk.engine.config import config_from_dict
 from cuzk.engine.engine import Engine, FinishedJob, JobInfo, RequestConflictError
 from cuzk.engine.jobs import JobResult, PartitionTiming, Priority, ProofKind, ProofRequest, ProofTimings, ResultStatus
 from cuzk.engine.journal import MAX_ATTEMPTS, Journal, decode_request, encode_request
+from cuzk.providers import default_providers
 
 
 def request(rid: str, seed: int = 0, **extra: object) -> ProofRequest:
@@ -130,7 +131,7 @@ def test_a_request_id_reused_after_failure_starts_over(tmp_path: Path) -> None:
 def test_engine_records_jobs_and_answers_restored_results(tmp_path: Path) -> None:
     config = config_from_dict({"srs": {"param_cache": str(tmp_path)}, "memory": {"total_budget": "3GiB"},
                                "debug": {"test_circuits": True}})
-    engine = Engine(config)  # not started: submissions queue, nothing runs
+    engine = Engine(config, providers=default_providers(config))  # not started: submissions queue, nothing runs
     journal = open_journal(tmp_path / "j.sqlite3", engine.instance_id)
     old = info("old", request("old"))
     engine.restore_finished([FinishedJob("old", old.digest, ProofKind.TEST, Priority.NORMAL, completed(old))])

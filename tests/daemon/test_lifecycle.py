@@ -34,10 +34,10 @@ from cuzk import __version__
 from cuzk.daemon.identity import Identity
 from cuzk.daemon.pidfile import ProcessRef, process_start_ticks
 from cuzk.engine.config import config_from_dict, load_config
-from cuzk.engine.providers import debug_params_path, debug_public_inputs
 from cuzk.groth16.formats.params_file import read_vk
 from cuzk.groth16.proof import proofs_from_bytes
 from cuzk.groth16.verifier import verify_proof
+from cuzk.providers.debug import debug_params_path, debug_public_inputs
 from cuzk.server._gen import proving_pb2 as pb
 from cuzk.server.client import CuzkClient, build_submit, payload_for_test_circuit
 

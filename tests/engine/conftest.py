@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from cuzk.engine.providers import debug_params_path, generate_debug_params
+from cuzk.providers.debug import debug_params_path, generate_debug_params
 
 #: Circuits the engine tests prove: tiny, so that a test is about the engine, not the prover.
 ENGINE_CIRCUITS = ("mimc-3", "mimc-4", "bits-1")

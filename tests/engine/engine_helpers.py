@@ -12,10 +12,11 @@ from typing import Any
 from cuzk.engine.config import config_from_dict
 from cuzk.engine.engine import Engine
 from cuzk.engine.jobs import JobResult, Priority, ProofKind, ProofRequest, ResultStatus
-from cuzk.engine.providers import debug_params_path, debug_public_inputs
 from cuzk.groth16.formats.params_file import read_vk
 from cuzk.groth16.proof import proofs_from_bytes
 from cuzk.groth16.verifier import verify_proof
+from cuzk.providers import default_providers
+from cuzk.providers.debug import debug_params_path, debug_public_inputs
 
 
 def start_engine(tmp: Path, params: Path, **sections: dict[str, Any]) -> Engine:
@@ -29,7 +30,8 @@ def start_engine(tmp: Path, params: Path, **sections: dict[str, Any]) -> Engine:
     }
     for name, values in sections.items():
         data.setdefault(name, {}).update(values)
-    engine = Engine(config_from_dict(data))
+    config = config_from_dict(data)
+    engine = Engine(config, providers=default_providers(config))
     engine.start()
     return engine
 

@@ -10,13 +10,15 @@ from types import SimpleNamespace
 
 import pytest
 
+from cuzk.circuits.filecoin.shapes import KNOWN_SHAPES
 from cuzk.engine.compiled_store import CompiledStore
 from cuzk.engine.engine import Engine
-from cuzk.engine.filecoin_providers import KNOWN_SHAPES, FilecoinPartitionRecipe, WinningPostProvider
 from cuzk.engine.memory import PartitionEstimate
 from cuzk.engine.providers import JobPlan, PartitionPlan
 from cuzk.errors import SynthesisError
 from cuzk.filecoin.sizes import CircuitKind, parameter_file_name, sector_params
+from cuzk.providers.filecoin.provider import WinningPostProvider
+from cuzk.providers.filecoin.recipe import FilecoinPartitionRecipe
 
 GB = 10**9
 

@@ -16,11 +16,13 @@ import pytest
 
 from cuzk.circuits.filecoin.compound import PublicInputMismatchError, sample_randomness, sample_sector
 from cuzk.engine.compiled_store import CompiledState, CompiledStore
-from cuzk.engine.filecoin_providers import FilecoinPartitionRecipe, WinningPostProvider, prover_id_from_miner
 from cuzk.engine.jobs import Priority, ProofKind, ProofRequest
 from cuzk.filecoin.post import winning_post_vanilla
 from cuzk.filecoin.sizes import CircuitKind, parameter_file_name, post_proof, sector_params
 from cuzk.groth16.synthesis import compile_circuit
+from cuzk.providers.filecoin.payload import prover_id_from_miner
+from cuzk.providers.filecoin.provider import WinningPostProvider
+from cuzk.providers.filecoin.recipe import FilecoinPartitionRecipe
 from cuzk.r1cs.compiled_file import load_compiled, write_compiled
 
 FIELDS = ("a", "b", "c", "inputs", "aux", "a_aux_density", "b_input_density", "b_aux_density")

@@ -203,7 +203,7 @@ def test_command_line_builds_and_reports(tmp_path: Path) -> None:
 def test_synthesis_compiled_setting(tmp_path: Path, mode: str, enabled: bool, auto_build: bool) -> None:
     """[synthesis] compiled picks the engine's store mode; "off" also hides ready files from planning."""
     from cuzk.engine.config import config_from_dict
-    from cuzk.engine.filecoin_providers import filecoin_providers
+    from cuzk.providers.filecoin.provider import filecoin_providers
 
     config = config_from_dict({"synthesis": {"compiled": mode}})
     assert config.synthesis.compiled == mode

@@ -74,7 +74,9 @@ def test_a_budget_below_the_processes_own_memory_is_refused(tmp_path: Path, debu
 def test_preload_ids_are_checked_before_anything_starts(tmp_path: Path) -> None:
     from cuzk.engine.config import ConfigError, config_from_dict
     from cuzk.engine.engine import Engine
+    from cuzk.providers import default_providers
 
     data = {"srs": {"param_cache": str(tmp_path), "preload": ["porep-16g"]}, "memory": {"total_budget": "1GiB"}}
     with pytest.raises(ConfigError, match=r"srs\.preload: unknown circuit id 'porep-16g'"):
-        Engine(config_from_dict(data))
+        config = config_from_dict(data)
+        Engine(config, providers=default_providers(config))

@@ -19,21 +19,10 @@ from cuzk.circuits.filecoin.compound import blank_circuit, sample_randomness, sa
 from cuzk.circuits.filecoin.compound_porep import seal_public_inputs, verify_seal
 from cuzk.circuits.filecoin.compound_post import fallback_post_public_inputs, verify_winning_post
 from cuzk.circuits.filecoin.compound_snap import update_public_inputs
+from cuzk.circuits.filecoin.shapes import KNOWN_SHAPES
 from cuzk.circuits.filecoin.snap import EmptySectorUpdateConfig
-from cuzk.engine.filecoin_providers import (
-    KNOWN_SHAPES,
-    FilecoinPartitionRecipe,
-    MissingParametersError,
-    c1_bincode_bytes,
-    filecoin_circuit_shape,
-    merkle_proof_bytes,
-    post_sector_proof_bytes,
-    prover_id_from_miner,
-    shape_from_layout,
-    snap_partition_proof_bytes,
-)
 from cuzk.engine.jobs import Priority, ProofKind, ProofRequest
-from cuzk.engine.providers import InvalidRequestError, JobPlan, ProviderRegistry, build_providers
+from cuzk.engine.providers import InvalidRequestError, JobPlan, ProviderRegistry
 from cuzk.filecoin.c1 import SealCommitPhase1Output
 from cuzk.filecoin.codec import BincodeWriter
 from cuzk.filecoin.merkle import MerkleProof, PathElement, TreeLayout
@@ -51,6 +40,16 @@ from cuzk.filecoin.snap import UpdatedSector, encode_update, partition_proof
 from cuzk.filecoin.synthetic import generate_c1
 from cuzk.groth16.formats.params_file import read_vk, scan_layout
 from cuzk.groth16.synthesis import circuit_shape
+from cuzk.providers import build_providers
+from cuzk.providers.filecoin.payload import (
+    c1_bincode_bytes,
+    merkle_proof_bytes,
+    post_sector_proof_bytes,
+    prover_id_from_miner,
+    snap_partition_proof_bytes,
+)
+from cuzk.providers.filecoin.provider import MissingParametersError, filecoin_circuit_shape, shape_from_layout
+from cuzk.providers.filecoin.recipe import FilecoinPartitionRecipe
 from cuzk.r1cs import CircuitShape
 from cuzk.server._gen import proving_pb2 as pb
 
@@ -365,7 +364,7 @@ def test_known_shapes_cover_every_filecoin_id() -> None:
 def test_shape_from_the_params_header(winning_params: Path) -> None:
     path = winning_params / parameter_file_name(CircuitKind.WINNING, SIZE)
     ref, args = registry(winning_params).provider_for_circuit("winning-2k").shape_call("winning-2k")
-    assert ref == "cuzk.engine.filecoin_providers:filecoin_circuit_shape" and args == ("winning-2k", str(path))
+    assert ref == "cuzk.providers.filecoin.provider:filecoin_circuit_shape" and args == ("winning-2k", str(path))
     assert filecoin_circuit_shape(*args) == KNOWN_SHAPES["winning-2k"]
     # without the file: the known shape; with a header of another circuit: sized by its domain
     assert filecoin_circuit_shape("winning-2k", str(winning_params / "absent.params")) == KNOWN_SHAPES["winning-2k"]

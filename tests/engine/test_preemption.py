@@ -18,8 +18,8 @@ from cuzk.engine.device_worker import _DeviceState
 from cuzk.engine.engine import SYNTHESIS_NICE, Engine
 from cuzk.engine.jobs import Job, PartitionRecord, Priority, ResultStatus
 from cuzk.engine.messages import ItemResult, ProveItem
-from cuzk.engine.providers import DebugCircuitRecipe, debug_params_path, debug_public_inputs
 from cuzk.engine.synthesis import export_assignment
+from cuzk.providers.debug import DebugCircuitRecipe, debug_params_path, debug_public_inputs
 
 #: How long each NORMAL partition holds the device: long beside a test circuit's hand-over to the
 #: device process, so that whenever a CRITICAL partition asks for the device one NORMAL partition

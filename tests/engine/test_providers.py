@@ -12,17 +12,13 @@ import pytest
 
 from cuzk.circuits.registry import lookup
 from cuzk.engine.jobs import Priority, ProofKind, ProofRequest
-from cuzk.engine.providers import (
-    DebugCircuitRecipe,
-    InvalidRequestError,
-    build_providers,
-    debug_circuit_shape,
-    debug_params_path,
-)
+from cuzk.engine.providers import InvalidRequestError
 from cuzk.errors import SynthesisError
 from cuzk.filecoin.sizes import parameter_file_name, parse_circuit_id
 from cuzk.groth16.formats.params_file import read_params
 from cuzk.groth16.verifier import verify_proof
+from cuzk.providers import build_providers
+from cuzk.providers.debug import DebugCircuitRecipe, debug_circuit_shape, debug_params_path
 
 
 def request(kind: ProofKind = ProofKind.TEST, payload: object = None, **fields: object) -> ProofRequest:
@@ -150,6 +146,35 @@ def test_test_circuits_are_refused_unless_enabled() -> None:
         registry.srs_source("mimc-3")
 
 
+def test_the_default_providers_are_made_with_what_the_engine_settles(tmp_path: Path) -> None:
+    """`default_providers(config)`: a factory the engine calls with its compiled store and where
+    compiled products are computed; every Filecoin provider shares them."""
+    from cuzk.engine.compiled_store import CompiledStore
+    from cuzk.engine.config import config_from_dict
+    from cuzk.engine.providers import ProviderContext
+    from cuzk.providers import default_providers
+
+    config = config_from_dict({"srs": {"param_cache": str(tmp_path)}, "debug": {"test_circuits": True}})
+    store = CompiledStore(tmp_path / "compiled")
+    registry = default_providers(config)(ProviderContext(store, "prover", True))
+    assert registry.test_circuits_enabled and "test-circuits" in registry.names()
+    filecoin = [p for p in registry.providers if p.name.startswith("filecoin-")]
+    assert len(filecoin) == 4
+    assert all(p.compiled is store and p.sparse_products == "prover" and p.device_witness for p in filecoin)
+
+
+def test_synthesis_warm_up_calls_come_from_the_registry_and_its_providers() -> None:
+    """The mimc-3 warm-up first (whether test circuits are on or not), then the Filecoin witness
+    generators' once, although four providers name it; each call resolves in a worker."""
+    from cuzk.engine.procs import resolve_call
+
+    for test_circuits in (False, True):
+        calls = build_providers("/p", test_circuits=test_circuits).warm_up_calls()
+        assert calls == [("cuzk.providers.debug:warm_up_synthesis", ()),
+                         ("cuzk.providers.filecoin.provider:warm_up_witness_generators", ())]
+        assert all(callable(resolve_call(ref)) for ref, _ in calls)
+
+
 @pytest.mark.parametrize(("circuit_id", "message"), [
     ("banana", "unknown circuit id 'banana'"), ("", "circuit_id is empty"), ("mimc-40", "unknown circuit id"),
     ("porep-16g", "unknown circuit id 'porep-16g'"), ("winning-2K", "unknown circuit id"),
@@ -230,4 +255,4 @@ def test_injected_failures_outside_a_worker() -> None:
 def test_shape_call() -> None:
     provider = build_providers("/p", test_circuits=True).for_request(request())
     ref, args = provider.shape_call("mimc-4")
-    assert ref == "cuzk.engine.providers:debug_circuit_shape" and debug_circuit_shape(*args).num_constraints == 16
+    assert ref == "cuzk.providers.debug:debug_circuit_shape" and debug_circuit_shape(*args).num_constraints == 16

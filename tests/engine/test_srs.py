@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from cuzk.engine.memory import MemoryBudget
-from cuzk.engine.providers import build_providers
 from cuzk.engine.srs import SrsInUseError, SrsManager, SrsTier, SrsWaitCancelledError, resident_estimate
+from cuzk.providers import build_providers
 
 
 class RecordingLoader:

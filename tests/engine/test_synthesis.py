@@ -11,10 +11,11 @@ import pytest
 
 from cuzk.circuits.registry import lookup
 from cuzk.engine.procs import WorkerCrashedError, WorkerProcess
-from cuzk.engine.providers import DebugCircuitRecipe
 from cuzk.engine.synthesis import export_assignment, synthesis_worker_main
 from cuzk.groth16.assignment import Assignment
 from cuzk.groth16.synthesis import synthesize_for_proving
+from cuzk.providers import build_providers
+from cuzk.providers.debug import DebugCircuitRecipe
 
 FIELDS = ("a", "b", "c", "inputs", "aux", "a_aux_density", "b_input_density", "b_aux_density")
 
@@ -49,7 +50,9 @@ def test_round_trip_in_process() -> None:
 
 @pytest.fixture(scope="module")
 def worker() -> WorkerProcess:
-    proc = WorkerProcess("test-synth", synthesis_worker_main, (1,))
+    # with a daemon's warm-up calls (test circuits' mimc-3 on both paths, the Filecoin witness generators)
+    warm_up = build_providers("/nonexistent", test_circuits=False).warm_up_calls()
+    proc = WorkerProcess("test-synth", synthesis_worker_main, (1, 0, warm_up))
     proc.start()
     proc.wait_ready()
     yield proc
@@ -66,7 +69,7 @@ def test_a_worker_process_synthesizes_into_shared_memory(worker: WorkerProcess) 
                 assert np.array_equal(getattr(attached.assignment, name), getattr(expected, name))
     finally:
         shared.unlink()
-    assert worker.request(("call", "cuzk.engine.providers:debug_circuit_shape", ("mimc-4",)))[1].num_constraints == 16
+    assert worker.request(("call", "cuzk.providers.debug:debug_circuit_shape", ("mimc-4",)))[1].num_constraints == 16
 
 
 def test_failures_come_back_as_messages(worker: WorkerProcess) -> None:

@@ -15,10 +15,10 @@ import pytest
 
 from cuzk.circuits.filecoin.porep import PRODUCTION_CONFIGS, random_stacked_circuit
 from cuzk.engine import compiled_store
-from cuzk.engine.filecoin_providers import FilecoinPartitionRecipe
 from cuzk.engine.synthesis import CompiledWitness, WitnessSegment, export_assignment
 from cuzk.errors import SynthesisError
 from cuzk.field.limbs import limbs_to_ints
+from cuzk.providers.filecoin.recipe import FilecoinPartitionRecipe
 from cuzk.r1cs.compiled import check_witness_counts
 
 NUM_CONSTRAINTS = 1234  #: the stand-in header's; nothing here evaluates the products

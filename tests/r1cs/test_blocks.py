@@ -15,8 +15,8 @@ from cuzk.circuits.filecoin.blocks import block_header_rows
 from cuzk.circuits.filecoin.compound import blank_circuit
 from cuzk.circuits.filecoin.porep import StackedCircuit
 from cuzk.circuits.filecoin.post import FallbackPoStCircuit, FallbackPoStConfig
+from cuzk.circuits.filecoin.shapes import KNOWN_SHAPES
 from cuzk.circuits.filecoin.snap import EmptySectorUpdateCircuit, EmptySectorUpdateConfig, SnapChallengeSubset
-from cuzk.engine.filecoin_providers import KNOWN_SHAPES
 from cuzk.errors import CuzkError
 from cuzk.groth16.synthesis import compile_circuit, compile_circuit_blocks, record_circuit
 from cuzk.r1cs import ConstraintSystem, LinearCombination
@@ -265,8 +265,9 @@ def test_block_count_of_circuit_ids() -> None:
 
 
 def test_the_store_reserves_a_block_build_estimate(tmp_path: Path) -> None:
+    from cuzk.circuits.filecoin.shapes import KNOWN_SHAPES
     from cuzk.engine.compiled_store import CompiledState, CompiledStore, build_memory_estimate
-    from cuzk.engine.filecoin_providers import KNOWN_SHAPES, build_size
+    from cuzk.providers.filecoin.provider import build_size
 
     asked: list[int] = []
 
@@ -302,8 +303,8 @@ def test_parallel_recording_of_the_small_versions_gives_the_same_circuit() -> No
 
 
 def test_the_store_records_in_parallel_only_for_large_known_circuits(monkeypatch: pytest.MonkeyPatch) -> None:
+    from cuzk.circuits.filecoin.shapes import known_constraints
     from cuzk.engine import compiled_store
-    from cuzk.engine.filecoin_providers import known_constraints
 
     monkeypatch.setattr(compiled_store.os, "cpu_count", lambda: 16)
     parallel = [compiled_store.record_in_parallel(known_constraints(cid))

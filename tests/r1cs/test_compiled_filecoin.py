@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from cuzk.circuits.filecoin.compound import blank_circuit, sample_compound
-from cuzk.engine.filecoin_providers import KNOWN_SHAPES
+from cuzk.circuits.filecoin.shapes import KNOWN_SHAPES
 from cuzk.groth16.assignment import Assignment
 from cuzk.groth16.synthesis import compile_circuit, synthesis_code_digest, synthesize_for_proving, synthesize_witness
 from cuzk.r1cs.compiled_file import load_compiled, write_compiled

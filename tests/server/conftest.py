@@ -26,7 +26,7 @@ import psutil
 import pytest
 
 from cuzk.engine.config import config_from_dict
-from cuzk.engine.providers import debug_params_path, generate_debug_params
+from cuzk.providers.debug import debug_params_path, generate_debug_params
 from cuzk.server.client import CuzkClient
 
 SERVER_CIRCUITS = ("mimc-3", "mimc-4", "bits-1")

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from server.conftest import start_daemon
 
-from cuzk.engine.providers import debug_params_path, debug_public_inputs
 from cuzk.groth16.formats.params_file import read_vk
 from cuzk.groth16.proof import proofs_from_bytes
 from cuzk.groth16.verifier import prepare_verifying_key, verify_proof
+from cuzk.providers.debug import debug_params_path, debug_public_inputs
 from cuzk.server._gen import proving_pb2 as pb
 from cuzk.server.client import CuzkClient, build_submit, payload_for_test_circuit
 

@@ -20,10 +20,10 @@ from typing import Any
 
 import pytest
 
-from cuzk.engine.providers import debug_params_path, debug_public_inputs
 from cuzk.groth16.formats.params_file import read_vk
 from cuzk.groth16.proof import proofs_from_bytes
 from cuzk.groth16.verifier import verify_proof
+from cuzk.providers.debug import debug_params_path, debug_public_inputs
 
 PUBLISHED = os.environ.get("CUZK_PUBLISHED_PROTO", "")
 pytestmark = [
@@ -184,7 +184,7 @@ def test_published_client_proves_winning_post_and_porep_2k(tmp_path: Path, publi
 
     from cuzk.circuits.filecoin.compound_porep import verify_seal
     from cuzk.circuits.filecoin.compound_post import verify_winning_post
-    from cuzk.engine.filecoin_providers import prover_id_from_miner
+    from cuzk.providers.filecoin.payload import prover_id_from_miner
 
     winning = official_params(official_params_dir, "winning-2k", 11)
     requests = {"winning": _published_fields(winning_request(request_id="pub-winning")),

@@ -31,9 +31,10 @@ class LocalProver:
 
     def __init__(self, inputs: ProofInputs, *, param_cache: Path, backend: str = "cpu", verify: bool = True) -> None:
         from cuzk.engine.device_worker import make_backend
-        from cuzk.engine.providers import InvalidRequestError, build_providers
+        from cuzk.engine.providers import InvalidRequestError
         from cuzk.groth16.formats.params_file import read_params
         from cuzk.groth16.verifier import prepare_verifying_key
+        from cuzk.providers import build_providers
 
         inputs.check()
         self.inputs = inputs

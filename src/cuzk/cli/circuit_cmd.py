@@ -4,7 +4,7 @@
 of a proof, the evaluation domain, the official parameter file name and the vector lengths (and
 size) its `.params` must have. Filecoin's production circuits reach 130M rows (porep-32g), so their
 figures come by default from the table of exact shapes the engine sizes its memory with
-(`cuzk.engine.filecoin_providers.KNOWN_SHAPES`: counted on the shape back end, the largest ones
+(`cuzk.circuits.filecoin.shapes.KNOWN_SHAPES`: counted on the shape back end, the largest ones
 extrapolated from smaller variants; its docstring says how they were checked). `--count`
 synthesizes the blank circuit on the shape-counting back end instead and says whether the table
 agrees. Test circuits have no table entry: they are counted, and those above
@@ -164,7 +164,7 @@ def resolve_shape(circuit_id: str, *, count: bool = False, console: Console | No
         return ShapeReport(circuit_id, spec.description, shape, COUNTED, seconds, None, 1, "one circuit per proof",
                            None)
 
-    from cuzk.engine.filecoin_providers import KNOWN_SHAPES
+    from cuzk.circuits.filecoin.shapes import KNOWN_SHAPES
 
     table = KNOWN_SHAPES[circuit_id]
     partitions, note = _partitions(circuit_id)
@@ -267,8 +267,8 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def cmd_compile(args: argparse.Namespace) -> int:
     """Blocking builds, one circuit after the other (each records the blank circuit in this process)."""
+    from cuzk.circuits.filecoin.shapes import known_constraints
     from cuzk.engine.compiled_store import CompiledStore, record_in_parallel
-    from cuzk.engine.filecoin_providers import known_constraints
 
     store = CompiledStore(args.param_cache / "compiled")
     for circuit_id in args.circuits:

@@ -133,9 +133,9 @@ def _multiplier(args: argparse.Namespace) -> object:
 
 
 def cmd_gen(args: argparse.Namespace) -> int:
+    from cuzk.circuits.filecoin.shapes import known_constraints
     from cuzk.circuits.registry import lookup
     from cuzk.engine.compiled_store import record_in_parallel
-    from cuzk.engine.filecoin_providers import known_constraints
     from cuzk.groth16.formats.params_file import check_output_name, write_vk
     from cuzk.groth16.setup import ToxicWaste, qap_at_tau_compiled, write_insecure_parameters
     from cuzk.groth16.synthesis import compile_circuit

@@ -386,7 +386,7 @@ def validate_config(config: Config) -> None:
     """Everything a new daemon would check before serving, short of binding and spawning workers."""
     config.memory.resolve_budget()
     from cuzk.engine.devices import detect_devices
-    from cuzk.engine.providers import build_providers
+    from cuzk.providers import build_providers
 
     providers = build_providers(config.srs.param_cache, test_circuits=config.debug.test_circuits)
     for circuit_id in config.srs.preload:

@@ -61,7 +61,7 @@ from cuzk.engine.memory import BudgetError, MemoryBudget, PartitionEstimate
 from cuzk.engine.metrics import EngineMetrics
 from cuzk.engine.pipeline import Pipeline, PipelineSettings
 from cuzk.engine.procs import WorkerProcess
-from cuzk.engine.providers import CircuitProvider, InvalidRequestError, SrsSource, build_providers
+from cuzk.engine.providers import CircuitProvider, InvalidRequestError, ProviderContext, ProviderFactory, SrsSource
 from cuzk.engine.scheduler import BatchCollector, Scheduler
 from cuzk.engine.srs import SrsManager
 from cuzk.engine.synthesis import synthesis_worker_main
@@ -202,8 +202,11 @@ def validate_request(request: ProofRequest) -> None:
 
 
 class Engine:
-    def __init__(self, config: Config, *, instance_id: str | None = None, executor: Executor | None = None) -> None:
-        """`executor`: the devices to prove on (`cuzk.engine.executor`; default: `make_executor(config)`,
+    def __init__(self, config: Config, *, providers: ProviderFactory, instance_id: str | None = None,
+                 executor: Executor | None = None) -> None:
+        """`providers`: makes the circuit providers the engine serves (`cuzk.engine.providers`; a daemon's
+        come from the `providers` package above the engine), called once with what they depend on.
+        `executor`: the devices to prove on (`cuzk.engine.executor`; default: `make_executor(config)`,
         one process per device on this host). The engine starts and stops it."""
         self.config = config
         self.instance_id = instance_id or uuid.uuid4().hex[:12]
@@ -217,9 +220,7 @@ class Engine:
         self.sparse_products = sparse_products_where(config.synthesis.sparse_products, self.device_specs)
         self.device_witness = device_witness_enabled(config.synthesis.device_witness, self.sparse_products,
                                                     self.device_specs)
-        self.providers = build_providers(config.srs.param_cache, test_circuits=config.debug.test_circuits,
-                                         compiled=self.compiled, sparse_products=self.sparse_products,
-                                         device_witness=self.device_witness)
+        self.providers = providers(ProviderContext(self.compiled, self.sparse_products, self.device_witness))
         for circuit_id in config.srs.preload:  # fail before any process is spawned
             try:
                 self.providers.srs_source(circuit_id)

@@ -44,6 +44,7 @@ from cuzk.engine.engine import Engine
 from cuzk.engine.jobs import JobState, ProofRequest
 from cuzk.engine.memory import BudgetError
 from cuzk.errors import CuzkError
+from cuzk.providers import default_providers
 from cuzk.server._gen import proving_pb2_grpc as pb_grpc
 from cuzk.server.address import UNIX_PREFIX, check_listen_address, unix_path
 from cuzk.server.auth import AuthInterceptor, ServerSecurity, is_loopback_host, restrict_socket, socket_umask
@@ -88,7 +89,7 @@ class Daemon:
     def __init__(self, config: Config, *, instance_id: str | None = None, journal: Journal | None = None,
                  identity: dict[str, Any] | None = None) -> None:
         self.config = config
-        self.engine = Engine(config, instance_id=instance_id)
+        self.engine = Engine(config, providers=default_providers(config), instance_id=instance_id)
         self.engine.identity.update(identity or {})
         self.engine.identity.update(ready=False, draining=False)
         self.journal = journal
