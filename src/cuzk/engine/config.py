@@ -134,7 +134,7 @@ class DaemonConfig:
     listen: list[str] = field(default_factory=lambda: [DEFAULT_LISTEN])
     #: HTTP address for GET /status (JSON) and /metrics (Prometheus); "" disables it.
     status_listen: str = ""
-    #: cuzk-py: largest gRPC message either way (a PoRep C1 output is 50-200 MB).
+    #: cuzk-py: largest gRPC message either way (a request's payload may be 50-200 MB: docs/protocol.md §3).
     max_message_size: int = 256 * MIB
     #: cuzk-py: gRPC handler threads. Each waiting Prove/AwaitProof holds one, so this bounds how
     #: many clients can wait at once while status calls still get through.
@@ -261,11 +261,11 @@ class SynthesisConfig:
     #: processes (numba), by the "prover" (its backend: on the GPU with CUDA, so a, b, c never exist in
     #: host memory), or "auto" (the prover when every device is a GPU).
     sparse_products: str = "auto"
-    #: cuzk-py: "on": with the products on the prover and every device a GPU, the bulk of PoRep's, PoSt's
-    #: and SnapDeals' witnesses (SHA-256 gadgets, Merkle paths: 92-99%) is written on the GPU, the
-    #: synthesis process writing the rest (PoRep: a tenth of the CPU time, ~3% more GPU time a
-    #: partition: for hosts whose CPUs cannot keep the GPUs fed); "off": the synthesis process writes
-    #: the whole witness.
+    #: cuzk-py: "on": with the products on the prover and every device a GPU, the bulk of a witness
+    #: whose circuit defers it (SHA-256 gadgets, Merkle paths: 92-99%) is written on the GPU, the
+    #: synthesis process writing the rest (a tenth of the CPU time, ~3% more GPU time a partition: for
+    #: hosts whose CPUs cannot keep the GPUs fed; docs/compiled-circuits.md); "off": the synthesis
+    #: process writes the whole witness.
     device_witness: str = "off"
 
 

@@ -2,8 +2,8 @@
 
 Each device process owns a `ProverBackend` (CPU now, CUDA later: the daemon process itself never
 imports a GPU library) and the parameter sets made resident for it. Inside, one thread per prover
-worker (`gpus.gpu_workers_per_device`, plus one lane that only CRITICAL partitions use, so that a
-WinningPoSt never waits for a worker busy with PoRep) serves its own pipe; the workers share one
+worker (`gpus.gpu_workers_per_device`, plus one lane that only CRITICAL partitions use, so that
+CRITICAL work never waits for a worker busy with a lower priority) serves its own pipe; the workers share one
 device lock (`cuzk.backends.device_lock.PriorityLock`: served by the partition's priority, FIFO
 within a level) that is held only around `backend.prove` (shared-memory mapping, proof encoding
 and verification happen outside it, so a second worker prepares while the first computes). The
@@ -102,7 +102,7 @@ class _DeviceState:
         return reply
 
     def _prepare_compiled(self, circuit_id: str, compiled_path: str, pk: Any) -> dict[str, Any]:
-        """Map and verify the compiled circuit (PoRep-32GiB: 6.1 GB of digests, ~15 s) and, with a
+        """Map and verify the compiled circuit (a 130M-row circuit: 6.1 GB of digests, ~15 s) and, with a
         device backend, make its matrices resident; what happened, for the daemon's log. A file
         found unusable fails nothing here: its jobs then find it so too, as they would without this."""
         start = time.monotonic()

@@ -257,8 +257,8 @@ class Engine:
         self.synth_procs = [WorkerProcess(f"cuzk-synth-{k}", synthesis_worker_main,
                                           (synth_threads, SYNTHESIS_NICE, warm_up)) for k in range(synth_count)]
         # Idle unless a CRITICAL job needs it; then it has every core's threads, and the CPU before
-        # the regular processes (SYNTHESIS_NICE), so a WinningPoSt is neither queued nor starved
-        # behind PoRep synthesis.
+        # the regular processes (SYNTHESIS_NICE), so CRITICAL work is neither queued nor starved
+        # behind the regular synthesis.
         self.critical_synth = WorkerProcess("cuzk-synth-critical", synthesis_worker_main,
                                             (config.synthesis.threads or cores, 0, warm_up))
         self.synth_procs.append(self.critical_synth)

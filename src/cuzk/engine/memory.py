@@ -32,8 +32,8 @@ PROVE_BYTES_PER_VARIABLE = 256
 #: Compiled path, synthesis side, for circuits without a batched generator: WitnessCS's Python ints.
 COMPILED_WITNESS_BYTES_PER_VARIABLE = 120
 #: The same with the circuit's batched generator: the witness as (·, 4) uint64 limbs plus the
-#: generator's temporaries (a PoRep-32GiB partition peaked at 39 B per variable, beyond the file's
-#: mapped pages), rounded up.
+#: generator's temporaries (the largest circuit measured peaked at 39 B per variable, beyond the
+#: file's mapped pages; docs/memory.md §3), rounded up.
 BATCHED_WITNESS_BYTES_PER_VARIABLE = 64
 #: a, b, c as (·, 4) uint64 limbs, where the sparse products are evaluated on the host.
 PRODUCTS_BYTES_PER_CONSTRAINT = 3 * 32
@@ -82,8 +82,8 @@ class PartitionEstimate:
         process or (`products_on_prover`) by the prover's backend; a `device_prover` (GPU) keeps
         a, b, c, the NTTs and the MSMs in device memory, so only its host-side staging counts here.
         `batched_witness`: the circuit has a batched witness generator (`witness_arrays`), which needs
-        far less than WitnessCS. porep-32g on a GPU: 8.3 GB (synthesis) + 4.2 GB (shared) + 3.2 GB
-        (proving), against 215 GB for the constraint-system path on the CPU."""
+        far less than WitnessCS. A 130M-row circuit on a GPU: 8.3 GB (synthesis) + 4.2 GB (shared) +
+        3.2 GB (proving), against 215 GB for the constraint-system path on the CPU (docs/memory.md §3)."""
         n = shape.num_constraints
         variables = shape.num_inputs + shape.num_aux
         domain = 1 << max(0, (max(n, 1) - 1).bit_length())

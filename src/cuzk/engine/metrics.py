@@ -4,8 +4,8 @@ Names and label values are the Rust daemon's where the exposition format allows 
 why: docs/compatibility.md §6): `cuzk_proofs_completed_total`, `cuzk_proofs_failed_total`,
 `cuzk_uptime_seconds`, `cuzk_queue_depth`, `cuzk_running_jobs`, `cuzk_gpu_workers`, the histogram
 `cuzk_proof_duration_seconds`, and per kind `cuzk_proofs_completed_by_kind_total{proof_kind}` and
-`cuzk_proofs_failed_by_kind_total{proof_kind}`. Label values: porep_c2, snap_update, window_post,
-winning_post, test_circuit.
+`cuzk_proofs_failed_by_kind_total{proof_kind}`. Label values: each kind's `ProofKind.metric_label`
+(the list: docs/compatibility.md §4).
 
 Gauges are computed at scrape time from an engine snapshot, so they can never drift from the
 state they describe.

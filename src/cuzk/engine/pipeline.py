@@ -5,7 +5,7 @@ job sequence, partition index), so the oldest job's lowest partition goes first 
 and a CRITICAL job's partitions overtake everything still queued (a job the scheduler let out by
 aging sorts as HIGH: `Job.effective_priority`).
 
-CRITICAL work (WinningPoSt) never waits for a worker busy with lower-priority work: one synthesis
+CRITICAL work never waits for a worker busy with lower-priority work: one synthesis
 process (`critical_synth`) and one prover lane per device (the device process's channel past the
 regular workers') take CRITICAL partitions only and are idle otherwise; the regular workers take
 CRITICAL work too when they are free first. `max_gpu_queue_depth` does not hold CRITICAL partitions

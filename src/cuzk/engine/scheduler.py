@@ -7,8 +7,8 @@ of a higher level except CRITICAL ones (due jobs of several levels leave oldest 
 partitions then sort as HIGH in the pipeline (`Job.effective_priority`), still older than the jobs
 that overtook it. So under a steady HIGH stream a LOW job waits for at most
 `MAX_OVERTAKES` x (k + 1) younger higher-priority jobs, k being the jobs ahead of it in its own
-level, plus the older jobs of every level; CRITICAL jobs (WinningPoSt, rare and with a hard
-deadline) always go first and count for nothing, so that bound is in non-CRITICAL jobs. A HIGH
+level, plus the older jobs of every level; CRITICAL jobs (rare, and with a hard deadline)
+always go first and count for nothing, so that bound is in non-CRITICAL jobs. A HIGH
 job is overtaken by CRITICAL jobs only, and is never charged.
 
 `sort_by_type` (scheduler config) serves NORMAL jobs grouped by circuit: after a job of circuit X,

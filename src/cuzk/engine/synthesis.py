@@ -5,8 +5,8 @@ synthesis), and writes the resulting arrays (a, b, c, inputs, aux and the three 
 one POSIX shared-memory segment. A recipe whose sparse products are left to the prover
 (`synthesis.sparse_products`) returns a `CompiledWitness` instead: only inputs and aux go into the
 segment, with the compiled circuit's path, and the prover's backend evaluates a, b, c itself; a
-circuit whose generator states its counts up front (PoRep, PoSt, SnapDeals) writes them there in place
-(`WitnessSegment`, given to `PartitionRecipe.assignment_into`), so nothing is copied.
+circuit whose generator states its counts up front writes them there in place (`WitnessSegment`,
+given to `PartitionRecipe.assignment_into`), so nothing is copied.
 Only a small `SharedAssignment` descriptor travels back through the pipe; the prover process maps
 the same segment and reads the arrays in place, so gigabytes of a/b/c are never pickled or copied
 between processes.
@@ -143,7 +143,7 @@ def _layout(arrays: list[tuple[str, tuple[int, ...], np.dtype]]) -> tuple[tuple[
 class WitnessSegment:
     """A new shared-memory segment laid out for a `CompiledWitness` ((num_inputs, 4) inputs, then
     (num_aux, 4) aux, uint64), for the witness generator to write into in place: the hand-off then
-    copies nothing (a PoRep-32GiB partition's 4.2 GB took ~4 s to copy). Made by the synthesis
+    copies nothing (a 130M-variable witness, 4.2 GB, took ~4 s to copy). Made by the synthesis
     process; `share` closes its mapping and gives the descriptor (the daemon owns the segment from
     then on), `discard` removes it (synthesis failed)."""
 
