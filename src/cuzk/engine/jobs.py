@@ -1,7 +1,7 @@
-"""What a proof job is: kinds, priorities, states, the request, per-partition records, results.
+"""What a proof job is: priorities, states, the request, per-partition records, results.
 
-Kinds and priorities use the cuzk.v1 enum numbers so the gRPC layer converts by value. The test
-kind is `PROOF_KIND_UNSPECIFIED` (0), reachable only when test circuits are enabled.
+Priorities use the cuzk.v1 enum numbers so the gRPC layer converts by value. A job's kind is a
+`cuzk.kinds.ProofKind` (re-exported here), which the engine carries without knowing what it means.
 """
 
 from __future__ import annotations
@@ -13,35 +13,7 @@ from dataclasses import dataclass, field
 from enum import Enum, IntEnum
 from typing import Any
 
-
-class ProofKind(IntEnum):
-    TEST = 0  #: PROOF_KIND_UNSPECIFIED carrying a test-circuit description
-    POREP_SEAL_COMMIT = 1
-    SNAP_DEALS_UPDATE = 2
-    WINDOW_POST_PARTITION = 3
-    WINNING_POST = 4
-
-    @property
-    def label(self) -> str:
-        """The name in status output and logs (spelled as the Rust daemon does: docs/compatibility.md §4)."""
-        return _KIND_LABELS[self]
-
-    @property
-    def metric_label(self) -> str:
-        return self.label.replace("-", "_")
-
-    @property
-    def proto_name(self) -> str:
-        return "PROOF_KIND_UNSPECIFIED" if self is ProofKind.TEST else self.name
-
-
-_KIND_LABELS = {
-    ProofKind.TEST: "test-circuit",
-    ProofKind.POREP_SEAL_COMMIT: "porep-c2",
-    ProofKind.SNAP_DEALS_UPDATE: "snap-update",
-    ProofKind.WINDOW_POST_PARTITION: "window-post",
-    ProofKind.WINNING_POST: "winning-post",
-}
+from cuzk.kinds import ProofKind  # re-exported: every request and job carries one
 
 
 class Priority(IntEnum):
@@ -54,17 +26,8 @@ class Priority(IntEnum):
     def resolve(cls, value: int, kind: ProofKind) -> Priority:
         """An explicit priority, or the kind's default when 0 (unspecified; docs/compatibility.md §4)."""
         if value == 0:
-            return DEFAULT_PRIORITY[kind]
+            return cls(kind.default_priority)
         return cls(value)
-
-
-DEFAULT_PRIORITY = {
-    ProofKind.WINNING_POST: Priority.CRITICAL,
-    ProofKind.WINDOW_POST_PARTITION: Priority.HIGH,
-    ProofKind.POREP_SEAL_COMMIT: Priority.NORMAL,
-    ProofKind.SNAP_DEALS_UPDATE: Priority.NORMAL,
-    ProofKind.TEST: Priority.NORMAL,
-}
 
 
 class JobState(Enum):

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cuzk.engine.jobs import ProofKind, ProofRequest
+from cuzk.engine.jobs import ProofRequest
 from cuzk.engine.providers import (
     CircuitProvider,
     CircuitRecipe,
@@ -43,6 +43,7 @@ from cuzk.engine.providers import (
     WorkerCall,
 )
 from cuzk.errors import SynthesisError
+from cuzk.kinds import ProofKind
 
 TEST_PARAMS_PREFIX = "cuzk-test-"
 MAX_TEST_PARTITIONS = 64

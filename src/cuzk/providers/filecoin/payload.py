@@ -55,7 +55,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from cuzk.engine.jobs import ProofKind, ProofRequest
+from cuzk.engine.jobs import ProofRequest
 from cuzk.engine.providers import InvalidRequestError
 from cuzk.errors import CuzkError
 from cuzk.field.constants import R_MODULUS
@@ -71,6 +71,7 @@ from cuzk.filecoin.sizes import (
     seal_proof,
     update_proof,
 )
+from cuzk.kinds import ProofKind
 
 __all__ = [
     "PorepPayload",

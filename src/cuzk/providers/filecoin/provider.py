@@ -61,7 +61,7 @@ from typing import Any
 
 from cuzk.circuits.filecoin.shapes import KNOWN_SHAPES
 from cuzk.engine.compiled_store import BuildSize, CompiledStore
-from cuzk.engine.jobs import ProofKind, ProofRequest
+from cuzk.engine.jobs import ProofRequest
 from cuzk.engine.providers import (
     CircuitProvider,
     InvalidRequestError,
@@ -79,6 +79,7 @@ from cuzk.filecoin.sizes import (
     parse_circuit_id,
 )
 from cuzk.filecoin.sizes import circuit_id as fc_circuit_id
+from cuzk.kinds import ProofKind
 from cuzk.providers.filecoin.payload import (
     invalid,
     porep_payload,

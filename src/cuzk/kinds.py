@@ -1,0 +1,58 @@
+"""The proof kinds of the cuzk.v1 protocol: their wire numbers, names and default priorities.
+
+The numbers are the cuzk.v1 `ProofKind` enum's, so the gRPC layer converts by value; the labels are
+the names in status output, logs and metrics, spelled as the Rust daemon spells them, and so is each
+kind's default priority (docs/compatibility.md §4). The test kind is `PROOF_KIND_UNSPECIFIED` (0),
+reachable only when test circuits are enabled. The engine carries a kind on every job without
+knowing what it means; the circuit providers (`cuzk.providers`) say which kinds they serve.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+__all__ = ["ProofKind"]
+
+
+class ProofKind(IntEnum):
+    TEST = 0  #: PROOF_KIND_UNSPECIFIED carrying a test-circuit description
+    POREP_SEAL_COMMIT = 1
+    SNAP_DEALS_UPDATE = 2
+    WINDOW_POST_PARTITION = 3
+    WINNING_POST = 4
+
+    @property
+    def label(self) -> str:
+        """The name in status output and logs (spelled as the Rust daemon does: docs/compatibility.md §4)."""
+        return _KIND_LABELS[self]
+
+    @property
+    def metric_label(self) -> str:
+        return self.label.replace("-", "_")
+
+    @property
+    def proto_name(self) -> str:
+        return "PROOF_KIND_UNSPECIFIED" if self is ProofKind.TEST else self.name
+
+    @property
+    def default_priority(self) -> int:
+        """The cuzk.v1 Priority number a request of this kind gets when it leaves priority at 0."""
+        return _DEFAULT_PRIORITY[self]
+
+
+_KIND_LABELS = {
+    ProofKind.TEST: "test-circuit",
+    ProofKind.POREP_SEAL_COMMIT: "porep-c2",
+    ProofKind.SNAP_DEALS_UPDATE: "snap-update",
+    ProofKind.WINDOW_POST_PARTITION: "window-post",
+    ProofKind.WINNING_POST: "winning-post",
+}
+
+#: LOW = 1, NORMAL = 2, HIGH = 3, CRITICAL = 4 (cuzk.v1 Priority).
+_DEFAULT_PRIORITY = {
+    ProofKind.WINNING_POST: 4,
+    ProofKind.WINDOW_POST_PARTITION: 3,
+    ProofKind.POREP_SEAL_COMMIT: 2,
+    ProofKind.SNAP_DEALS_UPDATE: 2,
+    ProofKind.TEST: 2,
+}
