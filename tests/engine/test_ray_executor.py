@@ -3,9 +3,8 @@ per node, loopback addresses only, object stores capped small): a job's partitio
 nodes' devices, a node that joins later takes work without a restart, a node removed mid-job loses
 no partition, and a request's large buffers go into the object store once per job.
 
-The node-removal test has a cluster of its own (a removed node cannot come back), the others share
-one they only add nodes to; every cluster is shut down, with the engine's driver connection, by its
-fixture (the removal test's first, so that two never run at once)."""
+The tests share one cluster and one driver connection (the module's fixture, which shuts both down);
+they add nodes, and the last one removes a node (it cannot come back)."""
 
 from __future__ import annotations
 
@@ -40,30 +39,22 @@ NODE = {"node_ip_address": "127.0.0.1", "num_cpus": 1, "object_store_memory": 80
 CIRCUIT = "mimc-4"
 
 
-def _cluster(nodes: int) -> Iterator[Cluster]:
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Cluster]:
+    """Two nodes with a device each, and this process connected to them as Ray's driver for the whole
+    module: the engines' executors find Ray connected and leave the connection alone (a second
+    `ray.init` after `ray.shutdown` in one process has crashed Ray's core worker here, a segfault).
+    Tests add nodes; the last one removes one. A cluster takes 15-25 s to start on 2 cores."""
     ray_constants.ENABLE_RAY_CLUSTER = False  # in case Ray was imported before the variable was set
     c = Cluster(initialize_head=True, head_node_args=dict(NODE))
     try:
-        for _ in range(nodes - 1):
-            c.add_node(**NODE)
+        c.add_node(**NODE)
+        ray.init(address=c.address, logging_level=logging.WARNING, configure_logging=False)
         yield c
     finally:
-        if ray.is_initialized():  # an engine that failed to stop leaves its driver connected
+        if ray.is_initialized():
             ray.shutdown()
         c.shutdown()
-
-
-@pytest.fixture(scope="module")
-def shared_cluster() -> Iterator[Cluster]:
-    """Two nodes with a device each, for the tests that add nodes but remove none (a cluster takes
-    15-25 s to start on 2 cores)."""
-    yield from _cluster(2)
-
-
-@pytest.fixture
-def cluster() -> Iterator[Cluster]:
-    """Two nodes of this test's own (it removes one)."""
-    yield from _cluster(2)
 
 
 def ray_engine(tmp_path: Path, params: Path, cluster: Cluster, **sections: dict[str, Any]) -> Any:
@@ -76,42 +67,8 @@ def node_of(worker: str) -> str:
     return worker.split(":", 1)[0]
 
 
-def test_a_node_removed_mid_job_loses_no_partition(tmp_path: Path, debug_params: Path, cluster: Cluster,
-                                                    caplog: pytest.LogCaptureFixture) -> None:
-    doomed = next(n for n in cluster.list_all_nodes() if n is not cluster.head_node)
-    engine = ray_engine(tmp_path, debug_params, cluster)
-    caplog.set_level(logging.INFO, logger="cuzk.timeline")
-    try:
-        executor = engine.executor
-        assert isinstance(executor, RayExecutor)
-        head_id = cluster.head_node.node_id
-        victim = next(d for d in executor.all_devices if d.node_id != head_id)
-        engine.submit(make_request("survive", CIRCUIT, partitions=6, device_delay_ms=1500))
-        job = engine.jobs["survive"]
-        wait_until(lambda: any(p.state is PartitionState.PROVING and node_of(p.device_worker) == victim.node_label
-                               for p in job.partitions), timeout=90, what="a partition on the doomed node")
-        cluster.remove_node(doomed)
-        result = engine.await_result("survive", timeout=180)
-        assert result.status is ResultStatus.COMPLETED, result.error
-        assert_verifies(result, debug_params, CIRCUIT, partitions=6)
-        # Exactly once: every partition came back from a device once, the requeued one from the head's.
-        ends = Counter(r.fields["partition"] for r in caplog.records
-                       if getattr(r, "fields", {}).get("event") == "DEVICE_END" and r.fields["job_id"] == "survive")
-        assert ends == Counter(range(6)), ends
-        assert any(p.device_attempts for p in job.partitions)
-        assert all(node_of(p.device_worker) != victim.node_label for p in job.partitions if p.device_attempts)
-        wait_until(lambda: victim.state == "lost", timeout=30, what="the lost device marked")
-        status = engine.status()
-        lost = next(d for d in status["devices"] if d["node_id"] == victim.node_id)
-        assert lost["state"] == "lost" and victim.node_id[:8] in lost["lost_reason"]
-        assert "lost" in lost["name"] and lost["failures"] >= 1
-    finally:
-        engine.shutdown(0)
-
-
 def test_partitions_spread_over_nodes_and_a_joining_node_is_used(tmp_path: Path, debug_params: Path,
-                                                                 shared_cluster: Cluster) -> None:
-    cluster = shared_cluster
+                                                                 cluster: Cluster) -> None:
     engine = ray_engine(tmp_path, debug_params, cluster)
     try:
         executor = engine.executor
@@ -150,10 +107,10 @@ def test_partitions_spread_over_nodes_and_a_joining_node_is_used(tmp_path: Path,
 
 
 def test_a_device_process_killed_mid_job_is_restarted_by_ray(tmp_path: Path, debug_params: Path,
-                                                             shared_cluster: Cluster) -> None:
+                                                             cluster: Cluster) -> None:
     import signal
 
-    engine = ray_engine(tmp_path, debug_params, shared_cluster)
+    engine = ray_engine(tmp_path, debug_params, cluster)
     try:
         executor = engine.executor
         assert isinstance(executor, RayExecutor)
@@ -174,14 +131,13 @@ def test_a_device_process_killed_mid_job_is_restarted_by_ray(tmp_path: Path, deb
 
 
 def test_a_front_end_restart_keeps_results_and_requeues_unfinished_jobs(tmp_path: Path, debug_params: Path,
-                                                                       shared_cluster: Cluster) -> None:
+                                                                       cluster: Cluster) -> None:
     from cuzk.engine.journal import Journal
 
     def journal(instance: str) -> Journal:
         return Journal(tmp_path / "journal.sqlite3", instance_id=instance, keep_requests=True, retention_s=3600,
                        max_results=100)
 
-    cluster = shared_cluster
     for name in ("a", "b"):
         (tmp_path / name).mkdir()
     first = ray_engine(tmp_path / "a", debug_params, cluster)
@@ -225,10 +181,10 @@ class _Payload:
     index: int
 
 
-def test_large_buffers_go_into_the_object_store_once_per_job(shared_cluster: Cluster) -> None:
+def test_large_buffers_go_into_the_object_store_once_per_job(cluster: Cluster) -> None:
     from cuzk.engine.ray_executor import _RefUnpickler
 
-    executor = RayExecutor(address=shared_cluster.address, backend="cpu", workers_per_device=1, threads=1)
+    executor = RayExecutor(address=cluster.address, backend="cpu", workers_per_device=1, threads=1)
     try:
         c1 = os.urandom(1 << 20)  # e.g. a C1 output the partitions of a job share
         blobs = [executor._pickle_recipe("job-a", _Payload(c1, b"x" * 100, k)) for k in range(6)]
@@ -253,6 +209,44 @@ def test_ray_devices_name_their_node() -> None:
     d.state, d.lost_reason = "lost", "node 10.0.0.7 (ab12cd34) left the cluster"
     assert not d.alive and d.name.endswith("[lost: node 10.0.0.7 (ab12cd34) left the cluster]")
     assert d.placement["state"] == "lost" and d.placement["node_address"] == "10.0.0.7"
+
+
+
+def test_a_node_removed_mid_job_loses_no_partition(tmp_path: Path, debug_params: Path, cluster: Cluster,
+                                                    caplog: pytest.LogCaptureFixture) -> None:
+    """Last in the module: the node it removes cannot come back."""
+    engine = ray_engine(tmp_path, debug_params, cluster)
+    caplog.set_level(logging.INFO, logger="cuzk.timeline")
+    try:
+        executor = engine.executor
+        assert isinstance(executor, RayExecutor)
+        head_id = cluster.head_node.node_id
+        engine.submit(make_request("survive", CIRCUIT, partitions=6, device_delay_ms=1500))
+        job = engine.jobs["survive"]
+
+        def on_other_node() -> list[RayDevice]:
+            busy = {node_of(p.device_worker) for p in job.partitions if p.state is PartitionState.PROVING}
+            return [d for d in executor.all_devices if d.node_id != head_id and d.node_label in busy]
+
+        wait_until(lambda: bool(on_other_node()), timeout=90, what="a partition on a node other than the head")
+        victim = on_other_node()[0]
+        cluster.remove_node(next(n for n in cluster.list_all_nodes() if n.node_id == victim.node_id))
+        result = engine.await_result("survive", timeout=180)
+        assert result.status is ResultStatus.COMPLETED, result.error
+        assert_verifies(result, debug_params, CIRCUIT, partitions=6)
+        # Exactly once: every partition came back from a device once, the requeued one from the head's.
+        ends = Counter(r.fields["partition"] for r in caplog.records
+                       if getattr(r, "fields", {}).get("event") == "DEVICE_END" and r.fields["job_id"] == "survive")
+        assert ends == Counter(range(6)), ends
+        assert any(p.device_attempts for p in job.partitions)
+        assert all(node_of(p.device_worker) != victim.node_label for p in job.partitions if p.device_attempts)
+        wait_until(lambda: victim.state == "lost", timeout=30, what="the lost device marked")
+        status = engine.status()
+        lost = next(d for d in status["devices"] if d["node_id"] == victim.node_id)
+        assert lost["state"] == "lost" and victim.node_id[:8] in lost["lost_reason"]
+        assert "lost" in lost["name"] and lost["failures"] >= 1
+    finally:
+        engine.shutdown(0)
 
 
 if __name__ == "__main__":  # pragma: no cover
