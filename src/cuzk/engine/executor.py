@@ -181,6 +181,8 @@ class LocalDevice(Device):
     def __init__(self, spec: DeviceSpec, proc: WorkerProcess) -> None:
         super().__init__(spec)
         self.proc = proc
+        self.restart_lock = threading.Lock()
+        self._failure_seen = -1  # proc.restarts of the process whose failure was recorded
 
     @property
     def worker_name(self) -> str:
@@ -197,8 +199,6 @@ class LocalDevice(Device):
     @property
     def alive(self) -> bool:
         return self.proc.alive
-        self.restart_lock = threading.Lock()
-        self._failure_seen = -1  # proc.restarts of the process whose failure was recorded
 
 
 class LocalExecutor(Executor):
