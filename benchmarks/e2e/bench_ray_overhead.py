@@ -15,6 +15,7 @@ against 1 (both nodes on this host: they share its cores).
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import statistics
 import sys
@@ -158,6 +159,9 @@ def main() -> int:
         print(f"local: {local['overhead_per_partition']}", flush=True)
         cluster = Cluster(initialize_head=True, head_node_args=dict(NODE))
         try:
+            # One driver connection for all the Ray runs: the executors find it and leave it (a second
+            # ray.init after ray.shutdown in one process has crashed Ray's core worker).
+            ray.init(address=cluster.address, logging_level=logging.WARNING, configure_logging=False)
             remote = _overhead_run(root, "ray", {"kind": "ray", "address": cluster.address}, args)
             print(f"ray:   {remote['overhead_per_partition']}", flush=True)
             results["overhead"] = [local, remote]
