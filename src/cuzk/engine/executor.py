@@ -183,6 +183,10 @@ class LocalDevice(Device):
         self.proc = proc
         self.restart_lock = threading.Lock()
         self._failure_seen = -1  # proc.restarts of the process whose failure was recorded
+        #: Clear while the process is being replaced and given its keys back: a lane that reached
+        #: the new process before that would find no key there.
+        self.ready = threading.Event()
+        self.ready.set()
 
     @property
     def worker_name(self) -> str:
@@ -295,6 +299,7 @@ class LocalExecutor(Executor):
 
     def prove(self, device: Device, lane: int, items: list[ProveItem], verify: bool) -> list[ItemResult]:
         assert isinstance(device, LocalDevice)
+        device.ready.wait()
         reply = device.proc.request(("prove", items, verify), channel=lane)
         if reply[0] != "ok":
             return [ItemResult(False, error=str(reply[1])) for _ in items]
@@ -307,14 +312,12 @@ class LocalExecutor(Executor):
                 if device._failure_seen != device.proc.restarts:  # its other lanes may report it too
                     device._failure_seen = device.proc.restarts
                     device.failed(reason)
+                    device.ready.clear()
                     if force and device.proc.process is not None and device.proc.alive:
                         device.proc.process.kill()  # its CUDA context is unusable: a new process gets a new one
                         device.proc.process.join(10.0)
-            device.proc.restart(reason)
+            device.proc.restart(reason)  # returns once `on_restart` has made its keys hot again
         except CuzkError as err:
             log.error("cannot restart %s: %s", device.proc.name, err)
-
-
-def make_executor(config: Config) -> Executor:
-    """The executor a configuration asks for (the local one: one process per device on this host)."""
-    return LocalExecutor.from_config(config)
+        finally:
+            device.ready.set()
