@@ -14,7 +14,6 @@ from pathlib import Path
 import cupy as cp
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _common
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cuda"))  # bench_cuda_partition, bench_cuda
 from bench_cuda import R, random_scalars
 

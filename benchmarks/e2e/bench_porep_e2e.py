@@ -13,8 +13,8 @@ A step whose output already exists under --root is not redone (the record says s
 stopped part-way (or `--stop-after`) resumes. The record (JSON, hardware and date) goes to --out;
 each run writes its own (a resumed run's record holds the steps it ran).
 
-    python benchmarks/bench_porep_e2e.py --sector-size 32GiB --backend cuda --root /data/e2e -c 5 -j 2
-    python benchmarks/bench_porep_e2e.py --sector-size 2KiB --backend cpu --root /tmp/e2e -c 2 -j 1
+    python benchmarks/e2e/bench_porep_e2e.py --sector-size 32GiB --backend cuda --root /data/e2e -c 5 -j 2
+    python benchmarks/e2e/bench_porep_e2e.py --sector-size 2KiB --backend cpu --root /tmp/e2e -c 2 -j 1
 
 With `--device-witness on` the daemon writes PoRep's SHA-256 aux on the GPU (files tagged "-dw"): run it
 after a run without, on the same --root and machine, for a side-by-side comparison.
@@ -31,6 +31,7 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _common
 from _common import RESULTS, git_revision, hardware, nvidia_smi
 
 

@@ -17,11 +17,11 @@ host wall clock, each result checked equal to the resident one):
 
 Every time is the median (min, max) of `--reps` runs after one warm-up: CUDA events around the NTTs,
 host wall clock around each MSM call (it includes its small device-to-host reads and the final
-window combination, like sppark's `msm_t::invoke` figures). The sppark figures are the medians of
-/work/shared/reference/sppark-anchor.md (measured on an H200: resident_* rows).
+window combination, like sppark's `msm_t::invoke` figures). The sppark figures (`SPPARK_MS`) are
+sppark's medians on the same GPU model (benchmarks/README.md, "The sppark reference").
 
-    python benchmarks/bench_cuda.py --out results.json
-    python benchmarks/bench_cuda.py --quick          # small sizes, a smoke test
+    python benchmarks/cuda/bench_cuda.py --out results.json
+    python benchmarks/cuda/bench_cuda.py --quick          # small sizes, a smoke test
 """
 
 from __future__ import annotations
@@ -39,10 +39,10 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _common
 from _common import envelope, nvidia_smi, write
 
-#: sppark on an H200, data already on the GPU, median ms (sppark-anchor.md).
+#: sppark on an H200, data already on the GPU, median ms (benchmarks/README.md, "The sppark reference").
 SPPARK_MS = {
     "ntt_fwd_NN": {20: 0.278, 24: 4.745, 27: 44.40},
     "ntt_inv_NN": {20: 0.294, 24: 4.997, 27: 46.95},
@@ -742,7 +742,7 @@ def main() -> None:
     payload = envelope("cuda", results, gpu={"name": p.name, "multiprocessors": p.multiprocessors,
                                              "compute_capability": p.compute_capability,
                                              "total_memory": p.total_memory, **nvidia_smi()},
-                       sppark_reference="shared/reference/sppark-anchor.md (H200, resident, median ms)",
+                       sppark_reference="benchmarks/README.md, The sppark reference (H200, median ms)",
                        measured=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"))
     path = write("cuda-h200", payload, args.out)
     print(f"wrote {path}")

@@ -1,7 +1,7 @@
 """One PoRep-32GiB-shaped partition on the CUDA backend: its device phase, the memory plan, and how much
 of the host-side work around it overlaps the kernels of another proof.
 
-The circuit is synthetic, shaped like one partition of a 32 GiB PoRep (cuzk-anchor.md §7:
+The circuit is synthetic, shaped like one partition of a 32 GiB PoRep (docs/circuits.md §11:
 130,278,869 constraints, 328 inputs, 130,169,893 aux, A density 129,753,292 aux, B density 33,112,281
 aux plus input ONE, domain 2^27). The witness values follow our porep-2k circuit's measured assignment
 (PoRep-2KiB, one partition, seed 2, 2,685,673 aux: 51% zero, 47% one, 1.6% other), class by class for
@@ -28,8 +28,8 @@ Measured, each the median of `--reps` proofs after one warm-up:
   the steady state (the first proof's staging left out): time per proof, the handoffs between
   proofs, and the fraction of a proof's host-side time (wall alone minus device phase) hidden.
 
-    python benchmarks/bench_cuda_partition.py --out results.json
-    python benchmarks/bench_cuda_partition.py --scale 0.01 --reps 2   # a small smoke test
+    python benchmarks/cuda/bench_cuda_partition.py --out results.json
+    python benchmarks/cuda/bench_cuda_partition.py --scale 0.01 --reps 2   # a small smoke test
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _common
 from _common import envelope, write
 
 #: Class counts (zero, one, other) of porep-2k's aux values per density group, measured 2026-11-29 on

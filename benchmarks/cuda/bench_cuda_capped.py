@@ -12,8 +12,8 @@ a thread samples the driver's used memory (cudaMemGetInfo: total - free, the who
 A capped H200 keeps the H200's compute and its PCIe 5 link: these are not measurements of a consumer
 card, only of the plan's streaming within that much memory.
 
-    python benchmarks/bench_cuda_capped.py --caps none,32GiB,24GiB,16GiB --out results.json
-    python benchmarks/bench_cuda_capped.py --scale 0.02 --caps none,2GiB --reps 2   # a small smoke test
+    python benchmarks/cuda/bench_cuda_capped.py --caps none,32GiB,24GiB,16GiB --out results.json
+    python benchmarks/cuda/bench_cuda_capped.py --scale 0.02 --caps none,2GiB --reps 2   # a small smoke test
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _common
 from _common import envelope, write
 from bench_cuda_partition import (
     POREP_32G,
