@@ -92,7 +92,7 @@ class DeviceNtt:
         #: (False: the generic ones; tests/gpu/test_cuda_ntt.py checks both agree).
         self.fixed_stride = True
         #: Pass sizes that replace the default plan, by (transform, log_n): "dif" lists them from the
-        #: top index bits down, "dit" from the bottom up (benchmarks/bench_cuda.py --ntt-plans compares).
+        #: top index bits down, "dit" from the bottom up (benchmarks/cuda/bench_cuda.py --ntt-plans compares).
         self.pass_plans: dict[tuple[str, int], tuple[int, ...]] = {}
         self._roots: dict[tuple[int, int], _RootTables] = {}
         self._powers: dict[tuple[int, int, int], _PowerTables] = {}
