@@ -131,7 +131,15 @@ def test_operator_page_against_a_live_daemon(site: LiveDaemon, tmp_path: Path) -
         assert row["memory_total"]["value"] == str(d["memory_total"])
         assert row["state"]["value"] == "idle" and row["current_job"]["text"] == "-"
         assert row["restarts"]["text"] == str(d["restarts"])
-    assert "no-plan" in page.ids and "no-keys" in page.ids  # a CPU daemon: neither is in its status
+    assert "no-plan" in page.ids  # a CPU daemon has no device memory plan
+    assert "no-keys" not in page.ids  # each device process reports the key copies it holds
+    for d in status["devices"]:
+        label = f"{d['kind']}{d['ordinal']}"
+        if d["keys"]:
+            assert [page.rows[f"key:{label}:{i}"]["key"]["text"] for i in range(len(d["keys"]))] == \
+                [k["circuit_id"] for k in d["keys"]]
+        else:
+            assert page.rows[f"key:{label}:none"]["key"]["text"] == "no key copies"
 
     assert page.prefixed("queue:") == ["CRITICAL", "HIGH", "NORMAL", "LOW"]
     for q in status["queues_by_priority"]:
