@@ -57,7 +57,7 @@ from cuzk.backends.cuda.deferred import complete_on_device
 from cuzk.backends.cuda.device import MemoryPlan, ahead_fits, memory_info, properties
 from cuzk.backends.cuda.fixed_base import DeviceFixedBase
 from cuzk.backends.cuda.module import get_module
-from cuzk.backends.cuda.msm import AFFINE_WORDS, DeviceMsm, HostPartial, working_bytes
+from cuzk.backends.cuda.msm import AFFINE_WORDS, DeviceMsm, HostPartial
 from cuzk.backends.cuda.ntt import DeviceNtt
 from cuzk.backends.cuda.plan import (
     CONTEXT_BYTES,
@@ -67,6 +67,7 @@ from cuzk.backends.cuda.plan import (
     format_gib,
     plan_device,
     products_fit,
+    resident_reserve,
 )
 from cuzk.backends.cuda.poseidon_witness import DevicePoseidonPaths
 from cuzk.backends.cuda.sha256_witness import DeviceSha256Witness
@@ -616,11 +617,9 @@ class CudaBackend(ProverBackend):
 
     @staticmethod
     def proof_working_bytes(pk: ProvingKey) -> int:
-        """Device memory a proof needs besides the key: a, b, c, the witness scalars, MSM buffers."""
-        m = pk.domain_size
-        inputs = 32 * (3 * m + len(pk.l) + len(pk.a) + len(pk.b_g1)) + 2 * len(pk.l)  # + density masks
-        largest = max(len(pk.h), len(pk.l), len(pk.a), len(pk.b_g1), 1)
-        return inputs + working_bytes("g1", largest) + working_bytes("g2", max(len(pk.b_g2), 1))
+        """Device memory a proof needs besides the key in resident mode: a, b, c, the witness scalars,
+        MSM buffers (`plan.resident_reserve`)."""
+        return resident_reserve(KeyShape.of(pk))
 
     def _msm(self, group: str, bases: Any, scalars: Any, split: Any = None, use_split: bool = True) -> Any:
         """One MSM over resident bases (resident mode: every vector is; streaming mode's MSMs are
