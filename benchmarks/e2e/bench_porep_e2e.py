@@ -28,6 +28,7 @@ import json
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -78,6 +79,14 @@ def main() -> int:
                    help="prepare only up to this step (a later run resumes from there)")
     p.add_argument("--device-witness", default="off", choices=("off", "on"),
                    help="the daemon's [synthesis] device_witness (on: PoRep's SHA-256 aux written on the GPU)")
+    p.add_argument("--memory-limit", default="none",
+                   help="the daemon's [gpus] memory_limit ('none', 'auto' or a size such as 16GiB); the record "
+                        "adds the device plan from the daemon's status and the driver's peak used memory")
+    p.add_argument("--devices", default="", help="the daemon's [gpus] devices, comma-separated ordinals (a repeated "
+                   "ordinal is a second logical device on that GPU); default: every GPU")
+    p.add_argument("--device-mode", default="", choices=("", "latency", "throughput"),
+                   help="the daemon's [scheduler] device_mode (default: the daemon's)")
+    p.add_argument("--status-listen", default="127.0.0.1:9876", help="the daemon's status endpoint, read at the end")
     p.add_argument("--tag", default="", help="file name tag (default: backend and sector size, '-dw' with "
                                              "--device-witness on)")
     p.add_argument("--out", type=Path, default=RESULTS)
@@ -97,13 +106,16 @@ def main() -> int:
     params_dir, vanilla_dir = root / "params", root / "vanilla"
     params_dir.mkdir(parents=True, exist_ok=True)
     args.out.mkdir(parents=True, exist_ok=True)
-    tag = args.tag or f"{args.backend}-{size.short}{'-dw' if args.device_witness == 'on' else ''}"
+    capped = args.memory_limit != "none"
+    tag = args.tag or (f"{args.backend}-{size.short}{'-dw' if args.device_witness == 'on' else ''}"
+                       f"{f'-cap{args.memory_limit}' if capped else ''}")
     stamp = dt.date.today().isoformat()
     log = args.out / f"porep-e2e-{tag}-{stamp}.log"
     record: dict = {"benchmark": "bench_porep_e2e", "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
                     "git": git_revision(), "hardware": hardware(), "gpu": nvidia_smi(), "circuit_id": cid,
                     "backend": args.backend, "count": args.count, "concurrency": args.concurrency,
-                    "warmup": args.warmup, "device_witness": args.device_witness, "steps": {}}
+                    "warmup": args.warmup, "device_witness": args.device_witness,
+                    "memory_limit": args.memory_limit, "steps": {}}
     steps = record["steps"]
     record_path = args.out / f"porep-e2e-{tag}-{stamp}.json"
 
@@ -155,9 +167,13 @@ def main() -> int:
     # 4. daemon
     addr = f"unix://{root / 'cuzk.sock'}"
     config = config_from_dict({
-        "daemon": {"listen": [addr], "state_dir": str(root / "state"), "shutdown_grace": "0s"},
+        "daemon": {"listen": [addr], "state_dir": str(root / "state"), "shutdown_grace": "0s",
+                   "status_listen": args.status_listen},
         "srs": {"param_cache": str(params_dir), "preload": [cid]},
-        "gpus": {"backend": args.backend, "gpu_workers_per_device": args.workers_per_device},
+        "gpus": {"backend": args.backend, "gpu_workers_per_device": args.workers_per_device,
+                 **({"memory_limit": args.memory_limit} if capped else {}),
+                 **({"devices": [int(d) for d in args.devices.split(",")]} if args.devices else {})},
+        **({"scheduler": {"device_mode": args.device_mode}} if args.device_mode else {}),
         "synthesis": {"device_witness": args.device_witness},
     })
     (root / "cuzk.toml").write_text(config.to_toml())
@@ -171,6 +187,7 @@ def main() -> int:
                               # Its own session: `timeout` signals our whole process group, and a second
                               # signal would make the daemon abort; this script stops it (finally, below).
                               start_new_session=True)
+    sampler = DriverMemorySampler() if args.backend == "cuda" else None
     try:
         with CuzkClient(addr, timeout=5) as client:
             client.wait_ready(args.ready_timeout, alive=lambda: daemon.poll() is None)
@@ -190,6 +207,7 @@ def main() -> int:
             return 1
         summary = json.loads(Path(f"{batch}.json").read_text())
         record["bench_summary"] = summary.get("summary", {})
+        record["device_memory"] = _device_memory(args.status_listen, sampler)
         save()
 
         # 6. one proof, two verifiers
@@ -203,6 +221,8 @@ def main() -> int:
         record["verification"] = _verify(proof_path.read_bytes(), public, params.with_suffix(".vk"))
         save()
     finally:
+        if sampler is not None:
+            sampler.stop()
         daemon.terminate()
         try:
             daemon.wait(120)
@@ -214,6 +234,51 @@ def main() -> int:
     print(json.dumps({k: record[k] for k in ("steps", "verification") if k in record}, indent=1))
     ok = record.get("verification", {}).get("all_verified", False)
     return 0 if ok else 1
+
+
+class DriverMemorySampler:
+    """The device's used memory as the driver reports it (nvidia-smi every 100 ms, the whole GPU: every
+    process's allocations and contexts), sampled from the daemon's start; `peak_bytes` is the most seen."""
+
+    def __init__(self) -> None:
+        self.peak_mib = 0
+        self.samples = 0
+        self._proc = subprocess.Popen(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits",
+                                       "-lms", "100", "-i", "0"], stdout=subprocess.PIPE, text=True)
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        for line in self._proc.stdout:  # type: ignore[union-attr]
+            if line.strip().isdigit():
+                self.peak_mib = max(self.peak_mib, int(line))
+                self.samples += 1
+
+    @property
+    def peak_bytes(self) -> int:
+        return self.peak_mib << 20
+
+    def stop(self) -> None:
+        self._proc.terminate()
+        self._proc.wait(10)
+
+
+def _device_memory(status_listen: str, sampler: DriverMemorySampler | None) -> dict:
+    """Each device's memory plan from the daemon's /status (resident and streamed vectors per key, the
+    pool's peak, OOM retries) and the driver's peak used memory over the run."""
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"http://{status_listen}/status", timeout=10) as r:
+            status = json.loads(r.read())
+    except OSError as err:
+        status = {"error": str(err)}
+    plans = [{"device": d.get("label", d.get("ordinal")), "partitions_proven": d.get("partitions_proven"),
+              "busy_secs": d.get("busy_secs"), "memory_plan": d.get("memory_plan")} for d in status.get("devices", [])]
+    out: dict = {"plans": plans}
+    if sampler is not None:
+        out.update(driver_peak_used_bytes=sampler.peak_bytes, driver_samples=sampler.samples)
+    return out
 
 
 def _miner_id(prover_id_hex: str) -> int:

@@ -205,7 +205,7 @@ def snapshot(engine: Engine) -> dict[str, Any]:
         buffers = {"synth_in_flight": pipeline.synthesizing, "waiting_for_device": pipeline.waiting_for_device(),
                    "queued_for_synthesis": pipeline.queued_for_synthesis(),
                    "shared_segments": pipeline.shared_segments, "shared_bytes": pipeline.shared_bytes}
-    devices = [{"ordinal": d.spec.ordinal, "kind": d.spec.kind, "name": d.name, "pid": d.pid,
+    devices = [{"label": d.spec.label, "ordinal": d.spec.ordinal, "kind": d.spec.kind, "name": d.name, "pid": d.pid,
                 "restarts": d.restarts, "failures": d.failures,
                 "partitions_proven": d.partitions_proven, "busy_secs": round(d.busy_s, 3),
                 "busy_fraction": round(min(1.0, d.busy_s / max(1e-9, now - engine.started)), 4),
