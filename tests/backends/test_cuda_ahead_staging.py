@@ -43,3 +43,42 @@ def test_growth_is_credited_within_the_reserve_only() -> None:
     # Growth past the reserve charges nothing more, and never less than nothing.
     assert ahead_fits(need, need, ahead_pending=0, running_reserve=reserve, running_grown=reserve + GB)
     assert not ahead_fits(need, need - 1, ahead_pending=0, running_reserve=reserve, running_grown=reserve + GB)
+
+
+def test_with_no_proof_on_the_device_the_next_ones_reserve_is_kept() -> None:
+    """A 16 GiB cap (PoRep-32GiB streaming, GiB): 15.2 plannable, nothing resident, a proof's reserve
+    14.3, a, b, c 12. With the device idle, a proof that stages ahead would leave the next proof to
+    take the device (which may not have staged) 3.2 of its 14.3: refused."""
+    gib = 1 << 30
+    plannable, reserve, staging = int(15.2 * gib), int(14.3 * gib), 12 * gib
+    assert not ahead_fits(staging, plannable, ahead_pending=0, running_reserve=reserve, running_grown=0)
+    # On the H200's resident plan the same rule leaves one proof staging ahead beside a running one.
+    assert ahead_fits(int(STAGING), int(PLANNABLE - RESIDENT), ahead_pending=0, running_reserve=int(RESERVE),
+                      running_grown=0)
+    assert not ahead_fits(int(STAGING), int(PLANNABLE - RESIDENT - STAGING), ahead_pending=int(STAGING),
+                          running_reserve=int(RESERVE), running_grown=0)
+
+
+def test_the_backend_charges_the_largest_reserve_when_the_device_is_idle() -> None:
+    """`CudaBackend._stage_ahead` with stand-ins: no proof holds the device, and the loaded key's
+    reserve is charged (the staging that made the 16 GiB cap's proofs fail with the device held)."""
+    import threading
+    from types import SimpleNamespace
+
+    from cuzk.backends.cuda.backend import CudaBackend
+
+    gib = 1 << 30
+    staged: list[int] = []
+    key = SimpleNamespace(plan=SimpleNamespace(reserve=int(14.3 * gib)))
+    fake = SimpleNamespace(_lanes_lock=threading.Lock(), _running_reserve=0, _running_base=5 * gib,
+                           _ahead_since_begin=0, _ahead_bytes=0, _keys={"pk": key},
+                           plan=SimpleNamespace(pool_used=lambda: 0, available=lambda: int(15.2 * gib)),
+                           _staging_bytes=lambda pk, asg, witness: 12 * gib,
+                           _stage=lambda asg, m, lane, witness: staged.append(m) or "staged")
+    pk = SimpleNamespace(domain_size=1 << 27)
+    assert CudaBackend._stage_ahead(fake, pk, None, None, False, 0) == (None, 0)  # type: ignore[arg-type]
+    assert not staged and fake._ahead_bytes == 0
+    # A card with room for both: staged, and counted until the proof takes the device.
+    fake.plan.available = lambda: 27 * gib
+    assert CudaBackend._stage_ahead(fake, pk, None, None, False, 0) == ("staged", 12 * gib)  # type: ignore[arg-type]
+    assert fake._ahead_bytes == 12 * gib

@@ -160,6 +160,34 @@ def test_an_out_of_memory_proof_is_retried_once_with_a_smaller_plan() -> None:
     assert key.plan is plans_seen[1]  # later proofs keep the smaller plan
 
 
+def test_the_failed_attempts_arrays_are_released_before_the_retry() -> None:
+    """The first attempt's device arrays, held by its frames in a reference cycle, are gone when the
+    retry starts: its allocations then find the memory they need."""
+    import weakref
+
+    shape = shape_of("porep-32g")
+    key = _DeviceKey(plan_device(shape, budget(24)), shape)
+    fake = _backend_with(key)
+
+    class DeviceArray:
+        pass
+
+    first_attempt: list[weakref.ref] = []
+
+    def prove(pk, asg, r, s, t, job):
+        if not first_attempt:
+            abc = [DeviceArray() for _ in range(3)]
+            cycle = {"abc": abc}
+            cycle["self"] = cycle  # a cycle: only the gc or cleared frames would free it
+            first_attempt.extend(weakref.ref(a) for a in abc)
+            raise _FakeOomError("Out of memory allocating 4,294,967,296 bytes")
+        assert all(ref() is None for ref in first_attempt)
+        return "proof"
+
+    fake._prove = prove
+    assert CudaBackend._guarded(fake, "pk", None, None, None, {}, "job") == "proof"  # type: ignore[arg-type]
+
+
 def test_a_second_out_of_memory_error_fails_the_proof_clearly() -> None:
     shape = shape_of("porep-32g")
     key = _DeviceKey(plan_device(shape, budget(24)), shape)

@@ -109,7 +109,8 @@ def test_an_out_of_memory_error_is_retried_with_a_smaller_plan(capped, bits_para
 
     pk = bits_params.pk
     backend = capped(None)
-    backend.load_key(pk, plan=DevicePlan(budget=1 << 40, mode="streaming", resident=(), reserve=0, batch=1 << 20))
+    first = DevicePlan(budget=1 << 40, mode="streaming", resident=(), reserve=0, batch=1 << 20)
+    backend.load_key(pk, plan=first)
     asg = _assignment(bits_params.circuit_id, 43)
     want = CpuBackend().prove(pk, asg, r=3, s=5)
     real, calls = backend._device_phase_streaming, []
@@ -123,4 +124,5 @@ def test_an_out_of_memory_error_is_retried_with_a_smaller_plan(capped, bits_para
     monkeypatch.setattr(backend, "_device_phase_streaming", first_call_out_of_memory)
     assert backend.prove(pk, asg, r=3, s=5) == want
     assert len(calls) == 2 and backend.oom_retries == 1
-    assert backend.key_plan(pk).batch == 1 << 19
+    retried = backend.key_plan(pk)  # the plan's next smaller one, kept for later proofs
+    assert (retried.batch, retried.tree_bytes) == (first.batch, first.tree_bytes // 2)

@@ -7,9 +7,10 @@ the CPU backend's. Per proof:
 1. all device inputs are allocated at once (a, b, c padded to the domain, the inputs, the aux
    witness and the A/B density masks), then copied on a copy stream of the proof's own (a "lane")
    through a pinned double buffer whose staging copies run on several host threads. This happens
-   before the proof takes the device (`_lock`) when the memory plan leaves room for it next to the
-   proof holding the device, so that two prover workers sharing a GPU stage one proof while the
-   other's kernels run; otherwise (or when the memory went meanwhile) it happens with the device held;
+   before the proof takes the device (`_lock`) when the memory plan leaves room for it next to a
+   whole reserve for the proof holding the device (or, when none does, the next one to take it), so
+   that two prover workers sharing a GPU stage one proof while the other's kernels run; otherwise
+   (or when the memory went meanwhile) it happens with the device held;
 2. the compute stream waits only for a, b, c, computes H (7 NTTs) and the H MSM while another
    thread stages the witness upload;
 3. the A and B scalars are selected from the witness on the device (the host only checks sizes);
@@ -39,10 +40,12 @@ proofs when the memory plan allows (`load_compiled`), otherwise each proof uploa
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import threading
 import time
+import traceback
 import weakref
 from collections.abc import Mapping, MutableMapping
 from concurrent.futures import ThreadPoolExecutor
@@ -581,6 +584,10 @@ class CudaBackend(ProverBackend):
                 try:
                     return self._prove(pk, asg, r, s, t, job)
                 except self._cp.cuda.memory.OutOfMemoryError as exc:
+                    # The failed attempt's frames hold its device arrays, possibly in reference
+                    # cycles: cleared and collected, they go back to the pool before the retry allocates.
+                    traceback.clear_frames(exc.__traceback__)
+                    gc.collect()
                     if attempt or not self._retry_smaller(pk, exc):
                         raise CudaDeviceError(f"CUDA error on device {self.device_id}: {exc}") from exc
                 except (self._cp.cuda.runtime.CUDARuntimeError, self._cp.cuda.driver.CUDADriverError) as exc:
@@ -691,17 +698,21 @@ class CudaBackend(ProverBackend):
             abc_done = lane.copy.record()
         return _Staged(abc, wit, host_wit, copy_begin, abc_done, clock() - start)
 
-    def _stage_ahead(self, pk: ProvingKey, asg: Assignment | _CompiledWitness,
-                     lane: _Lane, witness: bool = True) -> tuple[_Staged | None, int]:
-        """Stage before taking the device when the memory plan leaves room for it beside the proof
-        holding the device (what its reserve still lets it take: `ahead_fits`) and the proofs already
-        staged ahead; returns what was staged (None: stage with the device held) and the bytes counted
-        for it until then."""
+    def _stage_ahead(self, pk: ProvingKey, asg: Assignment | _CompiledWitness, lane: _Lane,
+                     witness: bool = True, own_reserve: int = 0) -> tuple[_Staged | None, int]:
+        """Stage before taking the device when the memory plan leaves room for it beside the proofs
+        already staged ahead and a whole reserve for whichever proof holds the device: the one
+        holding it now (what its reserve still lets it take), or, when none does, the next to take it,
+        which may not have staged ahead and then allocates its reserve with the device held
+        (`ahead_fits`); returns what was staged (None: stage with the device held) and the bytes
+        counted for it until then. `own_reserve` is this proof's reserve."""
         need = self._staging_bytes(pk, asg, witness)
         with self._lanes_lock:
-            grown = self.plan.pool_used() - self._running_base - self._ahead_since_begin
+            running = self._running_reserve > 0
+            grown = self.plan.pool_used() - self._running_base - self._ahead_since_begin if running else 0
+            reserve = max(self._running_reserve, own_reserve, *(k.plan.reserve for k in self._keys.values()))
             if not ahead_fits(need, self.plan.available(), ahead_pending=self._ahead_bytes,
-                              running_reserve=self._running_reserve, running_grown=grown):
+                              running_reserve=reserve, running_grown=grown):
                 return None, 0
             self._ahead_bytes += need
         try:
@@ -742,11 +753,14 @@ class CudaBackend(ProverBackend):
 
         streaming = dk.plan.mode == "streaming"
         witness = self._witness_at_staging(dk, asg)
+        # A compiled circuit's matrices that are not resident are uploaded by the proof.
+        streamed = matrix_bytes(prepared.compiled) if prepared is not None and not all(prepared.resident) else 0
+        reserve = dk.plan.reserve + streamed
         lane = self._take_lane()
         ahead = 0
         try:
             start = clock()
-            staged, ahead = self._stage_ahead(pk, asg, lane, witness)
+            staged, ahead = self._stage_ahead(pk, asg, lane, witness, reserve)
             t["stage_ahead"] = clock() - start if staged is not None else 0.0
             start = clock()
             with self._lock.hold(current_priority()):  # served by priority (cuzk.backends.device_lock)
@@ -754,10 +768,7 @@ class CudaBackend(ProverBackend):
                 t["device_begin"] = time.monotonic()
                 with self._lanes_lock:
                     self._ahead_bytes -= ahead
-                    # A compiled circuit's matrices that are not resident are uploaded by the proof.
-                    streamed = (matrix_bytes(prepared.compiled) if prepared is not None and not all(prepared.resident)
-                                else 0)
-                    self._running_reserve = dk.plan.reserve + streamed
+                    self._running_reserve = reserve
                     # Inputs this proof staged ahead are in use already: held out of its reserve.
                     self._running_base = self.plan.pool_used() - ahead
                     self._ahead_since_begin = 0

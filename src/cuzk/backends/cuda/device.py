@@ -137,14 +137,18 @@ class MemoryPlan:
 
 
 def ahead_fits(need: int, available: int, *, ahead_pending: int, running_reserve: int, running_grown: int) -> bool:
-    """Whether a proof waiting for the device may stage `need` bytes now, beside the proof holding it.
+    """Whether a proof waiting for the device may stage `need` bytes now.
 
-    `available` (free memory) already lacks what the running proof holds, so that proof is charged
-    only what its reserve (`proof_working_bytes`, an upper bound of its peak) still allows it to take:
-    the reserve less its growth since it took the device (`running_grown`: the pool's bytes in use now,
-    less at that moment, less what proofs staged ahead since). Charging its whole reserve again would
-    count its held memory twice and refuse most stagings mid-proof. Negative growth (it freed staged
-    inputs) charges the whole reserve: the safe side. `ahead_pending` is what other waiting proofs
-    have staged or are staging."""
+    The rule keeps one whole reserve (`proof_working_bytes`, an upper bound of a proof's peak) free
+    for the proof holding the device at every moment, beside what waiting proofs have staged or are
+    staging (`ahead_pending`). `running_reserve` is the largest reserve of a proof that may hold the
+    device while this staging lives: the one holding it now, and any that may take it next without
+    having staged (it allocates its inputs with the device held), so the caller passes the largest
+    reserve of its loaded keys even when no proof runs. `available` (free memory) already lacks what
+    the running proof holds, so that proof is charged only what the reserve still allows it to take:
+    the reserve less its growth since it took the device (`running_grown`: the pool's bytes in use
+    now, less at that moment, less what proofs staged ahead since; 0 when none holds the device).
+    Charging the whole reserve again would count its held memory twice and refuse most stagings
+    mid-proof. Negative growth (it freed staged inputs) charges the whole reserve: the safe side."""
     remaining = running_reserve - min(running_reserve, max(0, running_grown))
     return need + ahead_pending + remaining <= available
