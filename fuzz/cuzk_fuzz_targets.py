@@ -141,7 +141,7 @@ def zkey_wtns(data: bytes) -> None:
 
 
 def config_toml(data: bytes) -> None:
-    from cuzk.engine.config import load_config
+    from cuzk.config import load_config
 
     load_config(scratch_file("fuzz.toml", data))
 

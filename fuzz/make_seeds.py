@@ -35,7 +35,7 @@ def put(out: Path, target: str, data: bytes) -> None:
 
 
 def config_seeds() -> list[bytes]:
-    from cuzk.engine.config import Config
+    from cuzk.config import Config
 
     secure = """[daemon]
 listen = ["127.0.0.1:9820", "unix:///run/cuzk/cuzk.sock"]

@@ -27,7 +27,7 @@ SRC = Path(__file__).resolve().parent.parent / "src"
 TARGET_ENV = "CUZK_FUZZ_TARGET"
 #: The parser modules whose branches guide the fuzzer (atheris instruments cuzk modules imported below).
 PARSERS = (
-    "cuzk.cli.groth16_cmd", "cuzk.engine.config", "cuzk.engine.engine", "cuzk.engine.providers",
+    "cuzk.cli.groth16_cmd", "cuzk.config", "cuzk.engine.engine", "cuzk.engine.providers",
     "cuzk.providers.debug", "cuzk.providers.filecoin.payload", "cuzk.filecoin.c1", "cuzk.filecoin.codec",
     "cuzk.filecoin.merkle", "cuzk.filecoin.post", "cuzk.filecoin.snap", "cuzk.groth16.formats.binfile",
     "cuzk.groth16.formats.params_file", "cuzk.groth16.proof", "cuzk.groth16.formats.snarkjs_json",

@@ -17,9 +17,9 @@ from functools import cache
 from pathlib import Path
 
 #: The floors, lowest first. A module may import modules of its own floor and of the floors below.
-#: `cuzk` itself (its `__init__`), `cuzk.errors` and `cuzk.kinds` are the ground floor.
+#: `cuzk` itself (its `__init__`), `cuzk.errors`, `cuzk.kinds` and `cuzk.config` are the ground floor.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("", "errors", "kinds"),
+    ("", "errors", "kinds", "config"),
     ("field",),
     ("curve", "r1cs", "hashes"),
     ("gadgets", "filecoin"),

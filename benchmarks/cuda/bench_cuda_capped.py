@@ -72,7 +72,7 @@ class DriverPeak:
 
 
 def parse_cap(text: str) -> int | None:
-    from cuzk.engine.config import parse_size
+    from cuzk.config import parse_size
 
     return None if text in ("none", "auto") else parse_size(text, what="--caps")
 

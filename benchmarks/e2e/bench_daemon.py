@@ -43,7 +43,7 @@ def main() -> int:
     p.add_argument("--out", type=Path, default=RESULTS)
     args = p.parse_args()
 
-    from cuzk.engine.config import config_from_dict
+    from cuzk.config import config_from_dict
     from cuzk.server.client import CuzkClient
 
     args.out.mkdir(parents=True, exist_ok=True)

@@ -95,8 +95,8 @@ def main() -> int:
     # is stopped and the record saved.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
+    from cuzk.config import config_from_dict
     from cuzk.engine.compiled_store import SUFFIX as COMPILED_SUFFIX
-    from cuzk.engine.config import config_from_dict
     from cuzk.filecoin.sizes import CircuitKind, circuit_id, parameter_file_name, sector_params
     from cuzk.server.client import CuzkClient
 

@@ -37,7 +37,7 @@ def _engine(root: Path, executor: dict[str, Any], name: str) -> tuple[Any, list[
     """An engine with test circuits, one lane per device, whose executor's prove calls are timed."""
     import json
 
-    from cuzk.engine.config import config_from_dict
+    from cuzk.config import config_from_dict
     from cuzk.engine.engine import Engine
     from cuzk.engine.executors import make_executor
 

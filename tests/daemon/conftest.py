@@ -23,10 +23,10 @@ from typing import Any
 
 import pytest
 
+from cuzk.config import config_from_dict
 from cuzk.daemon.identity import Identity
 from cuzk.daemon.pidfile import ProcessRef, process_start_ticks
 from cuzk.daemon.state import StateDir
-from cuzk.engine.config import config_from_dict
 from cuzk.providers.debug import debug_params_path, generate_debug_params
 from cuzk.server.client import CuzkClient
 

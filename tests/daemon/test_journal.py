@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from cuzk.engine.config import config_from_dict
+from cuzk.config import config_from_dict
 from cuzk.engine.engine import Engine, FinishedJob, JobInfo, RequestConflictError
 from cuzk.engine.jobs import JobResult, PartitionTiming, Priority, ProofKind, ProofRequest, ProofTimings, ResultStatus
 from cuzk.engine.journal import MAX_ATTEMPTS, Journal, decode_request, encode_request

@@ -31,9 +31,9 @@ from daemon.conftest import (
 )
 
 from cuzk import __version__
+from cuzk.config import config_from_dict, load_config
 from cuzk.daemon.identity import Identity
 from cuzk.daemon.pidfile import ProcessRef, process_start_ticks
-from cuzk.engine.config import config_from_dict, load_config
 from cuzk.groth16.formats.params_file import read_vk
 from cuzk.groth16.proof import proofs_from_bytes
 from cuzk.groth16.verifier import verify_proof

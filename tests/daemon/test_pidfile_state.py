@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from daemon.conftest import wait_for
 
+from cuzk.config import Config, ConfigError, config_from_dict
 from cuzk.daemon.identity import Identity, check_instance_id, new_instance_id
 from cuzk.daemon.pidfile import PidLock, ProcessRef, lock_holders, proc_stat, process_start_ticks
 from cuzk.daemon.state import StateDir, default_state_dir, resolve_state_dir
-from cuzk.engine.config import Config, ConfigError, config_from_dict
 from cuzk.errors import CuzkError
 
 

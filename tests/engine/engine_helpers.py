@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from cuzk.engine.config import config_from_dict
+from cuzk.config import config_from_dict
 from cuzk.engine.engine import Engine
 from cuzk.engine.jobs import JobResult, Priority, ProofKind, ProofRequest, ResultStatus
 from cuzk.groth16.formats.params_file import read_vk

@@ -259,7 +259,7 @@ def test_prover_products_hand_over_the_witness_alone(param_cache: Path, monkeypa
 
 
 def test_sparse_products_setting() -> None:
-    from cuzk.engine.config import ConfigError, config_from_dict
+    from cuzk.config import ConfigError, config_from_dict
     from cuzk.engine.devices import DeviceSpec, sparse_products_where
 
     cuda, cpu = DeviceSpec(0, "cuda"), DeviceSpec(0, "cpu")

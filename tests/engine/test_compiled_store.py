@@ -202,7 +202,7 @@ def test_command_line_builds_and_reports(tmp_path: Path) -> None:
                                                              ("build", True, True)])
 def test_synthesis_compiled_setting(tmp_path: Path, mode: str, enabled: bool, auto_build: bool) -> None:
     """[synthesis] compiled picks the engine's store mode; "off" also hides ready files from planning."""
-    from cuzk.engine.config import config_from_dict
+    from cuzk.config import config_from_dict
     from cuzk.providers.filecoin.provider import filecoin_providers
 
     config = config_from_dict({"synthesis": {"compiled": mode}})
@@ -216,7 +216,7 @@ def test_synthesis_compiled_setting(tmp_path: Path, mode: str, enabled: bool, au
 
 
 def test_synthesis_compiled_setting_refuses_other_values() -> None:
-    from cuzk.engine.config import ConfigError, config_from_dict
+    from cuzk.config import ConfigError, config_from_dict
 
     with pytest.raises(ConfigError, match=r"synthesis.compiled: 'always' is not one of off, use, build"):
         config_from_dict({"synthesis": {"compiled": "always"}})

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from cuzk.cli.main import main
-from cuzk.engine import config as cfg
-from cuzk.engine.config import Config, ConfigError, config_from_dict, load_config, parse_duration, parse_size
+from cuzk.config import Config, ConfigError, config_from_dict, load_config, parse_duration, parse_size
+from cuzk.config import engine as cfg
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:

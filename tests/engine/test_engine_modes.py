@@ -72,7 +72,7 @@ def test_a_budget_below_the_processes_own_memory_is_refused(tmp_path: Path, debu
 
 
 def test_preload_ids_are_checked_before_anything_starts(tmp_path: Path) -> None:
-    from cuzk.engine.config import ConfigError, config_from_dict
+    from cuzk.config import ConfigError, config_from_dict
     from cuzk.engine.engine import Engine
     from cuzk.providers import default_providers
 

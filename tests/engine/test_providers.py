@@ -149,8 +149,8 @@ def test_test_circuits_are_refused_unless_enabled() -> None:
 def test_the_default_providers_are_made_with_what_the_engine_settles(tmp_path: Path) -> None:
     """`default_providers(config)`: a factory the engine calls with its compiled store and where
     compiled products are computed; every Filecoin provider shares them."""
+    from cuzk.config import config_from_dict
     from cuzk.engine.compiled_store import CompiledStore
-    from cuzk.engine.config import config_from_dict
     from cuzk.engine.providers import ProviderContext
     from cuzk.providers import default_providers
 

@@ -151,7 +151,7 @@ def test_deferred_gadgets_travel_with_the_segment(which: str, request: pytest.Fi
 
 
 def test_device_witness_setting(caplog: pytest.LogCaptureFixture) -> None:
-    from cuzk.engine.config import ConfigError, config_from_dict
+    from cuzk.config import ConfigError, config_from_dict
     from cuzk.engine.devices import DeviceSpec, device_witness_enabled
 
     cuda, cpu = DeviceSpec(0, "cuda"), DeviceSpec(0, "cpu")

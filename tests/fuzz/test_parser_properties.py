@@ -17,7 +17,7 @@ from fuzz.targets import fuzz_targets, seeds
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cuzk.engine.config import Config
+from cuzk.config import Config
 from cuzk.errors import CuzkError
 from cuzk.server._gen import proving_pb2 as pb
 

@@ -25,7 +25,7 @@ from typing import Any
 import psutil
 import pytest
 
-from cuzk.engine.config import config_from_dict
+from cuzk.config import config_from_dict
 from cuzk.providers.debug import debug_params_path, generate_debug_params
 from cuzk.server.client import CuzkClient
 

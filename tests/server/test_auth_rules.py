@@ -11,7 +11,7 @@ from typing import Any
 import grpc
 import pytest
 
-from cuzk.engine.config import ConfigError, config_from_dict, loopback_if_no_host
+from cuzk.config import ConfigError, config_from_dict, loopback_if_no_host
 from cuzk.errors import CuzkError
 from cuzk.server.auth import AuthInterceptor, RefusedError, ServerSecurity, is_loopback_host, read_token_file
 

@@ -10,7 +10,7 @@ import argparse
 import json
 from pathlib import Path
 
-from cuzk.engine.config import DEFAULT_CONFIG_PATH, Config, load_config
+from cuzk.config import DEFAULT_CONFIG_PATH, Config, load_config
 
 
 def add_config_argument(parser: argparse.ArgumentParser) -> None:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from cuzk.cli.config_cmd import add_config_argument, resolve_config
-from cuzk.engine.config import LOG_FORMATS, LOG_LEVELS, Config, ConfigError
+from cuzk.config import LOG_FORMATS, LOG_LEVELS, Config, ConfigError
 
 #: `cuzk daemon start` waits this long for readiness by default (a first start compiles kernels).
 DEFAULT_WAIT_READY_S = 600.0

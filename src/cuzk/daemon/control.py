@@ -28,11 +28,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from cuzk.config import Config, ConfigError
 from cuzk.daemon.identity import Identity, iso_time, new_instance_id
 from cuzk.daemon.pidfile import PidLock, ProcessRef, lock_holders, read_pid
 from cuzk.daemon.runner import DaemonRunningError
 from cuzk.daemon.state import StateDir, resolve_state_dir
-from cuzk.engine.config import Config, ConfigError
 from cuzk.errors import CuzkError
 from cuzk.server.address import (
     AddressInUseError,

@@ -22,11 +22,11 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from cuzk.config import Config
 from cuzk.daemon.identity import Identity
 from cuzk.daemon.notify import Notifier
 from cuzk.daemon.pidfile import PidLock, ProcessRef, lock_holders, read_pid
 from cuzk.daemon.state import StateDir, resolve_state_dir
-from cuzk.engine.config import Config
 from cuzk.errors import CuzkError
 from cuzk.server.address import check_listen_address, process_summary, unix_path
 

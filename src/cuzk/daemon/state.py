@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from cuzk.errors import CuzkError
 
 if TYPE_CHECKING:
-    from cuzk.engine.config import Config
+    from cuzk.config import Config
 
 PID_FILE = "daemon.pid"
 RECORD_FILE = "daemon.json"

@@ -12,7 +12,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 
-from cuzk.engine.config import Config, ConfigError
+from cuzk.config import Config, ConfigError
 
 log = logging.getLogger("cuzk.engine.devices")
 CUDA_BACKEND_MODULE = "cuzk.backends.cuda"

@@ -39,10 +39,10 @@ from typing import Any, Protocol
 
 import psutil
 
+from cuzk.config import Config, ConfigError
 from cuzk.engine import status as status_views
 from cuzk.engine import timeline
 from cuzk.engine.compiled_store import CompiledStore
-from cuzk.engine.config import Config, ConfigError
 from cuzk.engine.devices import device_witness_enabled, sparse_products_where
 from cuzk.engine.executor import Device, Executor
 from cuzk.engine.executors import make_executor

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from cuzk.engine.config import Config
+from cuzk.config import Config
 from cuzk.engine.device_worker import device_worker_main
 from cuzk.engine.devices import DeviceSpec, detect_devices
 from cuzk.engine.messages import ItemResult, ProveItem

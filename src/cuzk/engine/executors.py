@@ -9,7 +9,7 @@ this module on them, never the other way.
 
 from __future__ import annotations
 
-from cuzk.engine.config import Config, ConfigError
+from cuzk.config import Config, ConfigError
 from cuzk.engine.executor import Executor, LocalExecutor
 
 

@@ -45,7 +45,7 @@ import ray
 import ray.exceptions
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from cuzk.engine.config import Config
+from cuzk.config import Config
 from cuzk.engine.devices import DeviceSpec
 from cuzk.engine.executor import Device, DeviceError, Executor
 from cuzk.engine.messages import ItemResult, ProveItem

@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from cuzk.engine.config import Config
+    from cuzk.config import Config
     from cuzk.engine.providers import ProviderContext, ProviderFactory, ProviderRegistry
 
 __all__ = ["build_providers", "default_providers"]

@@ -38,7 +38,7 @@ from typing import Any
 
 import grpc
 
-from cuzk.engine.config import Config, ConfigError, resolve_config_path
+from cuzk.config import Config, ConfigError, resolve_config_path
 from cuzk.errors import CuzkError
 
 log = logging.getLogger("cuzk.server.auth")

@@ -25,7 +25,7 @@ import grpc
 from google.protobuf.json_format import MessageToDict
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from cuzk.engine.config import DEFAULT_LISTEN
+from cuzk.config import DEFAULT_LISTEN
 from cuzk.errors import CuzkError
 from cuzk.server._gen import proving_pb2 as pb
 from cuzk.server._gen import proving_pb2_grpc as pb_grpc

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 import grpc
 
-from cuzk.engine.config import Config, loopback_if_no_host
+from cuzk.config import Config, loopback_if_no_host
 from cuzk.engine.engine import Engine
 from cuzk.engine.jobs import JobState, ProofRequest
 from cuzk.engine.memory import BudgetError
