@@ -186,7 +186,8 @@ def snapshot(engine: Engine) -> dict[str, Any]:
                                 "gpu_ms": round(p.device_s * 1000), "synth_worker": p.synth_worker,
                                 "device_worker": p.device_worker} for p in job.partitions],
             })
-        workers = [{"worker_id": s.name, "gpu_ordinal": d.spec.ordinal, "device_kind": d.spec.kind,
+        workers = [{"worker_id": s.name, "device": d.spec.label, "gpu_ordinal": d.spec.ordinal,
+                    "device_kind": d.spec.kind,
                     "state": "proving" if s.busy else "idle", "current_job": s.job_id,
                     "current_partition": s.partition if s.busy else None, "current_proof_kind": s.proof_kind,
                     "busy_secs": round(s.busy_s + ((now - s.since) if s.busy else 0.0), 3),

@@ -121,8 +121,14 @@ def result_to_proto(result: JobResult) -> pb.AwaitProofResponse:
 
 def status_to_proto(status: dict[str, Any]) -> pb.GetStatusResponse:
     gpus = []
+    # One GPUStatus per physical device: logical devices sharing a GPU (`gpus.devices = [0, 0]`)
+    # report as that GPU once, with the workers of all of them.
+    physical: dict[tuple[str, int], dict[str, Any]] = {}
     for d in status["devices"]:
-        lanes = [w for w in status["gpu_workers"] if w["gpu_ordinal"] == d["ordinal"]]
+        physical.setdefault((d["kind"], d["ordinal"]), d)
+    for d in physical.values():
+        lanes = [w for w in status["gpu_workers"]
+                 if w["gpu_ordinal"] == d["ordinal"] and w.get("device_kind", d["kind"]) == d["kind"]]
         busy = [w for w in lanes if w["state"] != "idle"]
         # `workers` keeps the Rust daemon's meaning (gpus.gpu_workers_per_device): the lane reserved
         # for CRITICAL work is left out of both counts, though its job may be the current one.

@@ -115,7 +115,7 @@ function table(headers, rows, empty) {
   return h("table", {}, h("thead", {}, head), h("tbody", {}, body));
 }
 function fill(id, ...kids) { document.getElementById(id).replaceChildren(...kids.flat(Infinity)); }
-const devLabel = d => `${d.kind}${d.ordinal}`;
+const devLabel = d => d.label || `${d.kind}${d.ordinal}`;  // logical devices on one GPU differ by label
 
 function renderHeader(s) {
   document.getElementById("title").textContent = `cuzk daemon ${s.instance_id}`;
@@ -145,7 +145,8 @@ function failureText(f) {
 function renderDevices(s) {
   const devices = s.devices || [], workers = s.gpu_workers || [];
   const rows = devices.map(d => {
-    const mine = workers.filter(w => w.gpu_ordinal === d.ordinal && w.device_kind === d.kind);
+    const mine = workers.filter(w => w.device ? w.device === d.label
+                                              : w.gpu_ordinal === d.ordinal && w.device_kind === d.kind);
     const busy = mine.filter(w => w.state !== "idle");
     const state = busy.length ? `busy ${busy.length}/${mine.length}`
       : `idle (${mine.length} worker${mine.length === 1 ? "" : "s"})`;
