@@ -215,3 +215,4 @@ def test_the_refusal_names_the_circuit_and_the_limit() -> None:
                                                   r"memory_limit = 8\.0 GiB$"):
         state.load("porep-32g", "/unused", True)
     assert "porep-32g" not in state.hot
+    assert "porep-32g" not in state.keys and "porep-32g" not in state.prepared  # no host copy kept for nothing

@@ -91,6 +91,9 @@ class _DeviceState:
                 self.backend.load_key(pk)
             except Exception as err:
                 if type(err).__name__ == "DeviceTooSmallError":  # the CUDA backend's, named for the operator
+                    with self.keys_lock:  # this device proves none of its partitions: no host copy either
+                        self.keys.pop(circuit_id, None)
+                        self.prepared.pop(circuit_id, None)
                     raise type(err)(f"{circuit_id} {err}") from None
                 raise
             with self.keys_lock:

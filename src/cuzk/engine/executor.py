@@ -41,6 +41,16 @@ class DeviceError(CuzkError):
     too large for its memory plan, names the device and the reason)."""
 
 
+class KeyRefusedError(DeviceError):
+    """No device can hold a circuit's key (each one's memory plan refused it, naming what it needs).
+    A device that refuses a key the others hold is left out of that circuit's partitions instead
+    (`Device.refused`)."""
+
+
+#: The device processes' name for a key their memory plan cannot hold (`cuzk.backends.cuda.plan`).
+TOO_SMALL_ERROR = "DeviceTooSmallError"
+
+
 class Device:
     """One prover device as the engine sees it: what it is, what it last reported (`info`: name,
     memory, memory plan), and the worker that owns it."""
@@ -55,6 +65,10 @@ class Device:
         #: device at a time, so this is the device's busy time).
         self.partitions_proven = 0
         self.busy_s = 0.0
+        #: circuit id -> why this device cannot hold its key (a card too small for it beside larger
+        #: ones): the pipeline hands it none of that circuit's partitions. Cleared when the key goes
+        #: cold, so that a later load asks again.
+        self.refused: dict[str, str] = {}
 
     def proven(self, device_s: float) -> None:
         self.partitions_proven += 1
@@ -142,15 +156,39 @@ class Executor(ABC):
 
     @abstractmethod
     def load(self, device: Device, circuit_id: str, path: str, *, hot: bool) -> float:
-        """Read a key on `device` (and with `hot`, make it resident); returns the seconds it took."""
+        """Read a key on `device` (and with `hot`, make it resident); returns the seconds it took. A
+        device whose memory plan cannot hold the key records why in `device.refused` (`_refused`)
+        and returns 0.0: it proves none of that circuit's partitions."""
 
     def load_all(self, circuit_id: str, path: str, *, hot: bool) -> float:
-        """Load on every device at once; returns the slowest load's seconds."""
+        """Load on every device at once; returns the slowest load's seconds. Raises KeyRefusedError
+        when every device refused the key."""
         devices = self.devices
         if len(devices) == 1:
-            return self.load(devices[0], circuit_id, path, hot=hot)
-        with ThreadPoolExecutor(max_workers=len(devices)) as pool:
-            return max(pool.map(lambda d: self.load(d, circuit_id, path, hot=hot), devices))
+            seconds = [self.load(devices[0], circuit_id, path, hot=hot)]
+        else:
+            with ThreadPoolExecutor(max_workers=len(devices)) as pool:
+                seconds = list(pool.map(lambda d: self.load(d, circuit_id, path, hot=hot), devices))
+        self._check_someone_holds(circuit_id, devices)
+        return max(seconds, default=0.0)
+
+    @staticmethod
+    def _refused(device: Device, circuit_id: str, reason: str) -> float:
+        device.refused[circuit_id] = reason
+        log.warning("%s cannot hold %s's key (%s): the other devices prove its partitions", device.worker_name,
+                    circuit_id, reason)
+        return 0.0
+
+    @staticmethod
+    def _check_someone_holds(circuit_id: str, devices: list[Device]) -> None:
+        refusals = [d.refused[circuit_id] for d in devices if circuit_id in d.refused]
+        if devices and len(refusals) == len(devices):
+            raise KeyRefusedError("; ".join(refusals))
+
+    @staticmethod
+    def _forget_refusals(circuit_id: str, devices: list[Device]) -> None:
+        for d in devices:
+            d.refused.pop(circuit_id, None)
 
     @abstractmethod
     def unload_all(self, circuit_id: str, tier: str) -> None:
@@ -270,7 +308,13 @@ class LocalExecutor(Executor):
 
     def load(self, device: Device, circuit_id: str, path: str, *, hot: bool) -> float:
         compiled = self.compiled_for(circuit_id) if hot and self.compiled_for is not None else None
-        reply = self._control(device, ("load", circuit_id, path, hot, compiled))
+        try:
+            reply = self._control(device, ("load", circuit_id, path, hot, compiled))
+        except DeviceError as err:
+            if f": {TOO_SMALL_ERROR}: " not in str(err):
+                raise
+            return self._refused(device, circuit_id, str(err).replace(f"{TOO_SMALL_ERROR}: ", "", 1))
+        device.refused.pop(circuit_id, None)
         prepared = reply.get("compiled")
         if prepared is not None and prepared["usable"]:
             where = "" if prepared["resident"] is None else \
@@ -283,6 +327,8 @@ class LocalExecutor(Executor):
         return reply["load_s"]
 
     def unload_all(self, circuit_id: str, tier: str) -> None:
+        if tier == "cold":
+            self._forget_refusals(circuit_id, list(self._devices))
         for d in self._devices:
             if d.proc.alive:
                 self._control(d, ("unload", circuit_id, tier))

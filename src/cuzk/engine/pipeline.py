@@ -436,10 +436,13 @@ class Pipeline:
     def _next_for(self, state: WorkerState, device: Device) -> PartitionWork | None:
         """The first queued partition this lane may prove: the queue is in priority order, so a
         CRITICAL lane stops at the first partition below CRITICAL; in throughput mode a NORMAL or LOW
-        job's partitions are left to the device it is bound to while that device is alive."""
+        job's partitions are left to the device it is bound to while that device is alive. A device
+        that cannot hold a circuit's key (`Device.refused`) passes over its partitions."""
         for work in self._device_queue:
             if work.job.priority < state.min_priority:
                 return None
+            if work.job.circuit_id in device.refused:
+                continue
             bound = work.job.device_affinity
             if (self.settings.device_mode != "throughput" or work.job.priority >= Priority.HIGH or not bound
                     or bound == device.worker_name or not self._device_alive(bound)):

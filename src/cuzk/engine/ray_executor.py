@@ -47,7 +47,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from cuzk.config import Config
 from cuzk.engine.devices import DeviceSpec
-from cuzk.engine.executor import Device, DeviceError, Executor
+from cuzk.engine.executor import TOO_SMALL_ERROR, Device, DeviceError, Executor
 from cuzk.engine.messages import ItemResult, ProveItem
 from cuzk.engine.procs import WorkerCrashedError
 from cuzk.errors import CuzkError
@@ -420,8 +420,14 @@ class RayExecutor(Executor):
     def load(self, device: Device, circuit_id: str, path: str, *, hot: bool) -> float:
         assert isinstance(device, RayDevice)
         compiled = self.compiled_for(circuit_id) if hot and self.compiled_for is not None else None
-        reply = self._call(device, "load", circuit_id, path, hot, compiled)
+        try:
+            reply = self._call(device, "load", circuit_id, path, hot, compiled)
+        except DeviceError as err:
+            if f": {TOO_SMALL_ERROR}: " not in str(err):
+                raise
+            return self._refused(device, circuit_id, str(err).replace(f"{TOO_SMALL_ERROR}: ", "", 1))
         device.missing_params.pop(circuit_id, None)
+        device.refused.pop(circuit_id, None)
         return reply["load_s"]
 
     def load_all(self, circuit_id: str, path: str, *, hot: bool) -> float:
@@ -439,8 +445,12 @@ class RayExecutor(Executor):
             try:
                 slowest = max(slowest, ray.get(ref)["load_s"])
                 d.missing_params.pop(circuit_id, None)
+                d.refused.pop(circuit_id, None)
             except ray.exceptions.RayTaskError as err:
                 cause = err.cause if err.cause is not None else err
+                if type(cause).__name__ == TOO_SMALL_ERROR:
+                    self._refused(d, circuit_id, f"{d.worker_name} (node {d.node_address}): {cause}")
+                    continue
                 if isinstance(cause, FileNotFoundError):
                     d.missing_params[circuit_id] = str(cause)
                 errors.append(f"{d.worker_name} (node {d.node_address}): {type(cause).__name__}: {cause}")
@@ -448,9 +458,12 @@ class RayExecutor(Executor):
                 log.warning("loading %s: device %s is gone (%s)", circuit_id, d.worker_name, type(err).__name__)
         if errors:
             raise DeviceError("; ".join(errors))
+        self._check_someone_holds(circuit_id, ready)
         return slowest
 
     def unload_all(self, circuit_id: str, tier: str) -> None:
+        if tier == "cold":
+            self._forget_refusals(circuit_id, list(self.all_devices))
         refs = [(d, d.actor.unload.remote(circuit_id, tier)) for d in self.all_devices
                 if d.state == "ready" and d.actor is not None]
         for d, ref in refs:

@@ -211,6 +211,8 @@ def snapshot(engine: Engine) -> dict[str, Any]:
                 "partitions_proven": d.partitions_proven, "busy_secs": round(d.busy_s, 3),
                 "busy_fraction": round(min(1.0, d.busy_s / max(1e-9, now - engine.started)), 4),
                 "keys": (d.info[0].get("keys", []) if d.info else []),
+                # Keys this device's memory plan cannot hold: the other devices prove those circuits.
+                "refused_keys": dict(d.refused),
                 "last_failure": ({"at_unix_ms": round(d.last_failure[0] * 1000), "reason": d.last_failure[1]}
                                  if d.last_failure else None),
                 "memory_total": (d.info[0]["memory_total"] if d.info else 0),

@@ -1,0 +1,98 @@
+"""Devices of different sizes on one daemon: a device whose memory plan cannot hold a circuit's key
+(a 16 GiB card beside an 80 GiB one) records why and is left out of that circuit's partitions, while
+the devices that hold it prove them; a key no device can hold is refused as before. Stand-ins for
+the device processes: the load replies are the ones the device worker sends."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from cuzk.engine.devices import DeviceSpec
+from cuzk.engine.executor import Device, DeviceError, Executor, KeyRefusedError, LocalExecutor
+from cuzk.engine.jobs import Priority
+from cuzk.engine.pipeline import Pipeline, WorkerState
+
+TOO_SMALL = "porep-32g needs at least 12.9 GiB of device memory with memory_limit = 8.0 GiB"
+
+
+def _device(ordinal: int) -> Device:
+    return Device(DeviceSpec(ordinal, "cuda"))
+
+
+def _local_load(reply_error: str | None, device: Device) -> float:
+    """LocalExecutor.load on `device`, its control request answered with `reply_error` (None: ok)."""
+
+    def control(d: Device, msg: tuple) -> dict:
+        if reply_error is not None:
+            raise DeviceError(f"{d.worker_name}: {reply_error}")
+        return {"load_s": 2.5}
+
+    fake = SimpleNamespace(compiled_for=None, _control=control, _refused=Executor._refused)
+    return LocalExecutor.load(fake, device, "porep-32g", "/params/p.params", hot=True)  # type: ignore[arg-type]
+
+
+def test_a_device_too_small_for_the_key_records_why_and_loads_nothing() -> None:
+    device = _device(1)
+    assert _local_load(f"DeviceTooSmallError: {TOO_SMALL}", device) == 0.0
+    assert device.refused == {"porep-32g": f"cuzk-device-cuda1: {TOO_SMALL}"}
+    assert _local_load(None, device) == 2.5 and device.refused == {}  # a later load that fits clears it
+
+
+def test_other_load_errors_still_fail_the_load() -> None:
+    device = _device(0)
+    with pytest.raises(DeviceError, match="FileNotFoundError"):
+        _local_load("FileNotFoundError: /params/p.params", device)
+    assert device.refused == {}
+
+
+class _Sized(Executor):
+    """Devices that hold a key or refuse it, by ordinal; only what load_all needs."""
+
+    workers_per_device, critical_lane, host_key_copies = 1, 1, 0
+
+    def __init__(self, fits: list[bool]) -> None:
+        self._devices = [_device(k) for k in range(len(fits))]
+        self.fits = fits
+
+    @property
+    def devices(self) -> list[Device]:
+        return self._devices
+
+    def load(self, device: Device, circuit_id: str, path: str, *, hot: bool) -> float:
+        if not self.fits[device.spec.ordinal]:
+            return self._refused(device, circuit_id, f"{device.worker_name}: {TOO_SMALL}")
+        return 1.0 + device.spec.ordinal
+
+    start = wait_ready = refresh_info = lambda self: None
+    shutdown = unload_all = prove = restart = lambda self, *a, **k: None
+
+
+def test_load_all_succeeds_while_one_device_holds_the_key() -> None:
+    executor = _Sized([False, True, False])
+    assert executor.load_all("porep-32g", "/p", hot=True) == 2.0
+    assert [sorted(d.refused) for d in executor.devices] == [["porep-32g"], [], ["porep-32g"]]
+
+
+def test_a_key_no_device_can_hold_is_refused_naming_each_device() -> None:
+    executor = _Sized([False, False])
+    with pytest.raises(KeyRefusedError) as err:
+        executor.load_all("porep-32g", "/p", hot=True)
+    assert str(err.value) == f"cuzk-device-cuda0: {TOO_SMALL}; cuzk-device-cuda1: {TOO_SMALL}"
+
+
+def test_a_device_that_refused_a_circuit_passes_over_its_partitions() -> None:
+    def work(circuit_id: str) -> SimpleNamespace:
+        return SimpleNamespace(job=SimpleNamespace(circuit_id=circuit_id, priority=Priority.NORMAL,
+                                                   device_affinity=""))
+
+    queue = [work("porep-32g"), work("winning-32g"), work("porep-32g")]
+    fake = SimpleNamespace(_device_queue=queue, settings=SimpleNamespace(device_mode="latency"))
+    small, large = _device(0), _device(1)
+    small.refused["porep-32g"] = TOO_SMALL
+    state = WorkerState("w", "prover")
+    assert Pipeline._next_for(fake, state, small) is queue[1]  # type: ignore[arg-type]
+    assert Pipeline._next_for(fake, state, large) is queue[0]  # type: ignore[arg-type]
+    small.refused["winning-32g"] = TOO_SMALL
+    assert Pipeline._next_for(fake, state, small) is None  # type: ignore[arg-type]
