@@ -11,7 +11,14 @@ Every step is a `cuzk` command, run the way a user would run it, and timed:
      independent py_ecc verifier (the first and the last partition)
 A step whose output already exists under --root is not redone (the record says so), so a run that
 stopped part-way (or `--stop-after`) resumes. The record (JSON, hardware and date) goes to --out;
-each run writes its own (a resumed run's record holds the steps it ran).
+each run writes its own (a resumed run's record holds the steps it ran). Steps 4-6 run once per
+`--memory-limit` value (`[gpus] memory_limit`, "none" for none) on the same key and vanilla proofs,
+each under `runs` in the record with its device memory plan, the pool's peak, OOM retries and the
+driver's peak used memory sampled while it ran; a run that fails or times out is recorded and the
+next one still runs.
+
+    python benchmarks/e2e/bench_porep_e2e.py --sector-size 32GiB --backend cuda --root /data/e2e -c 5 -j 2 \
+        --memory-limit none,24GiB,16GiB,32GiB --bench-timeout 300
 
     python benchmarks/e2e/bench_porep_e2e.py --sector-size 32GiB --backend cuda --root /data/e2e -c 5 -j 2
     python benchmarks/e2e/bench_porep_e2e.py --sector-size 2KiB --backend cpu --root /tmp/e2e -c 2 -j 1
@@ -31,6 +38,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _common
 from _common import RESULTS, git_revision, hardware, nvidia_smi
@@ -80,8 +88,10 @@ def main() -> int:
     p.add_argument("--device-witness", default="off", choices=("off", "on"),
                    help="the daemon's [synthesis] device_witness (on: PoRep's SHA-256 aux written on the GPU)")
     p.add_argument("--memory-limit", default="none",
-                   help="the daemon's [gpus] memory_limit ('none', 'auto' or a size such as 16GiB); the record "
-                        "adds the device plan from the daemon's status and the driver's peak used memory")
+                   help="the daemon's [gpus] memory_limit ('none', 'auto' or a size such as 16GiB); a comma-"
+                        "separated list runs steps 4-6 once per value, one after the other on the same key and "
+                        "vanilla proofs. Each run's record adds the device plan from the daemon's status and "
+                        "the driver's peak used memory")
     p.add_argument("--devices", default="", help="the daemon's [gpus] devices, comma-separated ordinals (a repeated "
                    "ordinal is a second logical device on that GPU); default: every GPU")
     p.add_argument("--device-mode", default="", choices=("", "latency", "throughput"),
@@ -97,6 +107,7 @@ def main() -> int:
 
     from cuzk.config import config_from_dict
     from cuzk.engine.compiled_store import SUFFIX as COMPILED_SUFFIX
+    from cuzk.errors import CuzkError
     from cuzk.filecoin.sizes import CircuitKind, circuit_id, parameter_file_name, sector_params
     from cuzk.server.client import CuzkClient
 
@@ -106,16 +117,19 @@ def main() -> int:
     params_dir, vanilla_dir = root / "params", root / "vanilla"
     params_dir.mkdir(parents=True, exist_ok=True)
     args.out.mkdir(parents=True, exist_ok=True)
-    capped = args.memory_limit != "none"
+    caps = [c.strip() for c in args.memory_limit.split(",") if c.strip()]
+    if not caps:
+        p.error("--memory-limit: give at least one value")
     tag = args.tag or (f"{args.backend}-{size.short}{'-dw' if args.device_witness == 'on' else ''}"
-                       f"{f'-cap{args.memory_limit}' if capped else ''}")
+                       f"{f'-cap{caps[0]}' if caps != ['none'] and len(caps) == 1 else ''}"
+                       f"{'-caps' if len(caps) > 1 else ''}")
     stamp = dt.date.today().isoformat()
     log = args.out / f"porep-e2e-{tag}-{stamp}.log"
     record: dict = {"benchmark": "bench_porep_e2e", "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
                     "git": git_revision(), "hardware": hardware(), "gpu": nvidia_smi(), "circuit_id": cid,
                     "backend": args.backend, "count": args.count, "concurrency": args.concurrency,
                     "warmup": args.warmup, "device_witness": args.device_witness,
-                    "memory_limit": args.memory_limit, "steps": {}}
+                    "memory_limits": caps, "steps": {}}
     steps = record["steps"]
     record_path = args.out / f"porep-e2e-{tag}-{stamp}.json"
 
@@ -164,20 +178,41 @@ def main() -> int:
     if args.stop_after == "vanilla":
         return 0
 
-    # 4. daemon
+    # 4-6 per memory_limit: daemon, benchmark, one proof and its verifiers
+    record["runs"] = {}
+    for cap in caps:
+        run: dict = record["runs"].setdefault(cap, {})
+        try:
+            _daemon_run(args, cap, run, cid=cid, root=root, params=params, params_dir=params_dir,
+                        vanilla_dir=vanilla_dir, tag=tag if len(caps) == 1 else f"{tag}-cap{cap}", stamp=stamp,
+                        log=log, save=save, config_from_dict=config_from_dict, client_cls=CuzkClient)
+        except (StepTimeoutError, subprocess.CalledProcessError, CuzkError) as err:
+            run["error"] = f"{type(err).__name__}: {err}"
+            print(f"error: memory_limit {cap}: {err}", file=sys.stderr)
+        save()
+    print(json.dumps({cap: {k: run[k] for k in ("verification", "error") if k in run}
+                      for cap, run in record["runs"].items()}, indent=1))
+    ok = all(run.get("verification", {}).get("all_verified", False) for run in record["runs"].values())
+    return 0 if ok else 1
+
+
+def _daemon_run(args: argparse.Namespace, cap: str, run: dict, *, cid: str, root: Path, params: Path,
+                params_dir: Path, vanilla_dir: Path, tag: str, stamp: str, log: Path, save: Any,
+                config_from_dict: Any, client_cls: Any) -> None:
+    """Steps 4-6 under `[gpus] memory_limit = cap` ("none": unset), each one's figures into `run`."""
     addr = f"unix://{root / 'cuzk.sock'}"
     config = config_from_dict({
         "daemon": {"listen": [addr], "state_dir": str(root / "state"), "shutdown_grace": "0s",
                    "status_listen": args.status_listen},
         "srs": {"param_cache": str(params_dir), "preload": [cid]},
         "gpus": {"backend": args.backend, "gpu_workers_per_device": args.workers_per_device,
-                 **({"memory_limit": args.memory_limit} if capped else {}),
+                 **({"memory_limit": cap} if cap != "none" else {}),
                  **({"devices": [int(d) for d in args.devices.split(",")]} if args.devices else {})},
         **({"scheduler": {"device_mode": args.device_mode}} if args.device_mode else {}),
         "synthesis": {"device_witness": args.device_witness},
     })
     (root / "cuzk.toml").write_text(config.to_toml())
-    record["daemon_config_toml"] = config.to_toml()
+    run["daemon_config_toml"] = config.to_toml()
     # The daemon's log goes straight to --out: a run stopped from outside still leaves its timelines there.
     daemon_log_path = args.out / f"porep-e2e-daemon-{tag}-{stamp}.log"
     daemon_log = open(daemon_log_path, "wb")  # noqa: SIM115 - the daemon writes it until stopped
@@ -189,37 +224,34 @@ def main() -> int:
                               start_new_session=True)
     sampler = DriverMemorySampler() if args.backend == "cuda" else None
     try:
-        with CuzkClient(addr, timeout=5) as client:
+        with client_cls(addr, timeout=5) as client:
             client.wait_ready(args.ready_timeout, alive=lambda: daemon.poll() is None)
-        steps["daemon_ready"] = {"seconds": time.perf_counter() - start}
+        run["daemon_ready"] = {"seconds": time.perf_counter() - start}
         save()
 
         # 5. the benchmark
         batch = args.out / f"porep-e2e-batch-{tag}-{stamp}"
         try:
-            steps["bench_batch"] = {"seconds": _cuzk(
+            run["bench_batch"] = {"seconds": _cuzk(
                 "bench", "batch", "-t", "porep", "--inputs", str(vanilla_dir), "-c", str(args.count), "-j",
                 str(args.concurrency), "--warmup", str(args.warmup), "--json", f"{batch}.json", "--timeline",
                 f"{batch}.png", "--addr", addr, "--no-progress", log=log, timeout=args.bench_timeout)}
-        except StepTimeoutError as err:  # the daemon's log (under --out) still has every finished job's timeline
-            steps["bench_batch"] = {"timed_out": str(err)}
-            print(f"error: {err}", file=sys.stderr)
-            return 1
+        finally:  # also after a timeout: the plan and the memory it reached
+            run["device_memory"] = _device_memory(args.status_listen, sampler)
         summary = json.loads(Path(f"{batch}.json").read_text())
-        record["bench_summary"] = summary.get("summary", {})
-        record["device_memory"] = _device_memory(args.status_listen, sampler)
+        run["bench_summary"] = summary.get("summary", {})
         save()
 
         # 6. one proof, two verifiers
         public = json.loads((vanilla_dir / "public.json").read_text())
         proof_path = root / "proof.bin"
-        steps["prove_one"] = {"seconds": _cuzk(
+        proof_path.unlink(missing_ok=True)
+        run["prove_one"] = {"seconds": _cuzk(
             "prove", "-t", "porep", "--c1", str(vanilla_dir / "c1.json"), "--registered-proof",
             str(public["registered_proof_id"]), "--sector-size", str(public["sector_size"]), "--sector-num",
             str(public["sector_id"]), "--miner-id", str(_miner_id(public["prover_id"])), "--out", str(proof_path),
             "--addr", addr, log=log)}
-        record["verification"] = _verify(proof_path.read_bytes(), public, params.with_suffix(".vk"))
-        save()
+        run["verification"] = _verify(proof_path.read_bytes(), public, params.with_suffix(".vk"))
     finally:
         if sampler is not None:
             sampler.stop()
@@ -230,10 +262,6 @@ def main() -> int:
             daemon.kill()
             daemon.wait(30)
         daemon_log.close()
-        save()
-    print(json.dumps({k: record[k] for k in ("steps", "verification") if k in record}, indent=1))
-    ok = record.get("verification", {}).get("all_verified", False)
-    return 0 if ok else 1
 
 
 class DriverMemorySampler:
