@@ -1,14 +1,16 @@
-"""PoRep C2 end to end through the daemon: compiled circuit, insecure parameters, vanilla proofs, a
-daemon, `cuzk bench batch`, and one proof checked by two verifiers.
+"""A proof kind end to end through the daemon (PoRep C2 by default; `--kind winning|wpost|snap`):
+compiled circuit, insecure parameters, vanilla proofs, a daemon, `cuzk bench batch`, and one proof
+checked by two verifiers.
 
 Every step is a `cuzk` command, run the way a user would run it, and timed:
-  1. `cuzk circuit compile porep-<size>`             the compiled circuit under <root>/params/compiled/
+  1. `cuzk circuit compile <kind>-<size>`            the compiled circuit under <root>/params/compiled/
   2. `cuzk params gen --insecure --compiled ...`     the key under its official name (--backend picks the device)
-  3. `cuzk gen-vanilla porep --sector-size ...`      C1 output of a test sector (sparse from 512MiB)
+  3. `cuzk gen-vanilla <kind> --sector-size ...`     vanilla proofs of a test sector (sparse from 512MiB;
+                                                     WindowPoSt: --sectors of them, default one full partition)
   4. `cuzk daemon run` with the key preloaded        time until it answers ready
-  5. `cuzk bench batch -t porep --inputs ...`        s/proof, latency, phases (JSON + timeline under --out)
-  6. `cuzk prove` once, then the proof's partitions checked by cuzk's verifier (all) and by the
-     independent py_ecc verifier (the first and the last partition)
+  5. `cuzk bench batch -t <kind> --inputs ...`       s/proof, latency, phases (JSON + timeline under --out)
+  6. one proof through the daemon's client, then its partitions checked by cuzk's verifier (all) and
+     by the independent py_ecc verifier (the first and the last partition)
 A step whose output already exists under --root is not redone (the record says so), so a run that
 stopped part-way (or `--stop-after`) resumes. The record (JSON, hardware and date) goes to --out;
 each run writes its own (a resumed run's record holds the steps it ran). Steps 4-6 run once per
@@ -22,6 +24,8 @@ next one still runs.
 
     python benchmarks/e2e/bench_porep_e2e.py --sector-size 32GiB --backend cuda --root /data/e2e -c 5 -j 2
     python benchmarks/e2e/bench_porep_e2e.py --sector-size 2KiB --backend cpu --root /tmp/e2e -c 2 -j 1
+    python benchmarks/e2e/bench_porep_e2e.py --kind winning --sector-size 32GiB --backend cuda --root /data/e2e-win \
+        -c 20 -j 1 --warmup 2
 
 With `--device-witness on` the daemon writes PoRep's SHA-256 aux on the GPU (files tagged "-dw"): run it
 after a run without, on the same --root and machine, for a side-by-side comparison.
@@ -74,7 +78,10 @@ def _cuzk(*args: str, log: Path, timeout: float | None = None) -> float:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--kind", default="porep", choices=("porep", "winning", "wpost", "snap"), help="the proof kind")
     p.add_argument("--sector-size", default="2KiB", help="2KiB, 8MiB, 512MiB, 32GiB, 64GiB")
+    p.add_argument("--sectors", type=int, default=0,
+                   help="wpost: sectors in the vanilla proofs (default: one full partition of the proof type)")
     p.add_argument("--backend", default="cpu", choices=("cpu", "cuda"), help="daemon and key generation device")
     p.add_argument("--root", type=Path, required=True, help="work directory (params, vanilla, daemon state)")
     p.add_argument("-c", "--count", type=int, default=5)
@@ -112,7 +119,8 @@ def main() -> int:
     from cuzk.server.client import CuzkClient
 
     size = sector_params(args.sector_size)
-    cid = circuit_id(CircuitKind.POREP, size)
+    kind = CircuitKind(args.kind)
+    cid = circuit_id(kind, size)
     root = args.root.resolve()
     params_dir, vanilla_dir = root / "params", root / "vanilla"
     params_dir.mkdir(parents=True, exist_ok=True)
@@ -124,14 +132,15 @@ def main() -> int:
                        f"{f'-cap{caps[0]}' if caps != ['none'] and len(caps) == 1 else ''}"
                        f"{'-caps' if len(caps) > 1 else ''}")
     stamp = dt.date.today().isoformat()
-    log = args.out / f"porep-e2e-{tag}-{stamp}.log"
+    log = args.out / f"{args.kind}-e2e-{tag}-{stamp}.log"
     record: dict = {"benchmark": "bench_porep_e2e", "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-                    "git": git_revision(), "hardware": hardware(), "gpu": nvidia_smi(), "circuit_id": cid,
+                    "git": git_revision(), "hardware": hardware(), "gpu": nvidia_smi(), "kind": args.kind,
+                    "circuit_id": cid,
                     "backend": args.backend, "count": args.count, "concurrency": args.concurrency,
                     "warmup": args.warmup, "device_witness": args.device_witness,
                     "memory_limits": caps, "steps": {}}
     steps = record["steps"]
-    record_path = args.out / f"porep-e2e-{tag}-{stamp}.json"
+    record_path = args.out / f"{args.kind}-e2e-{tag}-{stamp}.json"
 
     # Steps an earlier run did (a resumed run's record keeps their figures).
     earlier_path = root / "steps.json"
@@ -156,7 +165,7 @@ def main() -> int:
         return 0
 
     # 2. parameters (official name: the daemon finds them there)
-    params = params_dir / parameter_file_name(CircuitKind.POREP, size)
+    params = params_dir / parameter_file_name(kind, size)
     if params.exists():
         steps["params"] = skipped("params", bytes=params.stat().st_size)
     else:
@@ -172,8 +181,9 @@ def main() -> int:
         steps["vanilla"] = skipped("vanilla")
     else:
         sparse = ["--sparse"] if size.nodes > 1 << 18 else []
-        steps["vanilla"] = {"seconds": _cuzk("gen-vanilla", "porep", "--sector-size", size.name, *sparse, "--out",
-                                             str(vanilla_dir), log=log)}
+        sectors = ["--sectors", str(args.sectors or _partition_sectors(size))] if kind is CircuitKind.WINDOW else []
+        steps["vanilla"] = {"seconds": _cuzk("gen-vanilla", args.kind, "--sector-size", size.name, *sparse, *sectors,
+                                             "--out", str(vanilla_dir), log=log)}
     save()
     if args.stop_after == "vanilla":
         return 0
@@ -214,7 +224,7 @@ def _daemon_run(args: argparse.Namespace, cap: str, run: dict, *, cid: str, root
     (root / "cuzk.toml").write_text(config.to_toml())
     run["daemon_config_toml"] = config.to_toml()
     # The daemon's log goes straight to --out: a run stopped from outside still leaves its timelines there.
-    daemon_log_path = args.out / f"porep-e2e-daemon-{tag}-{stamp}.log"
+    daemon_log_path = args.out / f"{args.kind}-e2e-daemon-{tag}-{stamp}.log"
     daemon_log = open(daemon_log_path, "wb")  # noqa: SIM115 - the daemon writes it until stopped
     start = time.perf_counter()
     daemon = subprocess.Popen([sys.executable, "-m", "cuzk.cli.main", "daemon", "run", "--config",
@@ -230,10 +240,10 @@ def _daemon_run(args: argparse.Namespace, cap: str, run: dict, *, cid: str, root
         save()
 
         # 5. the benchmark
-        batch = args.out / f"porep-e2e-batch-{tag}-{stamp}"
+        batch = args.out / f"{args.kind}-e2e-batch-{tag}-{stamp}"
         try:
             run["bench_batch"] = {"seconds": _cuzk(
-                "bench", "batch", "-t", "porep", "--inputs", str(vanilla_dir), "-c", str(args.count), "-j",
+                "bench", "batch", "-t", args.kind, "--inputs", str(vanilla_dir), "-c", str(args.count), "-j",
                 str(args.concurrency), "--warmup", str(args.warmup), "--json", f"{batch}.json", "--timeline",
                 f"{batch}.png", "--addr", addr, "--no-progress", log=log, timeout=args.bench_timeout)}
         finally:  # also after a timeout: the plan and the memory it reached
@@ -243,15 +253,19 @@ def _daemon_run(args: argparse.Namespace, cap: str, run: dict, *, cid: str, root
         save()
 
         # 6. one proof, two verifiers
+        from cuzk.bench.inputs import ProofInputs, from_gen_vanilla
+        from cuzk.errors import CuzkError
+
         public = json.loads((vanilla_dir / "public.json").read_text())
-        proof_path = root / "proof.bin"
-        proof_path.unlink(missing_ok=True)
-        run["prove_one"] = {"seconds": _cuzk(
-            "prove", "-t", "porep", "--c1", str(vanilla_dir / "c1.json"), "--registered-proof",
-            str(public["registered_proof_id"]), "--sector-size", str(public["sector_size"]), "--sector-num",
-            str(public["sector_id"]), "--miner-id", str(_miner_id(public["prover_id"])), "--out", str(proof_path),
-            "--addr", addr, log=log)}
-        run["verification"] = _verify(proof_path.read_bytes(), public, params.with_suffix(".vk"))
+        request = from_gen_vanilla(vanilla_dir, ProofInputs(args.kind)).submit_request()
+        start = time.perf_counter()
+        with client_cls(addr, timeout=None) as client:
+            result = client.await_proof(client.submit(request).job_id)
+        run["prove_one"] = {"seconds": time.perf_counter() - start, "status": int(result.status),
+                            "error": result.error_message, "total_ms": result.total_ms}
+        if not result.proof:
+            raise CuzkError(f"the proof through the daemon failed: {result.error_message}")
+        run["verification"] = _verify(args.kind, result.proof, public, params.with_suffix(".vk"))
     finally:
         if sampler is not None:
             sampler.stop()
@@ -309,37 +323,68 @@ def _device_memory(status_listen: str, sampler: DriverMemorySampler | None) -> d
     return out
 
 
-def _miner_id(prover_id_hex: str) -> int:
-    from cuzk.bench.inputs import _miner_from_prover_id
-
-    return _miner_from_prover_id(prover_id_hex)
-
-
-def _verify(proof: bytes, public: dict, vk_path: Path) -> dict:
-    """cuzk's verifier on every partition, py_ecc's (independent) on the first and the last."""
+def _verify(kind: str, proof: bytes, public: dict, vk_path: Path) -> dict:
+    """cuzk's verifier of the kind (filecoin-proofs' verify_seal, verify_winning_post, verify_window_post,
+    verify_empty_sector_update_proof) on every partition, py_ecc's (independent) on the first and the last."""
     from cuzk.circuits.filecoin.compound_porep import seal_public_inputs, verify_seal
-    from cuzk.filecoin.sizes import seal_proof
+    from cuzk.circuits.filecoin.compound_post import (
+        fallback_post_public_inputs,
+        verify_window_post,
+        verify_winning_post,
+    )
+    from cuzk.circuits.filecoin.compound_snap import update_public_inputs, verify_update
+    from cuzk.filecoin.sizes import post_proof, seal_proof, update_proof
     from cuzk.groth16 import reference_verifier
     from cuzk.groth16.formats.params_file import read_vk
 
     vk = read_vk(vk_path)
-    registered = seal_proof(int(public["registered_proof_id"]))
-    fields = {"comm_r": bytes.fromhex(public["comm_r"]), "comm_d": bytes.fromhex(public["comm_d"]),
-              "prover_id": bytes.fromhex(public["prover_id"]), "sector_id": int(public["sector_id"]),
-              "ticket": bytes.fromhex(public["ticket"]), "seed": bytes.fromhex(public["seed"])}
     start = time.perf_counter()
-    ours = verify_seal(vk, proof, registered_proof=registered, **fields)
+    if kind == "porep":
+        registered = seal_proof(int(public["registered_proof_id"]))
+        fields = {"comm_r": bytes.fromhex(public["comm_r"]), "comm_d": bytes.fromhex(public["comm_d"]),
+                  "prover_id": bytes.fromhex(public["prover_id"]), "sector_id": int(public["sector_id"]),
+                  "ticket": bytes.fromhex(public["ticket"]), "seed": bytes.fromhex(public["seed"])}
+        ours = verify_seal(vk, proof, registered_proof=registered, **fields)
+
+        def inputs(k: int) -> list[int]:
+            return seal_public_inputs(registered, k=k, **fields)
+    elif kind in ("winning", "wpost"):
+        registered_post = post_proof(int(public["registered_proof_id"]))
+        randomness, prover_id = bytes.fromhex(public["randomness"]), bytes.fromhex(public["prover_id"])
+        replicas = {int(c["sector_id"]): bytes.fromhex(c["comm_r"]) for c in public["challenged_sectors"]}
+        if kind == "winning":
+            ours = verify_winning_post(vk, proof, registered_proof=registered_post, randomness=randomness,
+                                       prover_id=prover_id, replicas=replicas)
+            sectors = list(replicas.items()) * int(public["circuit_sector_count"])
+        else:
+            ours = verify_window_post(vk, proof, registered_proof=registered_post, randomness=randomness,
+                                      prover_id=prover_id, replicas=replicas)
+            sectors = sorted(replicas.items())
+
+        def inputs(k: int) -> list[int]:
+            return fallback_post_public_inputs(registered_post, randomness=randomness, sectors=sectors, k=k)
+    else:
+        registered_update = update_proof(int(public["registered_proof_id"]))
+        comms = {name: bytes.fromhex(public[name]) for name in ("comm_r_old", "comm_r_new", "comm_d_new")}
+        ours = verify_update(vk, proof, registered_proof=registered_update, **comms)
+
+        def inputs(k: int) -> list[int]:
+            return update_public_inputs(registered_update, k=k, **comms)
     ours_s = time.perf_counter() - start
     vk_bytes = vk_path.read_bytes()
+    partitions = len(proof) // 192
     independent = {}
     start = time.perf_counter()
-    for k in sorted({0, registered.partitions - 1}):
-        inputs = seal_public_inputs(registered, k=k, **fields)
-        independent[str(k)] = reference_verifier.verify(vk_bytes, proof[192 * k:192 * (k + 1)], inputs)
-    return {"proof_bytes": len(proof), "partitions": registered.partitions, "cuzk_verify_seal": ours,
-            "cuzk_verify_seconds": ours_s, "py_ecc_partitions": independent,
-            "py_ecc_seconds": time.perf_counter() - start,
+    for k in sorted({0, partitions - 1}):
+        independent[str(k)] = reference_verifier.verify(vk_bytes, proof[192 * k:192 * (k + 1)], inputs(k))
+    return {"proof_bytes": len(proof), "partitions": partitions, "cuzk_verify": ours, "cuzk_verify_seconds": ours_s,
+            "py_ecc_partitions": independent, "py_ecc_seconds": time.perf_counter() - start,
             "all_verified": ours and all(independent.values())}
+
+
+def _partition_sectors(size: object) -> int:
+    """Sectors in one full WindowPoSt partition (`size.window_post_sectors`: 2,349 at 32GiB)."""
+    return int(size.window_post_sectors)  # type: ignore[attr-defined]
 
 
 if __name__ == "__main__":
