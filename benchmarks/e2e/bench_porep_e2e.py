@@ -34,6 +34,7 @@ after a run without, on the same --root and machine, for a side-by-side comparis
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import json
 import signal
@@ -41,6 +42,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -112,17 +114,17 @@ def main() -> int:
     # is stopped and the record saved.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
-    from cuzk.config import config_from_dict
     from cuzk.engine.compiled_store import SUFFIX as COMPILED_SUFFIX
     from cuzk.errors import CuzkError
     from cuzk.filecoin.sizes import CircuitKind, circuit_id, parameter_file_name, sector_params
-    from cuzk.server.client import CuzkClient
 
     size = sector_params(args.sector_size)
     kind = CircuitKind(args.kind)
     cid = circuit_id(kind, size)
     root = args.root.resolve()
-    params_dir, vanilla_dir = root / "params", root / "vanilla"
+    # One root may hold several kinds (a stress run's daemon preloads each): their vanilla proofs and
+    # step records apart, the keys side by side in params/.
+    params_dir, vanilla_dir = root / "params", vanilla_dir_of(root, args.kind)
     params_dir.mkdir(parents=True, exist_ok=True)
     args.out.mkdir(parents=True, exist_ok=True)
     caps = [c.strip() for c in args.memory_limit.split(",") if c.strip()]
@@ -143,7 +145,7 @@ def main() -> int:
     record_path = args.out / f"{args.kind}-e2e-{tag}-{stamp}.json"
 
     # Steps an earlier run did (a resumed run's record keeps their figures).
-    earlier_path = root / "steps.json"
+    earlier_path = root / f"steps-{args.kind}.json"
     earlier = json.loads(earlier_path.read_text()) if earlier_path.exists() else {}
 
     def save() -> None:
@@ -193,9 +195,8 @@ def main() -> int:
     for cap in caps:
         run: dict = record["runs"].setdefault(cap, {})
         try:
-            _daemon_run(args, cap, run, cid=cid, root=root, params=params, params_dir=params_dir,
-                        vanilla_dir=vanilla_dir, tag=tag if len(caps) == 1 else f"{tag}-cap{cap}", stamp=stamp,
-                        log=log, save=save, config_from_dict=config_from_dict, client_cls=CuzkClient)
+            _daemon_run(args, cap, run, cid=cid, root=root, params=params, vanilla_dir=vanilla_dir,
+                        tag=tag if len(caps) == 1 else f"{tag}-cap{cap}", stamp=stamp, log=log, save=save)
         except (StepTimeoutError, subprocess.CalledProcessError, CuzkError) as err:
             run["error"] = f"{type(err).__name__}: {err}"
             print(f"error: memory_limit {cap}: {err}", file=sys.stderr)
@@ -207,38 +208,17 @@ def main() -> int:
 
 
 def _daemon_run(args: argparse.Namespace, cap: str, run: dict, *, cid: str, root: Path, params: Path,
-                params_dir: Path, vanilla_dir: Path, tag: str, stamp: str, log: Path, save: Any,
-                config_from_dict: Any, client_cls: Any) -> None:
+                vanilla_dir: Path, tag: str, stamp: str, log: Path, save: Any) -> None:
     """Steps 4-6 under `[gpus] memory_limit = cap` ("none": unset), each one's figures into `run`."""
-    addr = f"unix://{root / 'cuzk.sock'}"
-    config = config_from_dict({
-        "daemon": {"listen": [addr], "state_dir": str(root / "state"), "shutdown_grace": "0s",
-                   "status_listen": args.status_listen},
-        "srs": {"param_cache": str(params_dir), "preload": [cid]},
-        "gpus": {"backend": args.backend, "gpu_workers_per_device": args.workers_per_device,
-                 **({"memory_limit": cap} if cap != "none" else {}),
-                 **({"devices": [int(d) for d in args.devices.split(",")]} if args.devices else {})},
-        **({"scheduler": {"device_mode": args.device_mode}} if args.device_mode else {}),
-        "synthesis": {"device_witness": args.device_witness},
-    })
-    (root / "cuzk.toml").write_text(config.to_toml())
-    run["daemon_config_toml"] = config.to_toml()
-    # The daemon's log goes straight to --out: a run stopped from outside still leaves its timelines there.
+    gpus = {"backend": args.backend, "gpu_workers_per_device": args.workers_per_device,
+            **({"memory_limit": cap} if cap != "none" else {}),
+            **({"devices": [int(d) for d in args.devices.split(",")]} if args.devices else {})}
+    extra = {**({"scheduler": {"device_mode": args.device_mode}} if args.device_mode else {}),
+             "synthesis": {"device_witness": args.device_witness}}
     daemon_log_path = args.out / f"{args.kind}-e2e-daemon-{tag}-{stamp}.log"
-    daemon_log = open(daemon_log_path, "wb")  # noqa: SIM115 - the daemon writes it until stopped
-    start = time.perf_counter()
-    daemon = subprocess.Popen([sys.executable, "-m", "cuzk.cli.main", "daemon", "run", "--config",
-                               str(root / "cuzk.toml")], stdout=daemon_log, stderr=subprocess.STDOUT,
-                              # Its own session: `timeout` signals our whole process group, and a second
-                              # signal would make the daemon abort; this script stops it (finally, below).
-                              start_new_session=True)
-    sampler = DriverMemorySampler() if args.backend == "cuda" else None
-    try:
-        with client_cls(addr, timeout=5) as client:
-            client.wait_ready(args.ready_timeout, alive=lambda: daemon.poll() is None)
-        run["daemon_ready"] = {"seconds": time.perf_counter() - start}
+    with running_daemon(root, [cid], gpus, extra, log_path=daemon_log_path, status_listen=args.status_listen,
+                        ready_timeout=args.ready_timeout, run=run, cuda=args.backend == "cuda") as (addr, sampler):
         save()
-
         # 5. the benchmark
         batch = args.out / f"{args.kind}-e2e-batch-{tag}-{stamp}"
         try:
@@ -255,17 +235,56 @@ def _daemon_run(args: argparse.Namespace, cap: str, run: dict, *, cid: str, root
         # 6. one proof, two verifiers
         from cuzk.bench.inputs import ProofInputs, from_gen_vanilla
         from cuzk.errors import CuzkError
+        from cuzk.server.client import CuzkClient
 
         public = json.loads((vanilla_dir / "public.json").read_text())
         request = from_gen_vanilla(vanilla_dir, ProofInputs(args.kind)).submit_request()
         start = time.perf_counter()
-        with client_cls(addr, timeout=None) as client:
+        with CuzkClient(addr, timeout=None) as client:
             result = client.await_proof(client.submit(request).job_id)
         run["prove_one"] = {"seconds": time.perf_counter() - start, "status": int(result.status),
                             "error": result.error_message, "total_ms": result.total_ms}
         if not result.proof:
             raise CuzkError(f"the proof through the daemon failed: {result.error_message}")
         run["verification"] = _verify(args.kind, result.proof, public, params.with_suffix(".vk"))
+
+
+def vanilla_dir_of(root: Path, kind: str) -> Path:
+    """Where step 3 writes `kind`'s vanilla proofs under `root`."""
+    return root / f"vanilla-{kind}"
+
+
+@contextlib.contextmanager
+def running_daemon(root: Path, circuits: list[str], gpus: dict, extra: dict, *, log_path: Path, status_listen: str,
+                   ready_timeout: float, run: dict, cuda: bool) -> Iterator[tuple[str, DriverMemorySampler | None]]:
+    """A `cuzk daemon run` on `root` (params/ its param cache) with `circuits` preloaded and `gpus` as
+    its [gpus] section (`extra`: other sections), ready; yields its address and the driver's memory
+    sampler (CUDA), and stops it on leaving. Its config and seconds to ready go into `run`; its log
+    to `log_path`, so that a run stopped from outside still leaves its timelines there."""
+    from cuzk.config import config_from_dict
+    from cuzk.server.client import CuzkClient
+
+    addr = f"unix://{root / 'cuzk.sock'}"
+    config = config_from_dict({
+        "daemon": {"listen": [addr], "state_dir": str(root / "state"), "shutdown_grace": "0s",
+                   "status_listen": status_listen},
+        "srs": {"param_cache": str(root / "params"), "preload": circuits}, "gpus": gpus, **extra,
+    })
+    (root / "cuzk.toml").write_text(config.to_toml())
+    run["daemon_config_toml"] = config.to_toml()
+    daemon_log = open(log_path, "wb")  # noqa: SIM115 - the daemon writes it until stopped
+    start = time.perf_counter()
+    daemon = subprocess.Popen([sys.executable, "-m", "cuzk.cli.main", "daemon", "run", "--config",
+                               str(root / "cuzk.toml")], stdout=daemon_log, stderr=subprocess.STDOUT,
+                              # Its own session: `timeout` signals our whole process group, and a second
+                              # signal would make the daemon abort; this script stops it (finally, below).
+                              start_new_session=True)
+    sampler = DriverMemorySampler() if cuda else None
+    try:
+        with CuzkClient(addr, timeout=5) as client:
+            client.wait_ready(ready_timeout, alive=lambda: daemon.poll() is None)
+        run["daemon_ready"] = {"seconds": time.perf_counter() - start}
+        yield addr, sampler
     finally:
         if sampler is not None:
             sampler.stop()
