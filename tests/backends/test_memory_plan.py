@@ -216,3 +216,19 @@ def test_the_refusal_names_the_circuit_and_the_limit() -> None:
         state.load("porep-32g", "/unused", True)
     assert "porep-32g" not in state.hot
     assert "porep-32g" not in state.keys and "porep-32g" not in state.prepared  # no host copy kept for nothing
+
+
+def test_streamed_bases_are_not_pinned_past_the_hosts_spare_memory(monkeypatch, caplog) -> None:
+    """A streaming plan's pinned copy that would leave the host less than HOST_PIN_SPARE is not made:
+    the vector stays unpinned (each proof converts it from the key's bytes) instead of the host
+    running out of memory that cannot be reclaimed."""
+    import numpy as np
+
+    from cuzk.backends.cuda import backend as cuda_backend
+
+    monkeypatch.setattr(cuda_backend, "_host_available", lambda: 1 << 30)
+    fake = SimpleNamespace(_cp=None, device_id=3)
+    raw = np.zeros((1 << 24, 96), dtype=np.uint8)  # 2^24 G1 bases: 1.5 GiB in device form
+    with caplog.at_level("WARNING", logger="cuzk.backends.cuda"):
+        assert CudaBackend._pinned_bases(fake, "g1", raw) is None  # type: ignore[arg-type]
+    assert "device 3: 1.5 GiB of g1 bases would not leave this host 4.0 GiB" in caplog.text

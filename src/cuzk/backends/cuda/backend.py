@@ -99,6 +99,18 @@ _STAGE_THREADS = 8
 _QUERIES = (("h", "g1"), ("l", "g1"), ("a", "g1"), ("b_g1", "g1"), ("b_g2", "g2"))
 
 
+#: Host memory a streaming plan's pinned copies must leave free (pinned pages cannot be swapped or
+#: reclaimed, so a host that pins its last gigabytes has its processes killed instead).
+HOST_PIN_SPARE = 4 << 30
+
+
+def _host_available() -> int:
+    """Host memory that may still be pinned: MemAvailable less `HOST_PIN_SPARE`."""
+    import psutil
+
+    return max(0, psutil.virtual_memory().available - HOST_PIN_SPARE)
+
+
 class CudaUnavailableError(CuzkError):
     """CUDA cannot be used here (no CuPy, no device, broken driver)."""
 
@@ -395,6 +407,12 @@ class CudaBackend(ProverBackend):
         cp = self._cp
         n = raw.shape[0]
         words = AFFINE_WORDS[group]
+        need, available = 4 * n * words, _host_available()
+        if need > available:
+            log.warning("device %d: %s of %s bases would not leave this host %s of memory to spare (%s available): "
+                        "they stay unpinned, and each proof converts them from the key's bytes", self.device_id,
+                        format_gib(need), group, format_gib(HOST_PIN_SPARE), format_gib(available + HOST_PIN_SPARE))
+            return None
         try:
             import cupyx
 
