@@ -143,6 +143,21 @@ def _toml_value(value: Any) -> str:
 
 # -- reading --------------------------------------------------------------------------------------
 
+#: Settings that take one of a few words, and the words.
+_CHOICES = {
+    "daemon.on_prove_disconnect": DISCONNECT_POLICIES,
+    "daemon.on_restart": RESTART_POLICIES,
+    "gpus.backend": BACKENDS,
+    "scheduler.device_mode": DEVICE_MODES,
+    "synthesis.compiled": COMPILED_MODES,
+    "synthesis.sparse_products": SPARSE_PRODUCTS,
+    "synthesis.device_witness": DEVICE_WITNESS,
+    "executor.kind": EXECUTOR_KINDS,
+    "logging.level": LOG_LEVELS,
+    "logging.format": LOG_FORMATS,
+}
+
+
 def resolve_config_path(config: Config, value: str) -> Path:
     """A path setting: absolute, ~-expanded, or relative to the config file's directory."""
     path = Path(value).expanduser()
@@ -177,33 +192,15 @@ def _apply(config: Config, section: str, key: str, value: Any) -> None:
         value = file_mode(value, what)
     elif what == "srs.preload":
         value = string_list(value, what)
-    elif what == "daemon.on_prove_disconnect":
-        value = choice(value, what, DISCONNECT_POLICIES)
-    elif what == "daemon.on_restart":
-        value = choice(value, what, RESTART_POLICIES)
-    elif what == "gpus.backend":
-        value = choice(value, what, BACKENDS)
-    elif what == "scheduler.device_mode":
-        value = choice(value, what, DEVICE_MODES)
+    elif what in _CHOICES:
+        value = choice(value, what, _CHOICES[what])
     elif what == "gpus.memory_limit":
         value = memory_limit_value(value, what)
-    elif what == "synthesis.compiled":
-        value = choice(value, what, COMPILED_MODES)
-    elif what == "synthesis.sparse_products":
-        value = choice(value, what, SPARSE_PRODUCTS)
-    elif what == "synthesis.device_witness":
-        value = choice(value, what, DEVICE_WITNESS)
     elif what == "gpus.devices":
         expect(list, value, what, "a list of device ordinals")
         value = [non_negative_int(v, what) for v in value]
-    elif what == "executor.kind":
-        value = choice(value, what, EXECUTOR_KINDS)
     elif what == "executor.address":
         value = ray_address(value, what)
-    elif what == "logging.level":
-        value = choice(value, what, LOG_LEVELS)
-    elif what == "logging.format":
-        value = choice(value, what, LOG_FORMATS)
     elif isinstance(getattr(target, key), bool):
         value = expect(bool, value, what, "true or false")
     else:  # integer settings
