@@ -74,6 +74,7 @@ def test_the_backend_charges_the_largest_reserve_when_the_device_is_idle() -> No
                            _ahead_since_begin=0, _ahead_bytes=0, _keys={"pk": key},
                            plan=SimpleNamespace(pool_used=lambda: 0, available=lambda: int(15.2 * gib)),
                            _staging_bytes=lambda pk, asg, witness: 12 * gib,
+                           _largest_reserve=lambda: CudaBackend._largest_reserve(fake),
                            _stage=lambda asg, m, lane, witness: staged.append(m) or "staged")
     pk = SimpleNamespace(domain_size=1 << 27)
     assert CudaBackend._stage_ahead(fake, pk, None, None, False, 0) == (None, 0)  # type: ignore[arg-type]

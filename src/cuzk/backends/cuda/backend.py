@@ -728,7 +728,7 @@ class CudaBackend(ProverBackend):
         with self._lanes_lock:
             running = self._running_reserve > 0
             grown = self.plan.pool_used() - self._running_base - self._ahead_since_begin if running else 0
-            reserve = max(self._running_reserve, own_reserve, *(k.plan.reserve for k in self._keys.values()))
+            reserve = max(self._running_reserve, own_reserve, self._largest_reserve())
             if not ahead_fits(need, self.plan.available(), ahead_pending=self._ahead_bytes,
                               running_reserve=reserve, running_grown=grown):
                 return None, 0
@@ -745,6 +745,14 @@ class CudaBackend(ProverBackend):
             with self._lanes_lock:
                 self._ahead_bytes -= need
             return None, 0
+
+    def _largest_reserve(self) -> int:
+        """The largest working reserve of the loaded keys' plans."""
+        while True:
+            try:
+                return max((dk.plan.reserve for dk in list(self._keys.values())), default=0)
+            except RuntimeError:  # a key was loaded meanwhile (the keys change under `_lock`, not this one)
+                continue
 
     def _prove(self, pk: ProvingKey, asg: Assignment | _CompiledWitness, r: int | None, s: int | None,
                t: MutableMapping[str, float], job: str) -> Proof:
