@@ -253,9 +253,22 @@ def _gpu_timeline(now_ms: int) -> dict[str, Any]:
             "device_workers": ["cuda0/0", "cuda0/1", "cuda1/0"], "spans": spans}
 
 
+def _shared_gpu_status(now_ms: int) -> dict[str, Any]:
+    """`_gpu_status` with its second device a second logical device on GPU 0 (`gpus.devices = [0, 0]`):
+    both report ordinal 0, told apart by their labels, each with its own workers."""
+    status = _gpu_status(now_ms)
+    status["devices"][0]["label"] = "cuda0"
+    status["devices"][1].update(label="cuda0.1", ordinal=0)
+    for w in status["gpu_workers"]:
+        w["device"] = "cuda0.1" if w["worker_id"].startswith("cuda1") else f"cuda{w['gpu_ordinal']}"
+        w["gpu_ordinal"] = 0
+    return status
+
+
 class _Crafted(ThreadingHTTPServer):
     daemon_threads = True
     status_answers = 10**9  #: /status answers this many times, then 503s (the daemon "goes away")
+    status_of: Any = staticmethod(_gpu_status)  #: the status it serves
 
 
 class _CraftedHandler(BaseHTTPRequestHandler):
@@ -271,7 +284,7 @@ class _CraftedHandler(BaseHTTPRequestHandler):
             body, ctype = render_status_page("cuzk daemon gpu-host", refresh_ms=1000).encode(), "text/html"
         elif path == "/status" and self.server.status_answers > 0:
             self.server.status_answers -= 1
-            body, ctype = json.dumps(_gpu_status(now_ms)).encode(), "application/json"
+            body, ctype = json.dumps(self.server.status_of(now_ms)).encode(), "application/json"
         elif path == "/timeline.json":
             body, ctype = json.dumps(_gpu_timeline(now_ms)).encode(), "application/json"
         else:
@@ -296,6 +309,16 @@ def crafted() -> Iterator[_Crafted]:
     yield server
     server.shutdown()
     server.server_close()
+
+
+def test_two_logical_devices_on_one_gpu_each_show_their_own_workers(crafted: _Crafted, tmp_path: Path) -> None:
+    crafted.status_of = _shared_gpu_status
+    url = f"http://127.0.0.1:{crafted.server_address[1]}/status.html"
+    page = PageCells(load_page(url, tmp_path / "status-shared.png"))
+    assert page.prefixed("device:") == ["cuda0", "cuda0.1", "cuda2"]
+    assert page.rows["device:cuda0"]["state"]["text"] == "busy 1/2"  # not counting cuda0.1's worker
+    assert page.rows["device:cuda0.1"]["state"]["text"] == "idle (1 worker)"
+    assert "plan:cuda0" in page.rows and "plan:cuda0.1" not in page.rows
 
 
 def test_operator_page_shows_memory_plans_key_copies_failures_and_waits(crafted: _Crafted, tmp_path: Path) -> None:
