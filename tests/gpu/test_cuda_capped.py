@@ -126,3 +126,21 @@ def test_an_out_of_memory_error_is_retried_with_a_smaller_plan(capped, bits_para
     assert len(calls) == 2 and backend.oom_retries == 1
     retried = backend.key_plan(pk)  # the plan's next smaller one, kept for later proofs
     assert (retried.batch, retried.tree_bytes) == (first.batch, first.tree_bytes // 2)
+
+
+def test_streamed_bases_left_unpinned_give_the_resident_proof(capped, bits_params, monkeypatch) -> None:
+    """A host without memory to spare for the pinned copies: the streamed vectors stay unpinned and
+    each batch is converted from the key's bytes on the device; the proof is the same."""
+    from cuzk.backends.cuda import backend as cuda_backend
+
+    monkeypatch.setattr(cuda_backend, "_host_available", lambda: 0)
+    pk = bits_params.pk
+    backend = capped(None)
+    asg = _assignment(bits_params.circuit_id, 44)
+    want = CpuBackend().prove(pk, asg, r=7, s=9)
+    backend.load_key(pk, plan=DevicePlan(budget=1 << 40, mode="streaming", resident=("b_g1",), reserve=0,
+                                         batch=1 << 9))
+    assert all(name == "b_g1" or backend._keys[pk].host.get(name) is None for name in ("h", "l", "a", "b_g2"))
+    proof = backend.prove(pk, asg, r=7, s=9)
+    assert proof == want and verify_proof(pk.vk, proof, asg.public_inputs())
+    backend.unload_key(pk)
