@@ -27,7 +27,7 @@ def _local_load(reply_error: str | None, device: Device) -> float:
     def control(d: Device, msg: tuple) -> dict:
         if reply_error is not None:
             raise DeviceError(f"{d.worker_name}: {reply_error}")
-        return {"load_s": 2.5}
+        return {"load_s": 2.5, "pinned_bytes": 7 << 30}
 
     fake = SimpleNamespace(compiled_for=None, _control=control, _refused=Executor._refused)
     return LocalExecutor.load(fake, device, "porep-32g", "/params/p.params", hot=True)  # type: ignore[arg-type]
@@ -38,6 +38,7 @@ def test_a_device_too_small_for_the_key_records_why_and_loads_nothing() -> None:
     assert _local_load(f"DeviceTooSmallError: {TOO_SMALL}", device) == 0.0
     assert device.refused == {"porep-32g": f"cuzk-device-cuda1: {TOO_SMALL}"}
     assert _local_load(None, device) == 2.5 and device.refused == {}  # a later load that fits clears it
+    assert device.pinned == {"porep-32g": 7 << 30}  # what the device pinned, for the host budget
 
 
 def test_other_load_errors_still_fail_the_load() -> None:
@@ -96,3 +97,20 @@ def test_a_device_that_refused_a_circuit_passes_over_its_partitions() -> None:
     assert Pipeline._next_for(fake, state, large) is queue[0]  # type: ignore[arg-type]
     small.refused["winning-32g"] = TOO_SMALL
     assert Pipeline._next_for(fake, state, small) is None  # type: ignore[arg-type]
+
+
+def test_the_device_process_reports_what_it_pinned_for_a_hot_key() -> None:
+    from cuzk.engine.device_worker import _DeviceState
+
+    class Streaming:
+        def load_key(self, pk: object) -> None:
+            pass
+
+        def memory_plan(self, names: dict) -> dict:
+            return {"keys": [{"circuit_id": names.get(pk, ""), "host_pinned_bytes": 9 << 30} for pk in names] +
+                            [{"circuit_id": "other", "host_pinned_bytes": 1 << 30}]}
+
+    state = _DeviceState(Streaming())
+    state.keys["porep-32g"], state.prepared["porep-32g"] = object(), object()
+    assert state.load("porep-32g", "/unused", True)["pinned_bytes"] == 9 << 30
+    assert state.load("porep-32g", "/unused", False)["pinned_bytes"] == 0  # warm: nothing made resident

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from cuzk.engine.memory import MemoryBudget
+from cuzk.engine.memory import BudgetError, MemoryBudget
 from cuzk.engine.srs import SrsInUseError, SrsManager, SrsTier, SrsWaitCancelledError, resident_estimate
 from cuzk.providers import build_providers
 
@@ -20,6 +20,7 @@ class RecordingLoader:
         self.host_key_copies = devices if host_copies is None else host_copies
         self.calls: list[tuple] = []
         self.fail = False
+        self.pinned: dict[str, int] = {}  #: host bytes its devices pin for a hot key (streaming plans)
 
     def load_all(self, circuit_id: str, path: str, *, hot: bool) -> float:
         self.calls.append(("load", circuit_id, hot))
@@ -33,6 +34,9 @@ class RecordingLoader:
 
     def unload_all(self, circuit_id: str, tier: str) -> None:
         self.calls.append(("unload", circuit_id, tier))
+
+    def pinned_bytes(self, circuit_id: str) -> int:
+        return self.pinned.get(circuit_id, 0)
 
 
 class Clock:
@@ -83,6 +87,31 @@ def test_gpu_devices_reserve_only_the_mapped_file(debug_params: Path) -> None:
     assert e["tier"] == "HOT" and e["resident_bytes"] == 0
     assert budget.used == path.stat().st_size
     assert m.held_bytes()["HOT"] == path.stat().st_size
+
+
+def test_pinned_copies_of_a_streaming_plan_are_held_until_the_key_is_no_longer_hot(debug_params: Path) -> None:
+    """A small card's streaming plan pins its streamed bases in host memory: the entry holds those
+    bytes against the host budget while hot, and gives them back when the devices drop the key."""
+    budget = MemoryBudget(1 << 30)
+    m, loader, clock, _ = manager(debug_params, budget, devices=2, host_copies=0, min_idle=0)
+    loader.pinned["mimc-3"] = 300 << 20
+    m.release(m.acquire("mimc-3"))
+    file_bytes = (debug_params / "cuzk-test-mimc-3.params").stat().st_size
+    assert entry(m, "mimc-3")["pinned_bytes"] == 300 << 20
+    assert budget.used == file_bytes + (300 << 20) == m.held_bytes()["HOT"]
+    clock.now += 1
+    assert m.evict_idle(1) == 300 << 20 and entry(m, "mimc-3")["tier"] == "WARM"  # hot -> warm frees them
+    assert budget.used == file_bytes and entry(m, "mimc-3")["pinned_bytes"] == 0
+
+
+def test_pinned_copies_the_budget_cannot_hold_fail_the_load(debug_params: Path) -> None:
+    budget = MemoryBudget(64 << 20)
+    m, loader, _, _ = manager(debug_params, budget, host_copies=0)
+    loader.pinned["mimc-3"] = 1 << 30
+    with pytest.raises(BudgetError, match="srs:mimc-3:pinned needs"):
+        m.acquire("mimc-3")
+    assert budget.used == 0 and entry(m, "mimc-3")["tier"] == "COLD"
+    assert loader.calls[-1] == ("unload", "mimc-3", "cold")
 
 
 def test_in_use_entries_are_never_evicted(debug_params: Path) -> None:

@@ -98,11 +98,19 @@ class _DeviceState:
                 raise
             with self.keys_lock:
                 self.hot.add(circuit_id)
-        reply: dict[str, Any] = {}
+        reply: dict[str, Any] = {"pinned_bytes": self._pinned_bytes(circuit_id, pk) if hot else 0}
         if hot and compiled_path is not None:
             reply["compiled"] = self._prepare_compiled(circuit_id, compiled_path, pk)
         reply["load_s"] = time.monotonic() - start
         return reply
+
+    def _pinned_bytes(self, circuit_id: str, pk: Any) -> int:
+        """Host bytes the backend pinned for this key (a streaming plan's copies of its streamed
+        bases), which the daemon's memory budget must hold."""
+        plan = getattr(self.backend, "memory_plan", None)
+        if plan is None:
+            return 0
+        return sum(k["host_pinned_bytes"] for k in plan({pk: circuit_id})["keys"] if k["circuit_id"] == circuit_id)
 
     def _prepare_compiled(self, circuit_id: str, compiled_path: str, pk: Any) -> dict[str, Any]:
         """Map and verify the compiled circuit (a 130M-row circuit: 6.1 GB of digests, ~15 s) and, with a

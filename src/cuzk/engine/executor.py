@@ -69,6 +69,9 @@ class Device:
         #: ones): the pipeline hands it none of that circuit's partitions. Cleared when the key goes
         #: cold, so that a later load asks again.
         self.refused: dict[str, str] = {}
+        #: circuit id -> host bytes the device pinned for its key (streamed bases of a small card's
+        #: plan), held against the daemon's memory budget by the SRS entry.
+        self.pinned: dict[str, int] = {}
 
     def proven(self, device_s: float) -> None:
         self.partitions_proven += 1
@@ -189,6 +192,10 @@ class Executor(ABC):
     def _forget_refusals(circuit_id: str, devices: list[Device]) -> None:
         for d in devices:
             d.refused.pop(circuit_id, None)
+
+    def pinned_bytes(self, circuit_id: str) -> int:
+        """Host bytes the devices pinned for the circuit's key, as their last loads reported."""
+        return sum(d.pinned.get(circuit_id, 0) for d in self.devices)
 
     @abstractmethod
     def unload_all(self, circuit_id: str, tier: str) -> None:
@@ -315,6 +322,7 @@ class LocalExecutor(Executor):
                 raise
             return self._refused(device, circuit_id, str(err).replace(f"{TOO_SMALL_ERROR}: ", "", 1))
         device.refused.pop(circuit_id, None)
+        device.pinned[circuit_id] = reply.get("pinned_bytes", 0)
         prepared = reply.get("compiled")
         if prepared is not None and prepared["usable"]:
             where = "" if prepared["resident"] is None else \
@@ -330,6 +338,7 @@ class LocalExecutor(Executor):
         if tier == "cold":
             self._forget_refusals(circuit_id, list(self._devices))
         for d in self._devices:
+            d.pinned.pop(circuit_id, None)  # a key no longer hot holds no pinned copies
             if d.proc.alive:
                 self._control(d, ("unload", circuit_id, tier))
 

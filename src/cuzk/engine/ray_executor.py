@@ -428,6 +428,7 @@ class RayExecutor(Executor):
             return self._refused(device, circuit_id, str(err).replace(f"{TOO_SMALL_ERROR}: ", "", 1))
         device.missing_params.pop(circuit_id, None)
         device.refused.pop(circuit_id, None)
+        device.pinned[circuit_id] = reply.get("pinned_bytes", 0)
         return reply["load_s"]
 
     def load_all(self, circuit_id: str, path: str, *, hot: bool) -> float:
@@ -443,9 +444,11 @@ class RayExecutor(Executor):
         for d, ref in zip(ready, refs, strict=True):
             assert isinstance(d, RayDevice)
             try:
-                slowest = max(slowest, ray.get(ref)["load_s"])
+                reply = ray.get(ref)
+                slowest = max(slowest, reply["load_s"])
                 d.missing_params.pop(circuit_id, None)
                 d.refused.pop(circuit_id, None)
+                d.pinned[circuit_id] = reply.get("pinned_bytes", 0)
             except ray.exceptions.RayTaskError as err:
                 cause = err.cause if err.cause is not None else err
                 if type(cause).__name__ == TOO_SMALL_ERROR:
@@ -464,6 +467,8 @@ class RayExecutor(Executor):
     def unload_all(self, circuit_id: str, tier: str) -> None:
         if tier == "cold":
             self._forget_refusals(circuit_id, list(self.all_devices))
+        for d in self.all_devices:
+            d.pinned.pop(circuit_id, None)
         refs = [(d, d.actor.unload.remote(circuit_id, tier)) for d in self.all_devices
                 if d.state == "ready" and d.actor is not None]
         for d, ref in refs:

@@ -7,7 +7,9 @@ Tiers (the cuzk.v1 SRSStatus.Tier values):
 - HOT: additionally resident for the backend (`backend.load_key`: decoded points on the CPU,
   uploaded on a GPU). The decoded copies the CPU backends keep in host memory are reserved as well
   (`resident_bytes`); a GPU backend's copy lives in device memory, which the device's own memory plan
-  governs, so it takes nothing more from this (host) budget.
+  governs, so it takes nothing more from this (host) budget, except the vectors a small card's
+  streaming plan keeps in pinned host memory: the devices report those bytes when the key is hot,
+  and the entry holds them too (`pinned_bytes`; a budget that cannot fails the load).
 
 Jobs take a reference (`acquire`) for their whole life, which makes the entry hot and keeps it from
 being evicted; `release` drops it. Under budget pressure the budget's evictor calls `evict_idle`:
@@ -67,6 +69,8 @@ class Loader(Protocol):
 
     def load(self, device: Any, circuit_id: str, path: str, *, hot: bool) -> float: ...
 
+    def pinned_bytes(self, circuit_id: str) -> int: ...
+
 
 @dataclass
 class SrsEntry:
@@ -80,6 +84,8 @@ class SrsEntry:
     load_s: float = 0.0
     mapped: Reservation | None = None
     resident: Reservation | None = None
+    #: The host memory the devices pinned for the key (small cards' streamed bases), known once loaded.
+    pinned: Reservation | None = None
     load_lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -146,6 +152,9 @@ class SrsManager:
                 if entry.resident is None:
                     entry.resident = self._reserve(entry.resident_bytes, f"srs:{cid}:resident", cancelled)
                 self.loader.load_all(cid, path, hot=True)
+                pinned = self.loader.pinned_bytes(cid)
+                if pinned:
+                    entry.pinned = self._reserve(pinned, f"srs:{cid}:pinned", cancelled)
             except BaseException:
                 try:
                     self.loader.unload_all(cid, "cold")
@@ -169,10 +178,10 @@ class SrsManager:
     def _drop(self, entry: SrsEntry) -> int:
         """Release everything an entry holds and mark it cold (caller holds load_lock)."""
         freed = 0
-        for res in (entry.resident, entry.mapped):
+        for res in (entry.pinned, entry.resident, entry.mapped):
             if res is not None:
                 freed += res.release()
-        entry.resident = entry.mapped = None
+        entry.pinned = entry.resident = entry.mapped = None
         with self._lock:
             entry.tier = SrsTier.COLD
         return freed
@@ -244,9 +253,9 @@ class SrsManager:
             self.loader.unload_all(entry.circuit_id, to_tier)
             if to_tier == "cold":
                 freed = self._drop(entry)
-            else:
-                freed = entry.resident.release() if entry.resident is not None else 0
-                entry.resident = None
+            else:  # the devices drop the key, and with it its pinned copies
+                freed = sum(res.release() for res in (entry.pinned, entry.resident) if res is not None)
+                entry.pinned = entry.resident = None
                 with self._lock:
                     entry.tier = SrsTier.WARM
             self.evictions += 1
@@ -272,6 +281,7 @@ class SrsManager:
             return [{
                 "circuit_id": e.circuit_id, "tier": e.tier.name, "tier_value": int(e.tier),
                 "size_bytes": e.file_bytes, "resident_bytes": e.resident_bytes if e.tier is SrsTier.HOT else 0,
+                "pinned_bytes": e.pinned.nbytes if e.pinned is not None else 0,
                 "ref_count": e.refs, "idle_ms": 0 if e.refs else round((now - e.last_used) * 1000),
                 "load_time_ms": round(e.load_s * 1000), "path": str(e.source.path), "insecure": e.source.insecure,
                 "evictable": e.refs == 0 and e.tier is not SrsTier.COLD and now - e.last_used >= self.min_idle_s,
@@ -282,5 +292,5 @@ class SrsManager:
             out = {t.name: 0 for t in SrsTier}
             for e in self._entries.values():
                 out[e.tier.name] += (e.file_bytes if e.tier is not SrsTier.COLD else 0) + (
-                    e.resident_bytes if e.tier is SrsTier.HOT else 0)
+                    e.resident_bytes if e.tier is SrsTier.HOT else 0) + (e.pinned.nbytes if e.pinned else 0)
             return out
