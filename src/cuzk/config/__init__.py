@@ -12,31 +12,14 @@ ms, s, m, h, d, e.g. "5m", "300s", "1h30m".
 
 The package: `values` (sizes, durations, checks), `engine` (the sections the engine reads),
 `daemon` (the daemon's own: [daemon] with its TLS and authentication keys, [logging]) and `file`
-(all of them as one `Config`, read and written). Everything a caller needs is imported from here.
+(all of them as one `Config`, read and written). What callers use is imported from here; the
+sections' classes from their modules.
 
 `Config.fingerprint()` hashes the settings as written (with "auto" kept symbolic), so two daemons
 started from equivalent files share a fingerprint whatever the machine's free memory.
 """
 
-from cuzk.config.daemon import (
-    DEFAULT_CONFIG_PATH,
-    DEFAULT_LISTEN,
-    LOG_FORMATS,
-    LOG_LEVELS,
-    DaemonConfig,
-    LoggingConfig,
-    loopback_if_no_host,
-)
-from cuzk.config.engine import (
-    DebugConfig,
-    ExecutorConfig,
-    GpusConfig,
-    MemoryConfig,
-    PipelineConfig,
-    SchedulerConfig,
-    SrsConfig,
-    SynthesisConfig,
-)
+from cuzk.config.daemon import DEFAULT_CONFIG_PATH, DEFAULT_LISTEN, LOG_FORMATS, LOG_LEVELS, loopback_if_no_host
 from cuzk.config.file import Config, config_from_dict, load_config, resolve_config_path
 from cuzk.config.values import (
     GIB,
@@ -51,7 +34,6 @@ from cuzk.config.values import (
 
 __all__ = [
     "DEFAULT_CONFIG_PATH", "DEFAULT_LISTEN", "GIB", "LOG_FORMATS", "LOG_LEVELS", "MIB", "Config", "ConfigError",
-    "DaemonConfig", "DebugConfig", "ExecutorConfig", "GpusConfig", "LoggingConfig", "MemoryConfig", "PipelineConfig",
-    "SchedulerConfig", "SrsConfig", "SynthesisConfig", "config_from_dict", "format_duration", "format_size",
-    "load_config", "loopback_if_no_host", "mem_available", "parse_duration", "parse_size", "resolve_config_path",
+    "config_from_dict", "format_duration", "format_size", "load_config", "loopback_if_no_host", "mem_available",
+    "parse_duration", "parse_size", "resolve_config_path",
 ]
