@@ -182,6 +182,20 @@ class Executor(ABC):
                     circuit_id, reason)
         return 0.0
 
+    @classmethod
+    def _refused_or_raise(cls, device: Device, circuit_id: str, err: DeviceError) -> float:
+        """A load's DeviceError: recorded as the device's refusal when its memory plan could not hold
+        the key (`load`'s contract), raised otherwise."""
+        if f": {TOO_SMALL_ERROR}: " not in str(err):
+            raise err
+        return cls._refused(device, circuit_id, str(err).replace(f"{TOO_SMALL_ERROR}: ", "", 1))
+
+    @staticmethod
+    def _loaded(device: Device, circuit_id: str, reply: dict[str, Any]) -> None:
+        """A load the device answered: no refusal to remember, and what it pinned for the key."""
+        device.refused.pop(circuit_id, None)
+        device.pinned[circuit_id] = reply.get("pinned_bytes", 0)
+
     @staticmethod
     def _check_someone_holds(circuit_id: str, devices: list[Device]) -> None:
         refusals = [d.refused[circuit_id] for d in devices if circuit_id in d.refused]
@@ -189,9 +203,13 @@ class Executor(ABC):
             raise KeyRefusedError("; ".join(refusals))
 
     @staticmethod
-    def _forget_refusals(circuit_id: str, devices: list[Device]) -> None:
+    def _unloading(circuit_id: str, tier: str, devices: list[Device]) -> None:
+        """Before the devices drop a key to `tier`: it holds no pinned copies any more, and once cold
+        a later load asks again whether each device can hold it."""
         for d in devices:
-            d.refused.pop(circuit_id, None)
+            d.pinned.pop(circuit_id, None)
+            if tier == "cold":
+                d.refused.pop(circuit_id, None)
 
     def pinned_bytes(self, circuit_id: str) -> int:
         """Host bytes the devices pinned for the circuit's key, as their last loads reported."""
@@ -318,11 +336,8 @@ class LocalExecutor(Executor):
         try:
             reply = self._control(device, ("load", circuit_id, path, hot, compiled))
         except DeviceError as err:
-            if f": {TOO_SMALL_ERROR}: " not in str(err):
-                raise
-            return self._refused(device, circuit_id, str(err).replace(f"{TOO_SMALL_ERROR}: ", "", 1))
-        device.refused.pop(circuit_id, None)
-        device.pinned[circuit_id] = reply.get("pinned_bytes", 0)
+            return self._refused_or_raise(device, circuit_id, err)
+        self._loaded(device, circuit_id, reply)
         prepared = reply.get("compiled")
         if prepared is not None and prepared["usable"]:
             where = "" if prepared["resident"] is None else \
@@ -335,10 +350,8 @@ class LocalExecutor(Executor):
         return reply["load_s"]
 
     def unload_all(self, circuit_id: str, tier: str) -> None:
-        if tier == "cold":
-            self._forget_refusals(circuit_id, list(self._devices))
+        self._unloading(circuit_id, tier, list(self._devices))
         for d in self._devices:
-            d.pinned.pop(circuit_id, None)  # a key no longer hot holds no pinned copies
             if d.proc.alive:
                 self._control(d, ("unload", circuit_id, tier))
 

@@ -423,12 +423,9 @@ class RayExecutor(Executor):
         try:
             reply = self._call(device, "load", circuit_id, path, hot, compiled)
         except DeviceError as err:
-            if f": {TOO_SMALL_ERROR}: " not in str(err):
-                raise
-            return self._refused(device, circuit_id, str(err).replace(f"{TOO_SMALL_ERROR}: ", "", 1))
+            return self._refused_or_raise(device, circuit_id, err)
         device.missing_params.pop(circuit_id, None)
-        device.refused.pop(circuit_id, None)
-        device.pinned[circuit_id] = reply.get("pinned_bytes", 0)
+        self._loaded(device, circuit_id, reply)
         return reply["load_s"]
 
     def load_all(self, circuit_id: str, path: str, *, hot: bool) -> float:
@@ -447,8 +444,7 @@ class RayExecutor(Executor):
                 reply = ray.get(ref)
                 slowest = max(slowest, reply["load_s"])
                 d.missing_params.pop(circuit_id, None)
-                d.refused.pop(circuit_id, None)
-                d.pinned[circuit_id] = reply.get("pinned_bytes", 0)
+                self._loaded(d, circuit_id, reply)
             except ray.exceptions.RayTaskError as err:
                 cause = err.cause if err.cause is not None else err
                 if type(cause).__name__ == TOO_SMALL_ERROR:
@@ -465,10 +461,7 @@ class RayExecutor(Executor):
         return slowest
 
     def unload_all(self, circuit_id: str, tier: str) -> None:
-        if tier == "cold":
-            self._forget_refusals(circuit_id, list(self.all_devices))
-        for d in self.all_devices:
-            d.pinned.pop(circuit_id, None)
+        self._unloading(circuit_id, tier, list(self.all_devices))
         refs = [(d, d.actor.unload.remote(circuit_id, tier)) for d in self.all_devices
                 if d.state == "ready" and d.actor is not None]
         for d, ref in refs:
