@@ -49,6 +49,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _common
 from _common import RESULTS, git_revision, hardware, nvidia_smi
 
+#: The proof kinds, as `cuzk gen-vanilla` and `cuzk bench -t` name them.
+KINDS = ("porep", "winning", "wpost", "snap")
+
 
 class StepTimeoutError(Exception):
     """A step ran past its --*-timeout and was stopped (SIGTERM, then SIGKILL)."""
@@ -80,7 +83,7 @@ def _cuzk(*args: str, log: Path, timeout: float | None = None) -> float:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--kind", default="porep", choices=("porep", "winning", "wpost", "snap"), help="the proof kind")
+    p.add_argument("--kind", default="porep", choices=KINDS, help="the proof kind")
     p.add_argument("--sector-size", default="2KiB", help="2KiB, 8MiB, 512MiB, 32GiB, 64GiB")
     p.add_argument("--sectors", type=int, default=0,
                    help="wpost: sectors in the vanilla proofs (default: one full partition of the proof type)")

@@ -28,9 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _common
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the e2e steps
 from _common import RESULTS, git_revision, hardware, nvidia_smi
-from bench_porep_e2e import StepTimeoutError, _cuzk, _device_memory, running_daemon, vanilla_dir_of
-
-KINDS = ("porep", "winning", "wpost", "snap")
+from bench_porep_e2e import KINDS, StepTimeoutError, _cuzk, _device_memory, running_daemon, vanilla_dir_of
 
 
 def main() -> int:
