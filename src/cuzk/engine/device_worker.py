@@ -98,15 +98,17 @@ class _DeviceState:
                 raise
             with self.keys_lock:
                 self.hot.add(circuit_id)
-        reply: dict[str, Any] = {"pinned_bytes": self._pinned_bytes(circuit_id, pk) if hot else 0}
+        reply: dict[str, Any] = {}
         if hot and compiled_path is not None:
             reply["compiled"] = self._prepare_compiled(circuit_id, compiled_path, pk)
+        reply["pinned_bytes"] = self._pinned_bytes(circuit_id, pk) if hot else 0
         reply["load_s"] = time.monotonic() - start
         return reply
 
     def _pinned_bytes(self, circuit_id: str, pk: Any) -> int:
         """Host bytes the backend pinned for this key (a streaming plan's copies of its streamed
-        bases), which the daemon's memory budget must hold."""
+        bases, and of its compiled circuit's matrices that proofs upload), which the daemon's memory
+        budget must hold."""
         plan = getattr(self.backend, "memory_plan", None)
         if plan is None:
             return 0

@@ -74,7 +74,7 @@ from cuzk.backends.cuda.plan import (
 )
 from cuzk.backends.cuda.poseidon_witness import DevicePoseidonPaths
 from cuzk.backends.cuda.sha256_witness import DeviceSha256Witness
-from cuzk.backends.cuda.spmv import DeviceCompiled, DeviceSpmv, largest_matrix_bytes, matrix_bytes
+from cuzk.backends.cuda.spmv import DeviceCompiled, DeviceSpmv, largest_matrix_bytes, matrix_bytes, matrix_bytes_of
 from cuzk.backends.device_lock import PriorityLock, current_priority
 from cuzk.curve.points import G1Point, G2Point
 from cuzk.errors import CuzkError
@@ -84,7 +84,7 @@ from cuzk.groth16 import prover
 from cuzk.groth16.assignment import Assignment
 from cuzk.groth16.keys import HBasis, ProvingKey
 from cuzk.groth16.proof import Proof
-from cuzk.r1cs.compiled import CompiledCircuit
+from cuzk.r1cs.compiled import CompiledCircuit, CompiledMatrix
 from cuzk.witness_gen.deferred import DeferredWitness
 
 log = logging.getLogger("cuzk.backends.cuda")
@@ -325,7 +325,9 @@ class CudaBackend(ProverBackend):
             keys.append({"circuit_id": (names or {}).get(pk, ""), "mode": p.mode, "resident": list(p.resident),
                          "streamed": list(p.streamed),
                          "resident_bytes": p.resident_bytes(dk.shape), "streamed_bytes": p.streamed_bytes(dk.shape),
-                         "host_pinned_bytes": dk.host_bytes(), "working_reserve": p.reserve,
+                         "host_pinned_bytes": dk.host_bytes() + sum(
+                             c.host_bytes for c in list(self._compiled.values()) if c.owner is pk),
+                         "working_reserve": p.reserve,
                          "msm_batch": p.batch, "domain": dk.shape.domain})
         return {"memory_limit": self.plan.limit, "budget": self.plan.budget(), "margin": self.plan.margin,
                 "context_reserve": CONTEXT_BYTES if self.plan.limit is not None else None,
@@ -432,6 +434,10 @@ class CudaBackend(ProverBackend):
     def unload_key(self, pk: ProvingKey) -> None:
         with self._lock, self._device:
             dk = self._keys.pop(pk, None)
+            # A compiled circuit's residency was planned beside this key: it goes with it (and its pinned
+            # matrices with it), and the next proof prepares it again beside what is loaded then.
+            for key in [k for k, c in self._compiled.items() if c.owner is pk]:
+                del self._compiled[key]
             if dk is not None:
                 dk.bases.clear()
                 self.plan.release_cached()
@@ -521,9 +527,45 @@ class CudaBackend(ProverBackend):
                     reserve = self.proof_working_bytes(pk) if pk is not None else 32 * (3 * rows + nvars)
                 self.plan.release_cached()
                 resident = self.plan.fits(matrix_bytes(compiled), reserve)
-                prepared = self._compiled[key] = self.spmv.prepare(compiled, resident, self._upload_now)
+                prepared = self.spmv.prepare(compiled, resident, self._upload_now)
                 self._cp.cuda.Device().synchronize()  # the long-row lists were made on the default stream
+                if not resident:
+                    prepared.host = [self._pinned_matrix(m, name) for m, name in
+                                     zip((compiled.a, compiled.b, compiled.c), "ABC", strict=True)]
+                prepared.owner = pk
+                self._compiled[key] = prepared
             return prepared.resident  # type: ignore[return-value]
+
+    def _pinned_matrix(self, mat: CompiledMatrix, name: str) -> CompiledMatrix | None:
+        """A copy of a matrix that each proof uploads, in pinned host memory; None when pinning it would
+        leave the host too little (`_host_available`), so proofs upload it from the compiled file."""
+        need, available = matrix_bytes_of(mat), _host_available()
+        if need > available:
+            log.warning("device %d: matrix %s (%s) would not leave this host %s of memory to spare (%s available): "
+                        "each proof uploads it from the compiled file", self.device_id, name, format_gib(need),
+                        format_gib(HOST_PIN_SPARE), format_gib(available + HOST_PIN_SPARE))
+            return None
+        import cupyx
+
+        try:
+            arrays = [cupyx.empty_pinned(a.shape, dtype=a.dtype) for a in (mat.row_ptr, mat.cols, mat.coeff_idx)]
+        except (self._cp.cuda.runtime.CUDARuntimeError, MemoryError) as err:
+            log.warning("device %d: no pinned host memory for matrix %s (%s): each proof uploads it from the "
+                        "compiled file", self.device_id, name, err)
+            return None
+        for dst, src in zip(arrays, (mat.row_ptr, mat.cols, mat.coeff_idx), strict=True):
+            np.copyto(dst, src)
+        return CompiledMatrix(*arrays)
+
+    def _upload_pinned(self, host: np.ndarray) -> Any:
+        """`_upload_now` for an array in pinned host memory: one copy on the copy stream, no staging."""
+        cp = self._cp
+        dst = cp.empty(host.shape, dtype=host.dtype)
+        self._copy.wait_event(cp.cuda.get_current_stream().record())
+        if host.nbytes:
+            dst.set(host, stream=self._copy)
+        self._copy.synchronize()
+        return dst
 
     def unload_compiled(self, compiled: CompiledCircuit) -> None:
         """Release what `load_compiled` made resident."""
@@ -1132,7 +1174,8 @@ class CudaBackend(ProverBackend):
         self.spmv.check_witness(wit["inputs"], wit["aux"])
         t["check"] = clock() - start
         begin = self._compute.record()
-        self.spmv.evaluate(prepared, wit["inputs"], wit["aux"], abc, copy=self._upload_now)
+        self.spmv.evaluate(prepared, wit["inputs"], wit["aux"], abc, copy=self._upload_now,
+                           pinned_copy=self._upload_pinned)
         end = self._compute.record()
         start = clock()
         if witness.check:

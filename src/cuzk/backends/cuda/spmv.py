@@ -37,13 +37,18 @@ _MATRIX_NAMES = ("A", "B", "C")
 def matrix_bytes(compiled: CompiledCircuit) -> int:
     """Device bytes of a compiled circuit's three matrices (the long-row lists, a fraction of a
     percent of the rows, aside)."""
-    return sum(m.row_ptr.nbytes + m.cols.nbytes + m.coeff_idx.nbytes for m in (compiled.a, compiled.b, compiled.c))
+    return sum(matrix_bytes_of(m) for m in (compiled.a, compiled.b, compiled.c))
+
+
+def matrix_bytes_of(mat: CompiledMatrix) -> int:
+    """Bytes of one matrix's three arrays."""
+    return mat.row_ptr.nbytes + mat.cols.nbytes + mat.coeff_idx.nbytes
 
 
 def largest_matrix_bytes(compiled: CompiledCircuit) -> int:
     """Device bytes of the largest of the three matrices: what a proof holds of them at once when
     they are not resident (each goes up for its product and is dropped after)."""
-    return max(m.row_ptr.nbytes + m.cols.nbytes + m.coeff_idx.nbytes for m in (compiled.a, compiled.b, compiled.c))
+    return max(matrix_bytes_of(m) for m in (compiled.a, compiled.b, compiled.c))
 
 
 def _kernel_suffix(mat: CompiledMatrix, name: str) -> str:
@@ -74,16 +79,25 @@ class DeviceMatrix:
 @dataclass
 class DeviceCompiled:
     """A compiled circuit prepared for `DeviceSpmv.evaluate`: its tables on the device, and each of
-    A, B, C either resident (a DeviceMatrix) or None (uploaded by each evaluation)."""
+    A, B, C either resident (a DeviceMatrix) or None (uploaded by each evaluation, from its copy in
+    `host` when it has one: pinned host memory, which the link reads at its full rate, where the
+    compiled file's pages go through a staging copy first)."""
 
     compiled: CompiledCircuit
     table_mont: Any
     table_canonical: Any
     matrices: list[DeviceMatrix | None] = field(default_factory=list)
+    host: list[CompiledMatrix | None] = field(default_factory=list)
+    owner: Any = None  #: the proving key whose memory plan this residency was decided beside
 
     @property
     def nbytes(self) -> int:
         return int(self.table_mont.nbytes) * 2 + sum(m.nbytes for m in self.matrices if m is not None)
+
+    @property
+    def host_bytes(self) -> int:
+        """Host bytes of the matrices' pinned copies."""
+        return sum(matrix_bytes_of(m) for m in self.host if m is not None)
 
     @property
     def resident(self) -> tuple[bool, ...]:
@@ -151,10 +165,12 @@ class DeviceSpmv:
                           (*args, mat.long_rows, *tail), shared_mem=self.long_row_threads * _FR_WORDS * 4)
 
     def evaluate(self, prepared: DeviceCompiled, inputs: Any, aux: Any, out: Sequence[Any] | None = None,
-                 copy: Callable[[np.ndarray], Any] | None = None) -> list[Any]:
+                 copy: Callable[[np.ndarray], Any] | None = None,
+                 pinned_copy: Callable[[np.ndarray], Any] | None = None) -> list[Any]:
         """[a, b, c] for the witness (inputs, aux: (n, 8) u32 canonical device arrays), into `out`
         (three C-contiguous (constraints, 8) u32 device arrays) or new arrays. Matrices that are not
-        resident are uploaded (through `copy`) for their product and released after it."""
+        resident are uploaded for their product and released after it: from their pinned copy in
+        `prepared.host` through `pinned_copy` where both exist, else through `copy`."""
         compiled = prepared.compiled
         xp = self.xp
         for arr, name, n in ((inputs, "inputs", compiled.num_inputs), (aux, "aux", compiled.num_aux)):
@@ -171,9 +187,15 @@ class DeviceSpmv:
                 raise ValueError(f"out {name} must be a C-contiguous ({rows}, {_FR_WORDS}) u32 device array")
         if rows == 0:
             return list(out)
-        for name, host, dev, dst in zip(_MATRIX_NAMES, (compiled.a, compiled.b, compiled.c), prepared.matrices, out,
-                                        strict=True):
-            mat = dev if dev is not None else self.upload_matrix(host, name, copy)
+        pinned = prepared.host or [None] * 3
+        for name, host, dev, dst, pin in zip(_MATRIX_NAMES, (compiled.a, compiled.b, compiled.c), prepared.matrices,
+                                             out, pinned, strict=True):
+            if dev is not None:
+                mat = dev
+            elif pin is not None and pinned_copy is not None:
+                mat = self.upload_matrix(pin, name, pinned_copy)
+            else:
+                mat = self.upload_matrix(host, name, copy)
             self.multiply(mat, prepared, inputs, aux, dst)
             del mat
         return list(out)
