@@ -108,10 +108,28 @@ def test_the_device_process_reports_what_it_pinned_for_a_hot_key() -> None:
             pass
 
         def memory_plan(self, names: dict) -> dict:
-            return {"keys": [{"circuit_id": names.get(pk, ""), "host_pinned_bytes": 9 << 30} for pk in names] +
+            return {"keys": [{"circuit_id": names.get(pk, ""), "host_pinned_bytes": 9 << 30,
+                              "host_pinned_compiled_bytes": 2 << 30} for pk in names] +
                             [{"circuit_id": "other", "host_pinned_bytes": 1 << 30}]}
 
     state = _DeviceState(Streaming())
     state.keys["porep-32g"], state.prepared["porep-32g"] = object(), object()
-    assert state.load("porep-32g", "/unused", True)["pinned_bytes"] == 9 << 30
-    assert state.load("porep-32g", "/unused", False)["pinned_bytes"] == 0  # warm: nothing made resident
+    reply = state.load("porep-32g", "/unused", True)
+    assert (reply["pinned_bytes"], reply["pinned_key_bytes"]) == (9 << 30, 7 << 30)  # bases: all but the matrices
+    reply = state.load("porep-32g", "/unused", False)
+    assert (reply["pinned_bytes"], reply["pinned_key_bytes"]) == (0, 0)  # warm: nothing made resident
+
+
+def test_the_host_budget_counts_the_key_file_and_one_pinned_copy_of_its_bases_once() -> None:
+    # Two devices each pinned 40 GiB of the key's bases and 6 GiB of matrices; the SRS entry already
+    # holds the mapped file, whose pages of those bases one device's copy stands in for.
+    devices = [_device(0), _device(1)]
+    for d in devices:
+        Executor._loaded(d, "porep-32g", {"pinned_bytes": 46 << 30, "pinned_key_bytes": 40 << 30})
+    fake = SimpleNamespace(devices=devices)
+    assert Executor.pinned_bytes(fake, "porep-32g") == (46 + 46 - 40) << 30  # type: ignore[arg-type]
+    Executor._unloading("porep-32g", "warm", devices)
+    assert Executor.pinned_bytes(fake, "porep-32g") == 0  # type: ignore[arg-type]
+    # A device whose reply predates the split (or a backend that pins nothing of the key) counts in full.
+    Executor._loaded(devices[0], "porep-32g", {"pinned_bytes": 3 << 30})
+    assert Executor.pinned_bytes(fake, "porep-32g") == 3 << 30  # type: ignore[arg-type]

@@ -70,8 +70,10 @@ class Device:
         #: cold, so that a later load asks again.
         self.refused: dict[str, str] = {}
         #: circuit id -> host bytes the device pinned for its key (streamed bases of a small card's
-        #: plan), held against the daemon's memory budget by the SRS entry.
+        #: plan, and the compiled matrices its proofs upload), held against the daemon's memory
+        #: budget by the SRS entry; `pinned_key` is the part that copies the key's own bases.
         self.pinned: dict[str, int] = {}
+        self.pinned_key: dict[str, int] = {}
 
     def proven(self, device_s: float) -> None:
         self.partitions_proven += 1
@@ -195,6 +197,7 @@ class Executor(ABC):
         """A load the device answered: no refusal to remember, and what it pinned for the key."""
         device.refused.pop(circuit_id, None)
         device.pinned[circuit_id] = reply.get("pinned_bytes", 0)
+        device.pinned_key[circuit_id] = min(reply.get("pinned_key_bytes", 0), device.pinned[circuit_id])
 
     @staticmethod
     def _check_someone_holds(circuit_id: str, devices: list[Device]) -> None:
@@ -208,12 +211,18 @@ class Executor(ABC):
         a later load asks again whether each device can hold it."""
         for d in devices:
             d.pinned.pop(circuit_id, None)
+            d.pinned_key.pop(circuit_id, None)
             if tier == "cold":
                 d.refused.pop(circuit_id, None)
 
     def pinned_bytes(self, circuit_id: str) -> int:
-        """Host bytes the devices pinned for the circuit's key, as their last loads reported."""
-        return sum(d.pinned.get(circuit_id, 0) for d in self.devices)
+        """Host bytes the devices pinned for the circuit's key, as their last loads reported, less the
+        one copy of the key's bases that the SRS entry's mapped reservation already holds: proofs
+        read streamed bases from a pinned copy, never from the file's pages of them, which the kernel
+        can then reclaim, so those pages and one device's copy are the same bytes counted twice. The
+        other devices' copies and the compiled matrices are not in the file and count in full."""
+        total = sum(d.pinned.get(circuit_id, 0) for d in self.devices)
+        return total - max((d.pinned_key.get(circuit_id, 0) for d in self.devices), default=0)
 
     @abstractmethod
     def unload_all(self, circuit_id: str, tier: str) -> None:

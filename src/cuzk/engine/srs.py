@@ -7,9 +7,11 @@ Tiers (the cuzk.v1 SRSStatus.Tier values):
 - HOT: additionally resident for the backend (`backend.load_key`: decoded points on the CPU,
   uploaded on a GPU). The decoded copies the CPU backends keep in host memory are reserved as well
   (`resident_bytes`); a GPU backend's copy lives in device memory, which the device's own memory plan
-  governs, so it takes nothing more from this (host) budget, except the vectors a small card's
-  streaming plan keeps in pinned host memory: the devices report those bytes when the key is hot,
-  and the entry holds them too (`pinned_bytes`; a budget that cannot fails the load).
+  governs, so it takes nothing more from this (host) budget, except what a small card's streaming
+  plan keeps in pinned host memory (streamed bases, compiled matrices): the devices report those
+  bytes when the key is hot, and the entry holds them too (`pinned_bytes`, less the one copy of the
+  key's bases that stands in for the mapped pages of them: the loader's `pinned_bytes`; a budget
+  that cannot hold them fails the load).
 
 Jobs take a reference (`acquire`) for their whole life, which makes the entry hot and keeps it from
 being evicted; `release` drops it. Under budget pressure the budget's evictor calls `evict_idle`:

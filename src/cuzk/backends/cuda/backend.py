@@ -322,11 +322,11 @@ class CudaBackend(ProverBackend):
         keys = []
         for pk, dk in list(self._keys.items()):
             p = dk.plan
+            matrices = sum(c.host_bytes for c in list(self._compiled.values()) if c.owner is pk)
             keys.append({"circuit_id": (names or {}).get(pk, ""), "mode": p.mode, "resident": list(p.resident),
                          "streamed": list(p.streamed),
                          "resident_bytes": p.resident_bytes(dk.shape), "streamed_bytes": p.streamed_bytes(dk.shape),
-                         "host_pinned_bytes": dk.host_bytes() + sum(
-                             c.host_bytes for c in list(self._compiled.values()) if c.owner is pk),
+                         "host_pinned_bytes": dk.host_bytes() + matrices, "host_pinned_compiled_bytes": matrices,
                          "working_reserve": p.reserve,
                          "msm_batch": p.batch, "domain": dk.shape.domain})
         return {"memory_limit": self.plan.limit, "budget": self.plan.budget(), "margin": self.plan.margin,
@@ -529,7 +529,9 @@ class CudaBackend(ProverBackend):
                 resident = self.plan.fits(matrix_bytes(compiled), reserve)
                 prepared = self.spmv.prepare(compiled, resident, self._upload_now)
                 self._cp.cuda.Device().synchronize()  # the long-row lists were made on the default stream
-                if not resident:
+                # Pinned copies only where proofs will upload them: a plan whose products do not fit
+                # computes them on the host, from the compiled file.
+                if not resident and (dk is None or products_fit(dk.plan, dk.shape, largest_matrix_bytes(compiled))):
                     prepared.host = [self._pinned_matrix(m, name) for m, name in
                                      zip((compiled.a, compiled.b, compiled.c), "ABC", strict=True)]
                 prepared.owner = pk
