@@ -95,6 +95,9 @@ def main() -> int:
     p.add_argument("--workers-per-device", type=int, default=2)
     p.add_argument("--ready-timeout", type=float, default=900.0)
     p.add_argument("--bench-timeout", type=float, default=None, help="seconds before `cuzk bench batch` is stopped")
+    p.add_argument("--bench-max-seconds", type=float, default=None,
+                   help="`cuzk bench batch --max-seconds`: submit no proof after this many seconds, keep the samples "
+                        "(give --bench-timeout room for the proofs still in flight)")
     p.add_argument("--stop-after", choices=("compile", "params", "vanilla"),
                    help="prepare only up to this step (a later run resumes from there)")
     p.add_argument("--device-witness", default="off", choices=("off", "on"),
@@ -228,11 +231,15 @@ def _daemon_run(args: argparse.Namespace, cap: str, run: dict, *, cid: str, root
             run["bench_batch"] = {"seconds": _cuzk(
                 "bench", "batch", "-t", args.kind, "--inputs", str(vanilla_dir), "-c", str(args.count), "-j",
                 str(args.concurrency), "--warmup", str(args.warmup), "--json", f"{batch}.json", "--timeline",
-                f"{batch}.png", "--addr", addr, "--no-progress", log=log, timeout=args.bench_timeout)}
+                f"{batch}.png", "--addr", addr, "--no-progress",
+                *(("--max-seconds", str(args.bench_max_seconds)) if args.bench_max_seconds else ()),
+                log=log, timeout=args.bench_timeout)}
         finally:  # also after a timeout: the plan and the memory it reached
             run["device_memory"] = _device_memory(args.status_listen, sampler)
         summary = json.loads(Path(f"{batch}.json").read_text())
         run["bench_summary"] = summary.get("summary", {})
+        if "stopped" in summary:
+            run["bench_stopped"] = summary["stopped"]
         save()
 
         # 6. one proof, two verifiers

@@ -245,3 +245,17 @@ def test_gen_vanilla_inputs_reach_the_daemon(bench_daemon: LiveDaemon, tmp_path:
     assert record["summary"]["failed"] == record["summary"]["submitted"] == 1
     assert "winning" in sample["error"] and ".params" in sample["error"], sample["error"]
     assert record["summary"]["failures"] == {f"FAILED: {sample['error']}": 1}
+
+
+def test_batch_max_seconds_keeps_the_samples_it_has(bench_daemon: LiveDaemon, tmp_path: Path) -> None:
+    # A bound no proof can meet leaves every proof out, and the record says so; the exit code is 0
+    # (nothing that was submitted failed), so a caller goes on to its next step.
+    out = tmp_path / "cut.json"
+    code = run_cli("bench", "batch", "--addr", bench_daemon.unix_addr, "-t", "mimc-3", "-c", "3", "--warmup", "0",
+                   "--max-seconds", "1e-9", "--json", str(out), "--no-progress")
+    record = json.loads(out.read_text())
+    assert code == 0
+    assert record["stopped"] == {"max_seconds": 1e-9, "proofs_left_out": 3}
+    assert "3 of 3 proofs were not submitted" in record["warning"]
+    assert record["summary"]["submitted"] == 0
+

@@ -272,3 +272,27 @@ def test_overlapping_device_phases_get_no_false_other() -> None:
     (row,) = partition_phases(result)
     assert row["phases"]["device"] == 50.0
     assert row["device_phases"] == {"device": 48.0, "h": 20.0, "h2d_abc": 30.0}
+
+
+def test_run_batch_submits_nothing_past_max_seconds(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Each proof takes one second of a fake clock: a 2.5 s bound lets the warm-up and two measured
+    # proofs start, and the run returns those three samples, all completed.
+    import cuzk.bench.runner as runner
+
+    now = [0.0]
+    monkeypatch.setattr(runner.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(runner, "result_record", lambda reply: {"status": "COMPLETED", "error": ""})
+
+    class Client:
+        def submit(self, request: object) -> Any:
+            return type("Reply", (), {"job_id": "j"})()
+
+        def await_proof(self, job_id: str, timeout_ms: int, rpc_timeout: object = None) -> object:
+            now[0] += 1.0
+            return object()
+
+    samples = runner.run_batch(Client(), ProofInputs("test", "mimc-3"), count=5, warmup=1, max_seconds=2.5)
+    assert [s["index"] for s in samples] == [-1, 0, 1]
+    assert all(s["status"] == "COMPLETED" for s in samples)
+    with pytest.raises(CuzkError, match="--max-seconds must be > 0"):
+        runner.run_batch(Client(), ProofInputs("test", "mimc-3"), count=1, max_seconds=0)

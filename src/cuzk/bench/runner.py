@@ -56,33 +56,48 @@ def prove_one(client: Any, inputs: ProofInputs, *, index: int, stream: str = "ba
 
 
 def run_batch(client: Any, inputs: ProofInputs, *, count: int, concurrency: int = 1, warmup: int = 0,
-              priority: str = "default", on_sample: OnSample | None = None) -> list[dict[str, Any]]:
+              priority: str = "default", on_sample: OnSample | None = None,
+              max_seconds: float | None = None) -> list[dict[str, Any]]:
     """`warmup` proofs one at a time (marked, left out of the numbers), then `count` with `concurrency`
-    in flight; samples in submission order."""
+    in flight; samples in submission order. With `max_seconds`, proofs not yet submitted that long
+    after the start are left out (the ones in flight are waited for): a run too slow for the time it
+    was given still gives the samples it has, where stopping it from outside would give none."""
     if count < 1:
         raise CuzkError(f"-c/--count must be at least 1, got {count}")
+    if max_seconds is not None and max_seconds <= 0:
+        raise CuzkError(f"--max-seconds must be > 0, got {max_seconds}")
+    stop_at = None if max_seconds is None else time.monotonic() + max_seconds
     if concurrency < 1:
         raise CuzkError(f"-j/--concurrency must be at least 1, got {concurrency}")
     if warmup < 0:
         raise CuzkError(f"--warmup must be at least 0, got {warmup}")
     samples: list[dict[str, Any]] = []
+
+    def late() -> bool:
+        return stop_at is not None and time.monotonic() >= stop_at
+
     for k in range(warmup):
+        if late():
+            return samples
         sample = prove_one(client, inputs, index=-1 - k, priority=priority, warmup=True)
         samples.append(sample)
         if on_sample is not None:
             on_sample(sample)
 
-    def one(k: int) -> dict[str, Any]:
+    def one(k: int) -> dict[str, Any] | None:
+        if late():
+            return None
         sample = prove_one(client, inputs, index=k, priority=priority)
         if on_sample is not None:
             on_sample(sample)
         return sample
 
     if concurrency == 1:
-        samples.extend(one(k) for k in range(count))
+        measured = [one(k) for k in range(count)]
     else:
         with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="cuzk-bench") as pool:
-            samples.extend(pool.map(one, range(count)))
+            measured = list(pool.map(one, range(count)))
+    samples.extend(s for s in measured if s is not None)
     return samples
 
 

@@ -95,6 +95,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     _daemon_options(batch)
     _batch_options(batch, count=3, warmup=1)
     batch.add_argument("-j", "--concurrency", type=int, default=1, help="proofs in flight (default 1)")
+    batch.add_argument("--max-seconds", type=float, default=None,
+                       help="submit no proof later than this many seconds after the start; the record says how "
+                            "many were left out (the proofs in flight are waited for)")
     _output_options(batch)
     batch.set_defaults(handler=cmd_batch)
 
@@ -451,10 +454,18 @@ def cmd_batch(args: argparse.Namespace) -> int:
     try:
         runs = _repeat(args, lambda progress: run_batch(
             daemon.client, inputs, count=args.count, concurrency=args.concurrency, warmup=args.warmup,
-            priority=args.priority, on_sample=progress.sample), args.count + args.warmup)
+            priority=args.priority, on_sample=progress.sample, max_seconds=args.max_seconds),
+            args.count + args.warmup)
         params = {"what": _what(inputs), "count": args.count, "concurrency": args.concurrency, "warmup": args.warmup,
-                  "repeat": args.repeat, "trim": args.trim, "priority": args.priority}
+                  "repeat": args.repeat, "trim": args.trim, "priority": args.priority,
+                  "max_seconds": args.max_seconds}
         record = _record("batch", args, params, runs, daemon)
+        left_out = sum(args.count + args.warmup - len(run) for run in runs)
+        if left_out:
+            record["stopped"] = {"max_seconds": args.max_seconds, "proofs_left_out": left_out}
+            note = (f"--max-seconds {args.max_seconds:g}: {left_out} of {(args.count + args.warmup) * len(runs)} "
+                    f"proofs were not submitted")
+            record["warning"] = f"{record['warning']}; {note}" if record.get("warning") else note
     finally:
         daemon.close()
     return _finish(args, record, [s for run in runs for s in run])
