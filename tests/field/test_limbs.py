@@ -172,3 +172,32 @@ def test_as_limb_array_validation() -> None:
         as_limb_array([[0, 0, 0, 0]])  # type: ignore[arg-type]
     with pytest.raises(ValueError):
         limbs_to_int(np.zeros(3, dtype=np.uint64))
+
+
+def test_the_canonical_check_lets_other_threads_run() -> None:
+    # A device process checks a 4 GB witness while its other prover threads launch kernels: the
+    # check must not hold the GIL. Zeros read from the kernel's zero page, so this takes no memory.
+    import threading
+    import time
+
+    arr = np.zeros((1 << 25, 4), dtype=np.uint64)
+    check_canonical(arr[:1])
+    ticks: list[int] = []
+    done = threading.Event()
+
+    def tick() -> None:
+        while not done.is_set():
+            ticks.append(1)
+            time.sleep(0.0005)
+
+    ticker = threading.Thread(target=tick)
+    ticker.start()
+    try:
+        time.sleep(0.01)
+        before = len(ticks)
+        assert check_canonical(arr) == -1
+        during = len(ticks) - before
+    finally:
+        done.set()
+        ticker.join()
+    assert during >= 3

@@ -129,9 +129,11 @@ def limbs_to_bytes_le(arr: np.ndarray) -> bytes:
     return np.ascontiguousarray(as_limb_array(arr, "arr"), dtype=LIMB_DTYPE).tobytes()
 
 
-@njit(cache=True)
+@njit(nogil=True, cache=True)
 def _first_geq_r(arr: np.ndarray) -> int:
-    """Index of the first row >= r, or -1. Serial with early exit: it is bound by memory bandwidth."""
+    """Index of the first row >= r, or -1. Serial with early exit: it is bound by memory bandwidth.
+    It releases the GIL: a device process checks a 4 GB witness with it while its other prover
+    threads launch kernels (a serial numba function holds the GIL for its whole run otherwise)."""
     for i in range(arr.shape[0]):
         if m.geq_r(arr[i, 0], arr[i, 1], arr[i, 2], arr[i, 3]):
             return i
