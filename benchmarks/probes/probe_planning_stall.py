@@ -164,11 +164,12 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--vanilla", type=Path, required=True, help="cuzk gen-vanilla porep --sector-size 32GiB output")
     p.add_argument("--count", type=int, default=30, help="CRITICAL proofs per step")
+    p.add_argument("--label", default="", help="written into every line (the tree or variant measured)")
     p.add_argument("out", type=Path, help="JSON lines appended here")
     args = p.parse_args()
 
     def log(**fields: Any) -> None:
-        line = json.dumps(fields)
+        line = json.dumps({**({"label": args.label} if args.label else {}), **fields})
         print(line, flush=True)
         with open(args.out, "a") as f:
             f.write(line + "\n")

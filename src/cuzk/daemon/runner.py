@@ -18,6 +18,7 @@ In order, each step before anything expensive that depends on it:
 from __future__ import annotations
 
 import logging
+import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -34,6 +35,8 @@ if TYPE_CHECKING:
     from cuzk.server.serve import Daemon, StopSummary
 
 log = logging.getLogger("cuzk.daemon")
+#: The daemon process's interpreter switch interval (its spawned workers keep the default).
+DAEMON_SWITCH_INTERVAL_S = 0.0005
 
 
 class DaemonRunningError(CuzkError):
@@ -69,6 +72,11 @@ def run_daemon(config: Config, *, instance_id: str, run_args: list[str], log_lev
     `cuzk daemon start` already chose it (default: a new one in the state directory)."""
     from cuzk.server.logs import setup_logging
 
+    # A thread that wants the GIL waits up to this long for one that runs Python (a PoRep request's
+    # planning, seconds of it): CRITICAL work crosses this process's threads many times, and at the
+    # interpreter's 5 ms default it took 0.28 s p50 beside planning against 0.05 s at 0.5 ms
+    # (benchmarks/results/planning-stall-cpu-2026-12-02.jsonl).
+    sys.setswitchinterval(DAEMON_SWITCH_INTERVAL_S)
     notifier = Notifier.from_environment()  # before any worker process could inherit it
     started_at = time.time()
     state = StateDir(resolve_state_dir(config))

@@ -21,7 +21,7 @@ import json
 from dataclasses import dataclass
 
 from cuzk.errors import CuzkError, FormatError
-from cuzk.filecoin.codec import BincodeReader, BincodeWriter, JsonReader, bytes_json
+from cuzk.filecoin.codec import BincodeReader, BincodeWriter, JsonReader, bytes_json, loads_in_pieces
 from cuzk.filecoin.merkle import MerkleProof, TreeLayout
 from cuzk.filecoin.sizes import DRG_DEGREE, EXPANSION_DEGREE, TOTAL_PARENTS, RegisteredSealProof, seal_proof
 
@@ -266,7 +266,9 @@ class SealCommitPhase1Output:
     @classmethod
     def from_json(cls, text: str | bytes, source: str = "<C1 JSON>") -> SealCommitPhase1Output:
         try:
-            value = json.loads(text)
+            # Down to each challenge's proof ($.vanilla_proofs.<variant>[k][i]) in pieces: a daemon plans
+            # in its own process, whose other threads would otherwise wait out the whole parse.
+            value = loads_in_pieces(text, depth=4)
         except (ValueError, RecursionError) as err:  # also over-long numbers and too deep nesting
             raise FormatError(f"not valid JSON: {err}", source=source) from None
         rd = JsonReader(source)

@@ -12,10 +12,14 @@ JSON path of the offending value.
 
 from __future__ import annotations
 
+import json
+import re
+from typing import Any
+
 from cuzk.errors import FormatError
 from cuzk.filecoin.sha256 import check_fr_bytes
 
-__all__ = ["MAX_VEC_LEN", "BincodeReader", "BincodeWriter", "JsonReader", "bytes_json"]
+__all__ = ["MAX_VEC_LEN", "BincodeReader", "BincodeWriter", "JsonReader", "bytes_json", "loads_in_pieces"]
 
 #: Upper bound for any length prefix we accept: far above every real vector (a 32GiB C1 holds
 #: 10 x 18 proofs), far below what would make a corrupted length allocate gigabytes.
@@ -155,3 +159,55 @@ class JsonReader:
 
     def fr(self, value: object, path: str) -> bytes:
         return check_fr_bytes(self.bytes32(value, path), field=path, source=self.source)
+
+
+_WHITESPACE = re.compile(r"[ \t\n\r]*")
+_DECODER = json.JSONDecoder()
+
+
+def loads_in_pieces(text: str | bytes, depth: int) -> Any:
+    """`json.loads(text)`, with the arrays and objects of the top `depth` levels walked here and each
+    value below them handed to the C decoder on its own. The C decoder holds the GIL until it
+    returns: on a whole 38.7 MB C1 that is ~1.6 s in which no other thread of the process runs (a
+    daemon's RPCs and dispatch among them; benchmarks/results/planning-stall-cpu-2026-12-02.jsonl),
+    in pieces it is one challenge's proof at a time. Same value, and a ValueError where json.loads
+    raises one."""
+    s = text.decode(json.detect_encoding(text)) if isinstance(text, bytes | bytearray) else text
+    value, end = _piece(s, _WHITESPACE.match(s, 0).end(), depth)
+    end = _WHITESPACE.match(s, end).end()
+    if end != len(s):
+        raise json.JSONDecodeError("Extra data", s, end)
+    return value
+
+
+def _piece(s: str, i: int, depth: int) -> tuple[Any, int]:
+    """The value at s[i] (no whitespace before it) and the index after it."""
+    opener = s[i:i + 1]
+    if depth <= 0 or opener not in ("[", "{"):
+        return _DECODER.raw_decode(s, i)
+    closer = "]" if opener == "[" else "}"
+    items: list[Any] = []
+    entries: dict[str, Any] = {}
+    i = _WHITESPACE.match(s, i + 1).end()
+    if s[i:i + 1] == closer:
+        return (items if opener == "[" else entries), i + 1
+    while True:
+        if opener == "{":
+            if s[i:i + 1] != '"':
+                raise json.JSONDecodeError("Expecting property name enclosed in double quotes", s, i)
+            key, i = _DECODER.raw_decode(s, i)
+            i = _WHITESPACE.match(s, i).end()
+            if s[i:i + 1] != ":":
+                raise json.JSONDecodeError("Expecting ':' delimiter", s, i)
+            i = _WHITESPACE.match(s, i + 1).end()
+            entries[key], i = _piece(s, i, depth - 1)
+        else:
+            item, i = _piece(s, i, depth - 1)
+            items.append(item)
+        i = _WHITESPACE.match(s, i).end()
+        mark = s[i:i + 1]
+        if mark == closer:
+            return (items if opener == "[" else entries), i + 1
+        if mark != ",":
+            raise json.JSONDecodeError("Expecting ',' delimiter", s, i)
+        i = _WHITESPACE.match(s, i + 1).end()
