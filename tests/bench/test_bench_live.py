@@ -167,6 +167,18 @@ def test_stress_reports_deadline_misses_per_priority(bench_daemon: LiveDaemon, t
     assert sum(g["submitted"] for g in by_kind.values()) == summary["submitted"]
     assert all({"p50", "p95", "p99"} <= set(g["latency_s"]) for g in by_kind.values() if g["completed"])
     assert record["stress"]["preemptions"]["partitions"] >= 0
+    # Each group's own throughput and device time, from its samples
+    for name, group in streams.items():
+        done = [x for x in samples if x["stream"] == name and x["status"] == "COMPLETED"]
+        device_s = sum(p["device_end_ms"] - p["device_start_ms"] for x in done for p in x["result"]["partitions"]) / 1e3
+        assert group["device_s"] == pytest.approx(device_s, abs=1e-3), name
+        assert group["device_s"] > 0 or not done, name
+        steady = group["steady_state"]
+        assert (steady is None) == (len(done) < 3), name
+        if steady is not None:
+            ends = sorted(x["end_unix_ms"] / 1e3 for x in done)
+            assert steady["proofs"] == len(done) - 2
+            assert steady["s_per_proof"] == pytest.approx((ends[-2] - ends[0]) / (len(done) - 2))
     html = (tmp_path / "stress.html").read_text()
     assert 'id="timeline-data"' in html
 

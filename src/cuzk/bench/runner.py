@@ -20,7 +20,7 @@ import grpc
 
 from cuzk.bench.inputs import DEFAULT_PRIORITY, ProofInputs
 from cuzk.bench.record import result_record
-from cuzk.bench.stats import distribution, measured
+from cuzk.bench.stats import distribution, measured, steady_state
 from cuzk.errors import CuzkError
 
 OnSample = Callable[[dict[str, Any]], None]
@@ -199,14 +199,21 @@ def run_stress(client: Any, streams: list[StreamSpec], *, duration_s: float, see
 
 
 def _group(samples: list[dict[str, Any]]) -> dict[str, Any]:
+    """A group's counts and latencies; its own steady s/proof (its completions only: under a mix this
+    is the kind's throughput, which a saturating stream of it keeps at the rate it is served) and the
+    device seconds its partitions held a device (what it took from the other kinds)."""
     done = [s for s in samples if s["status"] == "COMPLETED"]
     late = [s for s in done if s["deadline_s"] is not None and s["latency_s"] > s["deadline_s"]]
     failed = len(samples) - len(done)
     has_deadline = any(s["deadline_s"] is not None for s in samples)
+    device_ms = sum(max(0, p.get("device_end_ms", 0) - p.get("device_start_ms", 0))
+                    for s in done for p in (s.get("result") or {}).get("partitions", []))
     return {"submitted": len(samples), "completed": len(done), "failed": failed,
             "deadline_s": sorted({s["deadline_s"] for s in samples if s["deadline_s"] is not None}),
             "late": len(late), "deadline_misses": (len(late) + failed) if has_deadline else None,
-            "latency_s": distribution([s["latency_s"] for s in done])}
+            "latency_s": distribution([s["latency_s"] for s in done]),
+            "steady_state": steady_state([s["end_unix_ms"] / 1000 for s in done]),
+            "device_s": round(device_ms / 1000, 3)}
 
 
 def stress_summary(samples: list[dict[str, Any]]) -> dict[str, Any]:

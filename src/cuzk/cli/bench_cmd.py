@@ -341,13 +341,14 @@ def _print_report(record: dict[str, Any]) -> None:
                 continue
             table = Table(title=title)
             for col in (first, "submitted", "completed", "failed", "late", "deadline misses", "p50 s", "p95 s",
-                        "p99 s"):
+                        "p99 s", "steady s/proof", "device s"):
                 table.add_column(col, justify="right" if col != first else "left")
             for name, g in groups.items():
                 lat = g["latency_s"]
+                steady = g.get("steady_state") or {}
                 table.add_row(name, str(g["submitted"]), str(g["completed"]), str(g["failed"]), str(g["late"]),
                               _fmt(g["deadline_misses"]), _fmt(lat.get("p50")), _fmt(lat.get("p95")),
-                              _fmt(lat.get("p99")))
+                              _fmt(lat.get("p99")), _fmt(steady.get("s_per_proof")), _fmt(g.get("device_s")))
             console.print(table)
         pre = stress.get("preemptions")
         if pre is not None:
