@@ -94,3 +94,38 @@ def test_c1_errors_still_name_the_problem() -> None:
 
     with pytest.raises(FormatError, match="not valid JSON"):
         SealCommitPhase1Output.from_json('{"registered_proof": "StackedDrg2KiBV1_1", "vanilla_proofs": {')
+
+
+def test_the_collector_is_paused_while_any_holder_runs_and_restored_after() -> None:
+    import gc
+
+    from cuzk.filecoin.codec import collector_paused
+
+    assert gc.isenabled()
+    first_in, second_out, release = threading.Event(), threading.Event(), threading.Event()
+    seen: list[bool] = []
+
+    def holder(entered: threading.Event, wait: threading.Event | None) -> None:
+        with collector_paused():
+            entered.set()
+            if wait is not None:
+                wait.wait(10)
+            seen.append(gc.isenabled())
+
+    a = threading.Thread(target=holder, args=(first_in, release))
+    a.start()
+    first_in.wait(10)
+    b = threading.Thread(target=holder, args=(second_out, None))
+    b.start()
+    b.join()  # the second holder has left; the first still holds it off
+    assert not gc.isenabled()
+    release.set()
+    a.join()
+    assert seen == [False, False] and gc.isenabled()
+    gc.disable()
+    try:
+        with collector_paused():
+            pass
+        assert not gc.isenabled()  # off before: left off
+    finally:
+        gc.enable()

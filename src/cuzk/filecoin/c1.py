@@ -21,7 +21,14 @@ import json
 from dataclasses import dataclass
 
 from cuzk.errors import CuzkError, FormatError
-from cuzk.filecoin.codec import BincodeReader, BincodeWriter, JsonReader, bytes_json, loads_in_pieces
+from cuzk.filecoin.codec import (
+    BincodeReader,
+    BincodeWriter,
+    JsonReader,
+    bytes_json,
+    collector_paused,
+    loads_in_pieces,
+)
 from cuzk.filecoin.merkle import MerkleProof, TreeLayout
 from cuzk.filecoin.sizes import DRG_DEGREE, EXPANSION_DEGREE, TOTAL_PARENTS, RegisteredSealProof, seal_proof
 
@@ -265,6 +272,11 @@ class SealCommitPhase1Output:
 
     @classmethod
     def from_json(cls, text: str | bytes, source: str = "<C1 JSON>") -> SealCommitPhase1Output:
+        with collector_paused():
+            return cls._from_json(text, source)
+
+    @classmethod
+    def _from_json(cls, text: str | bytes, source: str) -> SealCommitPhase1Output:
         try:
             # Down to each challenge's proof ($.vanilla_proofs.<variant>[k][i]) in pieces: a daemon plans
             # in its own process, whose other threads would otherwise wait out the whole parse.
