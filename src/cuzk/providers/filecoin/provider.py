@@ -71,6 +71,7 @@ from cuzk.engine.providers import (
     WorkerCall,
 )
 from cuzk.errors import CuzkError
+from cuzk.filecoin.codec import collector_paused
 from cuzk.filecoin.sizes import (
     CircuitKind,
     RegisteredPoStProof,
@@ -231,7 +232,8 @@ class FilecoinProvider(CircuitProvider):
     def plan(self, request: ProofRequest) -> JobPlan:
         cid = self.circuit_id(request)
         self.require_params(cid)
-        compound = self.compound(request)
+        with collector_paused():  # vanilla proofs decode into millions of acyclic objects (codec.collector_paused)
+            compound = self.compound(request)
         compiled_path = self._compiled_path(cid)
         partitions = []
         for k in range(compound.partition_count):
