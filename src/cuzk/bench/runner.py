@@ -93,11 +93,11 @@ def run_batch(client: Any, inputs: ProofInputs, *, count: int, concurrency: int 
         return sample
 
     if concurrency == 1:
-        measured = [one(k) for k in range(count)]
+        submitted = [one(k) for k in range(count)]
     else:
         with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="cuzk-bench") as pool:
-            measured = list(pool.map(one, range(count)))
-    samples.extend(s for s in measured if s is not None)
+            submitted = list(pool.map(one, range(count)))
+    samples.extend(s for s in submitted if s is not None)
     return samples
 
 

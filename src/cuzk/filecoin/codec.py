@@ -228,8 +228,8 @@ def collector_paused() -> Iterator[None]:
     """Python's cyclic garbage collector off for the block (for every thread; it is back on when the
     last of the blocks running at once ends, if it was on before the first). Decoding a C1 builds
     millions of objects, which set off full collections over the whole heap, each of them a pause
-    for every thread (~0.12-0.17 s each against ~0.02 s with the collector off, on this repository's
-    CI machine); the decoded values hold no reference cycles for it to find."""
+    for every thread (benchmarks/results/planning-stall-cpu-2026-12-02.jsonl); the decoded values
+    hold no reference cycles for it to find."""
     global _collector_holders, _collector_was_enabled
     with _collector_lock:
         if _collector_holders == 0:
