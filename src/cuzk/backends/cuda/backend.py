@@ -40,6 +40,7 @@ proofs when the memory plan allows (`load_compiled`), otherwise each proof uploa
 
 from __future__ import annotations
 
+import functools
 import gc
 import logging
 import os
@@ -74,7 +75,7 @@ from cuzk.backends.cuda.plan import (
 )
 from cuzk.backends.cuda.poseidon_witness import DevicePoseidonPaths
 from cuzk.backends.cuda.sha256_witness import DeviceSha256Witness
-from cuzk.backends.cuda.spmv import DeviceCompiled, DeviceSpmv, largest_matrix_bytes, matrix_bytes, matrix_bytes_of
+from cuzk.backends.cuda.spmv import DeviceCompiled, DeviceSpmv, largest_matrix_bytes, matrix_bytes
 from cuzk.backends.device_lock import PriorityLock, current_priority
 from cuzk.curve.points import G1Point, G2Point
 from cuzk.errors import CuzkError
@@ -109,6 +110,28 @@ def _host_available() -> int:
     import psutil
 
     return max(0, psutil.virtual_memory().available - HOST_PIN_SPARE)
+
+
+def _empty_pinned(backend: Any, specs: list[tuple[tuple[int, ...], np.dtype]], what: str,
+                  otherwise: str) -> list[np.ndarray] | None:
+    """Empty pinned host arrays of these (shape, dtype)s for `what` on `backend`'s device; None, with a
+    warning that says `otherwise` happens, when they would leave the host less than `HOST_PIN_SPARE`
+    available or pinned memory cannot be had."""
+    need = sum(int(np.prod(shape)) * dtype.itemsize for shape, dtype in specs)
+    available = _host_available()
+    if need > available:
+        log.warning("device %d: %s of %s would not leave this host %s of memory to spare (%s available): they "
+                    "stay unpinned, and %s", backend.device_id, format_gib(need), what, format_gib(HOST_PIN_SPARE),
+                    format_gib(available + HOST_PIN_SPARE), otherwise)
+        return None
+    try:
+        import cupyx
+
+        return [cupyx.empty_pinned(shape, dtype=dtype) for shape, dtype in specs]
+    except (backend._cp.cuda.runtime.CUDARuntimeError, MemoryError) as err:
+        log.warning("device %d: no pinned host memory for %s of %s (%s): %s", backend.device_id, format_gib(need),
+                    what, err, otherwise)
+        return None
 
 
 class CudaUnavailableError(CuzkError):
@@ -406,23 +429,12 @@ class CudaBackend(ProverBackend):
         """A streamed vector's bases in device form in pinned host memory (from `device` when given,
         else converted from the key's bytes chunk by chunk on the device); None when pinned memory
         cannot be had, so each batch converts from `raw` instead."""
-        cp = self._cp
         n = raw.shape[0]
-        words = AFFINE_WORDS[group]
-        need, available = 4 * n * words, _host_available()
-        if need > available:
-            log.warning("device %d: %s of %s bases would not leave this host %s of memory to spare (%s available): "
-                        "they stay unpinned, and each proof converts them from the key's bytes", self.device_id,
-                        format_gib(need), group, format_gib(HOST_PIN_SPARE), format_gib(available + HOST_PIN_SPARE))
+        pinned = _empty_pinned(self, [((n, AFFINE_WORDS[group]), np.dtype(np.uint32))], f"{group} bases",
+                               "each proof converts them from the key's bytes")
+        if pinned is None:
             return None
-        try:
-            import cupyx
-
-            host = cupyx.empty_pinned((n, words), dtype=np.uint32)
-        except (cp.cuda.runtime.CUDARuntimeError, MemoryError) as err:
-            log.warning("device %d: no pinned host memory for %d %s bases (%s): each proof converts them from "
-                        "the key's bytes", self.device_id, n, group, err)
-            return None
+        host = pinned[0]
         step = 1 << 22
         for lo in range(0, n, step):
             hi = min(n, lo + step)
@@ -539,35 +551,16 @@ class CudaBackend(ProverBackend):
             return prepared.resident  # type: ignore[return-value]
 
     def _pinned_matrix(self, mat: CompiledMatrix, name: str) -> CompiledMatrix | None:
-        """A copy of a matrix that each proof uploads, in pinned host memory; None when pinning it would
-        leave the host too little (`_host_available`), so proofs upload it from the compiled file."""
-        need, available = matrix_bytes_of(mat), _host_available()
-        if need > available:
-            log.warning("device %d: matrix %s (%s) would not leave this host %s of memory to spare (%s available): "
-                        "each proof uploads it from the compiled file", self.device_id, name, format_gib(need),
-                        format_gib(HOST_PIN_SPARE), format_gib(available + HOST_PIN_SPARE))
+        """A copy of a matrix that each proof uploads, in pinned host memory; None when it cannot be
+        pinned (`_empty_pinned`), so proofs upload it from the compiled file."""
+        parts = (mat.row_ptr, mat.cols, mat.coeff_idx)
+        arrays = _empty_pinned(self, [(a.shape, a.dtype) for a in parts], f"matrix {name}",
+                               "each proof uploads it from the compiled file")
+        if arrays is None:
             return None
-        import cupyx
-
-        try:
-            arrays = [cupyx.empty_pinned(a.shape, dtype=a.dtype) for a in (mat.row_ptr, mat.cols, mat.coeff_idx)]
-        except (self._cp.cuda.runtime.CUDARuntimeError, MemoryError) as err:
-            log.warning("device %d: no pinned host memory for matrix %s (%s): each proof uploads it from the "
-                        "compiled file", self.device_id, name, err)
-            return None
-        for dst, src in zip(arrays, (mat.row_ptr, mat.cols, mat.coeff_idx), strict=True):
+        for dst, src in zip(arrays, parts, strict=True):
             np.copyto(dst, src)
         return CompiledMatrix(*arrays)
-
-    def _upload_pinned(self, host: np.ndarray) -> Any:
-        """`_upload_now` for an array in pinned host memory: one copy on the copy stream, no staging."""
-        cp = self._cp
-        dst = cp.empty(host.shape, dtype=host.dtype)
-        self._copy.wait_event(cp.cuda.get_current_stream().record())
-        if host.nbytes:
-            dst.set(host, stream=self._copy)
-        self._copy.synchronize()
-        return dst
 
     def unload_compiled(self, compiled: CompiledCircuit) -> None:
         """Release what `load_compiled` made resident."""
@@ -580,13 +573,16 @@ class CudaBackend(ProverBackend):
         prepared = self._compiled.get(self._compiled_key(compiled))
         return prepared.resident if prepared is not None else (False, False, False)  # type: ignore[return-value]
 
-    def _upload_now(self, host: np.ndarray) -> Any:
-        """A device copy of a host array through the pinned uploader, complete on return. The copy
-        stream first waits for the current stream, which may still be using the reused memory."""
+    def _upload_now(self, host: np.ndarray, *, pinned: bool = False) -> Any:
+        """A device copy of a host array through the pinned uploader (`pinned`: an array in pinned
+        memory already, copied as it is, no staging), complete on return. The copy stream first waits
+        for the current stream, which may still be using the reused memory."""
         cp = self._cp
         dst = cp.empty(host.shape, dtype=host.dtype)
         self._copy.wait_event(cp.cuda.get_current_stream().record())
-        if host.nbytes:
+        if host.nbytes and pinned:
+            dst.set(host, stream=self._copy)
+        elif host.nbytes:
             self._uploader.upload(dst, host)
         self._copy.synchronize()
         return dst
@@ -1177,7 +1173,7 @@ class CudaBackend(ProverBackend):
         t["check"] = clock() - start
         begin = self._compute.record()
         self.spmv.evaluate(prepared, wit["inputs"], wit["aux"], abc, copy=self._upload_now,
-                           pinned_copy=self._upload_pinned)
+                           pinned_copy=functools.partial(self._upload_now, pinned=True))
         end = self._compute.record()
         start = clock()
         if witness.check:
