@@ -145,8 +145,11 @@ def test_config_show(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None
 
 def test_executor_section_defaults_to_local() -> None:
     c = Config()
-    assert (c.executor.kind, c.executor.address) == ("local", "auto")
-    assert "[executor]" in c.to_toml() and 'kind = "local"' in c.to_toml()
+    assert (c.executor.kind, c.executor.address, c.executor.synthesis_ahead) == ("local", "auto", 2)
+    assert "[executor]" in c.to_toml() and 'kind = "local"' in c.to_toml() and "synthesis_ahead = 2" in c.to_toml()
+    ahead = config_from_dict({"executor": {"synthesis_ahead": 0}})
+    assert ahead.executor.synthesis_ahead == 0 and ahead.fingerprint() != c.fingerprint()
+    assert config_from_dict(tomllib.loads(ahead.to_toml())) == ahead
 
 
 @pytest.mark.parametrize("address", ["auto", "AUTO", "10.0.0.5:6379", "ray://head.internal:10001", "[::1]:6379"])
@@ -163,6 +166,10 @@ def test_executor_ray_addresses(address: str) -> None:
     ({"executor": {"address": "ray://head:99999"}}, r"executor\.address: .* is not a Ray address"),
     ({"executor": {"address": "http://head:8265/x"}}, r"executor\.address: .* is not a Ray address"),
     ({"executor": {"adress": "auto"}}, r"unknown key executor\.adress"),
+    ({"executor": {"synthesis_ahead": -1}}, r"executor\.synthesis_ahead: must be >= 0, got -1"),
+    ({"executor": {"synthesis_ahead": "2"}}, r"executor\.synthesis_ahead: expected an integer"),
+    ({"executor": {"synthesis_ahead": 1.5}}, r"executor\.synthesis_ahead: expected an integer"),
+    ({"executor": {"synthesis_ahead": True}}, r"executor\.synthesis_ahead: expected an integer"),
 ])
 def test_executor_errors_name_the_key(data: dict, message: str) -> None:
     with pytest.raises(ConfigError, match=message):

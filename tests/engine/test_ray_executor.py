@@ -1,7 +1,8 @@
 """The Ray executor on a Ray cluster of several nodes on this host (`ray.cluster_utils.Cluster`: a raylet
 per node, loopback addresses only, object stores capped small): a job's partitions spread over the
 nodes' devices, a node that joins later takes work without a restart, a node removed mid-job loses
-no partition, and a request's large buffers go into the object store once per job.
+no partition, a device's lanes synthesize ahead of it in processes on its node, and a request's
+large buffers go into the object store once per job.
 
 The tests share one cluster and one driver connection (the module's fixture, which shuts both down);
 they add nodes, and the last one removes a node (it cannot come back)."""
@@ -28,7 +29,7 @@ import ray._private.ray_constants as ray_constants
 from engine.engine_helpers import assert_verifies, make_request, start_engine, wait_until
 from ray.cluster_utils import Cluster
 
-from cuzk.engine.jobs import PartitionState, ResultStatus
+from cuzk.engine.jobs import PartitionState, Priority, ResultStatus
 from cuzk.engine.ray_executor import RayDevice, RayExecutor
 
 pytestmark = pytest.mark.slow
@@ -67,6 +68,11 @@ def node_of(worker: str) -> str:
     return worker.split(":", 1)[0]
 
 
+def device_of(worker: str) -> str:
+    """The device a lane's name starts with ("127.0.0.1-ab12cd:cuzk-device-cpu0/w0")."""
+    return worker.split("/", 1)[0]
+
+
 def test_partitions_spread_over_nodes_and_a_joining_node_is_used(tmp_path: Path, debug_params: Path,
                                                                  cluster: Cluster) -> None:
     engine = ray_engine(tmp_path, debug_params, cluster)
@@ -87,7 +93,8 @@ def test_partitions_spread_over_nodes_and_a_joining_node_is_used(tmp_path: Path,
         cluster.add_node(**NODE)  # a third node joins the running daemon
         wait_until(lambda: len([d for d in executor.all_devices if d.state == "ready"]) == 3, timeout=90,
                    what="the joining node's device")
-        wait_until(lambda: len(engine.pipeline.prover_workers) == 6, timeout=30, what="its lanes")
+        wait_until(lambda: len(engine.pipeline.prover_workers) == 3 * (executor.workers_per_device + 1), timeout=30,
+                   what="its lanes")
         joined = executor.all_devices[-1]
         engine.submit(make_request("joined", CIRCUIT, partitions=9, seed=1, device_delay_ms=150))
         result = engine.await_result("joined", timeout=120)
@@ -182,7 +189,7 @@ class _Payload:
 
 
 def test_large_buffers_go_into_the_object_store_once_per_job(cluster: Cluster) -> None:
-    from cuzk.engine.ray_executor import _RefUnpickler
+    from cuzk.engine.synthesis import PickledRecipe
 
     executor = RayExecutor(address=cluster.address, backend="cpu", workers_per_device=1, threads=1)
     try:
@@ -192,7 +199,7 @@ def test_large_buffers_go_into_the_object_store_once_per_job(cluster: Cluster) -
         assert all(len(blob) < 1024 and len(refs) == 1 for blob, refs in blobs)
         assert len({refs[0].hex() for _, refs in blobs}) == 1
         blob, refs = blobs[3]
-        back = _RefUnpickler(blob, ray.get(refs)).load()
+        back = PickledRecipe(blob, tuple(ray.get(refs))).load()
         assert back == _Payload(c1, b"x" * 100, 3)
         executor._pickle_recipe("job-b", _Payload(c1, b"", 0))  # another job: its own object
         assert executor.payload_puts == 2
@@ -210,6 +217,52 @@ def test_ray_devices_name_their_node() -> None:
     assert not d.alive and d.name.endswith("[lost: node 10.0.0.7 (ab12cd34) left the cluster]")
     assert d.placement["state"] == "lost" and d.placement["node_address"] == "10.0.0.7"
 
+
+
+def test_lanes_synthesize_ahead_of_the_device_in_processes_on_its_node(tmp_path: Path, debug_params: Path,
+                                                                       cluster: Cluster) -> None:
+    """gpu_workers_per_device = 1 and synthesis_ahead = 2 (the default): three lanes a device, each
+    synthesizing in a process of its own on the device's node, so that partitions are synthesized while
+    another holds the device; the CRITICAL lane synthesizes in the actor; a synthesis process that dies
+    fails its partition's job, and the lane's next partition gets a new process."""
+    engine = ray_engine(tmp_path, debug_params, cluster)
+    try:
+        executor = engine.executor
+        assert isinstance(executor, RayExecutor)
+        assert (executor.workers_per_device, executor.critical_lane) == (3, 3)
+        lanes = Counter(device_of(state.name) for _, _, state in engine.pipeline.prover_workers)
+        assert lanes == {d.worker_name: 4 for d in executor.all_devices}, lanes
+        regular = 3 * len(lanes)
+
+        # More partitions than lanes: a lane's second partition synthesizes while its device proves another's.
+        engine.submit(make_request("ahead", CIRCUIT, partitions=12, synth_delay_ms=300, device_delay_ms=300))
+        job = engine.jobs["ahead"]
+        wait_until(lambda: sum(p.state is PartitionState.PROVING for p in job.partitions) == regular, timeout=60,
+                   what="every regular lane busy")
+        engine.submit(make_request("urgent", CIRCUIT, priority=Priority.CRITICAL, seed=20))
+        assert_verifies(engine.await_result("urgent", timeout=60), debug_params, CIRCUIT, seed=20)
+        assert_verifies(engine.await_result("ahead", timeout=120), debug_params, CIRCUIT, partitions=12)
+        assert engine.jobs["urgent"].partitions[0].device_worker.endswith("/critical")
+        records = job.partitions
+        overlaps = [(p.index, q.index) for p in records for q in records
+                    if p is not q and device_of(p.device_worker) == device_of(q.device_worker)
+                    and p.synth_start < q.device_end and q.device_start < p.synth_end]
+        assert overlaps, [(p.device_worker, p.synth_start, p.synth_end, p.device_start, p.device_end) for p in records]
+
+        # fail_mode "crash" exits the process synthesizing it (in one not started by multiprocessing, such
+        # as the actor, it raises instead): code 70 is its exit from the lane's synthesis process.
+        engine.submit(make_request("crash", CIRCUIT, partitions=2, seed=30, fail_partition=0, fail_mode="crash"))
+        crashed = engine.await_result("crash", timeout=60)
+        assert crashed.status is ResultStatus.FAILED
+        assert "partition 0: synthesis on " in crashed.error and "exited (code 70)" in crashed.error, crashed.error
+        # A partition for every regular lane, each holding its device a while: the crashed lane takes
+        # one too, in a new synthesis process.
+        engine.submit(make_request("after", CIRCUIT, partitions=regular, seed=40, device_delay_ms=200))
+        assert_verifies(engine.await_result("after", timeout=120), debug_params, CIRCUIT, seed=40, partitions=regular)
+        crashed_lane = engine.jobs["crash"].partitions[0].device_worker
+        assert crashed_lane in {p.device_worker for p in engine.jobs["after"].partitions}, crashed_lane
+    finally:
+        engine.shutdown(0)
 
 
 def test_a_node_removed_mid_job_loses_no_partition(tmp_path: Path, debug_params: Path, cluster: Cluster,

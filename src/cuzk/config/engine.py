@@ -140,6 +140,12 @@ class ExecutorConfig:
     #: cuzk-py: with kind = "ray", the cluster to join: "auto" (the cluster this host runs, as `ray
     #: start` left it), "host:port" of its GCS, or a "ray://host:port" client address.
     address: str = "auto"
+    #: cuzk-py: with kind = "ray", prover lanes per device beyond `gpus.gpu_workers_per_device`. Every
+    #: lane synthesizes its partition in a synthesis process of its own on the device's node, then
+    #: proves it: the extra lanes synthesize while the others' partitions are on the device, so that
+    #: the device does not wait for synthesis. Each costs the node one more witness in host memory
+    #: (4.2 GB for PoRep-32GiB; docs/ray.md).
+    synthesis_ahead: int = 2
 
 
 def memory_limit_value(value: Any, what: str) -> int | str | list[int | str]:

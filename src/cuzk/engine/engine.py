@@ -64,14 +64,11 @@ from cuzk.engine.procs import WorkerProcess
 from cuzk.engine.providers import CircuitProvider, InvalidRequestError, ProviderContext, ProviderFactory, SrsSource
 from cuzk.engine.scheduler import BatchCollector, Scheduler
 from cuzk.engine.srs import SrsManager
-from cuzk.engine.synthesis import synthesis_worker_main
+from cuzk.engine.synthesis import SYNTHESIS_NICE, synthesis_worker_main
 from cuzk.errors import CuzkError
 
 log = logging.getLogger("cuzk.engine")
 MAX_REQUEST_ID = 256
-#: Niceness of the regular synthesis processes, so that the one reserved for CRITICAL work (nice 0),
-#: the device processes feeding the GPUs and the daemon's own threads get the CPU first.
-SYNTHESIS_NICE = 5
 #: Per worker process, on top of its measured RSS at start: allocator slack and numba/arkworks caches.
 PROCESS_SLACK_BYTES = 64 << 20
 

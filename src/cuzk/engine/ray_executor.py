@@ -11,6 +11,13 @@ own node, from the partition's picklable recipe, with the code a local synthesis
 (`synthesize_shared`): a witness never crosses the network. What travels is the recipe one way and
 the proof (192 bytes a partition) with its timings the other.
 
+Synthesis runs ahead of the device: a device has `gpu_workers_per_device + synthesis_ahead` lanes,
+and its actor a synthesis process per lane on its node (`synthesis_worker_main`, as the local
+engine's), so that some lanes synthesize while the others' partitions are on the device, and the
+actor's interpreter lock stays with the threads that drive it. The CRITICAL lane synthesizes in
+the actor itself, queued behind none of them. The recipe is unpickled only where it is synthesized
+(`PickledRecipe`).
+
 A recipe's large buffers (bytes, bytearray, numpy arrays of `LARGE_BUFFER_BYTES` or more, such as
 a request payload the partitions of a job share) go into Ray's object store once per job: the
 recipe is pickled with those buffers replaced by references (`_pickle_recipe`), each buffer put
@@ -22,7 +29,9 @@ Faults: an actor that dies (its process, or its node with it) makes `prove` rais
 another device. `restart` then waits for Ray to bring the actor back (and reloads its keys through
 `on_restart`), or, when its node is gone, marks the device lost, named with its node in the
 status, and blocks that lane until shutdown. `refresh_info` (every few seconds) notices nodes that
-joined since, starts their actors, and announces each device once ready (`on_device_added`).
+joined since, starts their actors, and announces each device once ready (`on_device_added`). A
+synthesis process of an actor that dies fails the partition it held (a synthesis error, not a
+device fault), and the actor spawns a new one for its lane's next partition.
 
 Clocks: a node's `time.monotonic()` is not this host's. Each actor's offset is measured when it
 reports ready (the midpoint of a round trip), and the stamps it returns are moved onto this
@@ -38,6 +47,7 @@ import os
 import pickle
 import threading
 import time
+import traceback
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -46,10 +56,12 @@ import ray.exceptions
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from cuzk.config import Config
+from cuzk.config.engine import ExecutorConfig
 from cuzk.engine.devices import DeviceSpec
 from cuzk.engine.executor import TOO_SMALL_ERROR, Device, DeviceError, Executor
 from cuzk.engine.messages import ItemResult, ProveItem
 from cuzk.engine.procs import WorkerCrashedError
+from cuzk.engine.synthesis import PickledRecipe, synthesize_shared
 from cuzk.errors import CuzkError
 
 log = logging.getLogger("cuzk.engine.ray_executor")
@@ -86,32 +98,39 @@ class RemoteItem:
     refs: list[Any] = field(default_factory=list)
 
 
-class _RefUnpickler(pickle.Unpickler):
-    def __init__(self, data: bytes, buffers: list[Any]) -> None:
-        super().__init__(io.BytesIO(data))
-        self._buffers = buffers
-
-    def persistent_load(self, pid: Any) -> Any:
-        return self._buffers[pid]
-
-
 class DeviceActor:
     """One device on its node: the backend, its keys, and synthesis of the partitions it proves.
 
     Threaded (`max_concurrency`): each lane's `prove` runs in a thread of its own, the device lock
-    of `_DeviceState` ordering them by priority as in a local device process."""
+    of `_DeviceState` ordering them by priority as in a local device process. Regular lane k
+    synthesizes in synthesis process k, spawned by this actor on its node (its children: they exit
+    when this process goes, at the EOF of their pipes)."""
 
     def __init__(self, settings: dict[str, Any]) -> None:
-        from cuzk.engine.procs import set_thread_env
+        from cuzk.engine.procs import WorkerProcess, set_thread_env
+        from cuzk.engine.synthesis import SYNTHESIS_NICE, synthesis_worker_main
 
         set_thread_env(settings["threads"])
-        from cuzk.engine.device_worker import _DeviceState, _limit_prover_threads, _warm_up, make_backend
-
-        _limit_prover_threads(settings["threads"])
-        backend = make_backend(settings["kind"], settings["ordinal"], settings.get("memory_limit"))
-        _warm_up(backend)
-        self.state = _DeviceState(backend)
         self.label = settings["label"]
+        count = settings["synthesis_procs"]
+        threads = max(1, (os.cpu_count() or 1) // count)
+        self.synth = [WorkerProcess(f"{self.label}/synth{k}", synthesis_worker_main, (threads, SYNTHESIS_NICE))
+                      for k in range(count)]
+        for proc in self.synth:  # their imports run beside the backend's warm-up
+            proc.start()
+        try:
+            from cuzk.engine.device_worker import _DeviceState, _limit_prover_threads, _warm_up, make_backend
+
+            _limit_prover_threads(settings["threads"])
+            backend = make_backend(settings["kind"], settings["ordinal"], settings.get("memory_limit"))
+            _warm_up(backend)
+            self.state = _DeviceState(backend)
+            for proc in self.synth:
+                proc.wait_ready()
+        except BaseException:
+            for proc in self.synth:
+                proc.stop(1.0)
+            raise
 
     def ready(self) -> dict[str, Any]:
         from cuzk.engine.device_worker import _device_info
@@ -135,26 +154,26 @@ class DeviceActor:
     def unload(self, circuit_id: str, tier: str) -> None:
         self.state.unload(circuit_id, tier)
 
-    def prove(self, items: list[RemoteItem], verify: bool) -> tuple[list[ItemResult], float, int]:
-        """Synthesize each item here (into shared memory on this node, as a synthesis process would),
-        prove the batch on the device, and return the results with this node's clock at the end and
-        this process's pid (a new pid: Ray restarted the actor, and its keys are gone)."""
-        from cuzk.engine.synthesis import synthesize_shared
-
+    def prove(self, lane: int, items: list[RemoteItem], verify: bool) -> tuple[list[ItemResult], float, int]:
+        """Synthesize each item on this node (into shared memory, in the lane's synthesis process; the
+        CRITICAL lane's in this process), prove the batch on the device, and return the results with
+        this node's clock at the end and this process's pid (a new pid: Ray restarted the actor, and
+        its keys are gone). The segments are this process's to unlink, wherever they were made."""
         results: list[ItemResult | None] = [None] * len(items)
         local: list[tuple[int, ProveItem, tuple[float, float]]] = []
         try:
             for k, item in enumerate(items):
                 try:
-                    buffers = ray.get(item.refs) if item.refs else []
-                    recipe = _RefUnpickler(item.recipe, buffers).load()
-                    del buffers
-                    shared, start, end = synthesize_shared(recipe)
+                    recipe = PickledRecipe(item.recipe, tuple(ray.get(item.refs)) if item.refs else ())
+                    reply = self._synthesize(lane, recipe)
+                    del recipe
                 except Exception as err:
-                    results[k] = ItemResult(False, error=f"synthesis on {self.label} failed: {type(err).__name__}: "
-                                                         f"{err}")
-                    log.debug("synthesis of %s failed", item.label, exc_info=True)
+                    reply = ("error", f"{type(err).__name__}: {err}", "")
+                if reply[0] != "ok":
+                    results[k] = ItemResult(False, error=f"synthesis on {self.label} failed: {reply[1]}")
+                    log.debug("synthesis of %s failed:\n%s", item.label, reply[2])
                     continue
+                _, shared, start, end = reply
                 local.append((k, ProveItem(item.circuit_id, shared, item.public_inputs, item.label, item.priority,
                                            item.hold_s), (start, end)))
             if local:
@@ -168,6 +187,23 @@ class DeviceActor:
                 p.shared.unlink()
         return ([r if r is not None else ItemResult(False, error="not proven") for r in results], time.monotonic(),
                 os.getpid())
+
+    def _synthesize(self, lane: int, recipe: PickledRecipe) -> tuple[Any, ...]:
+        """A synthesis process's reply for `recipe`: ("ok", shared, start, end) or ("error", message,
+        traceback). A process that died answers its partition as failed (`WorkerCrashedError`) and is
+        replaced before the lane's next partition."""
+        if lane >= len(self.synth):  # the CRITICAL lane
+            try:
+                return ("ok", *synthesize_shared(recipe))
+            except Exception as err:
+                return ("error", f"{type(err).__name__}: {err}", traceback.format_exc())
+        proc = self.synth[lane]
+        try:
+            if not proc.alive:
+                proc.restart("it died in an earlier partition")
+            return proc.request(("synth", recipe))
+        except Exception as err:  # WorkerCrashedError, a restart that failed, a recipe that cannot be sent
+            return ("error", f"{type(err).__name__}: {err}", "")
 
 
 # -- the executor side ------------------------------------------------------------------------------------
@@ -247,14 +283,19 @@ def _is_large_buffer(obj: Any) -> bool:
 class RayExecutor(Executor):
     """One `DeviceActor` per device on every node of the cluster that offers a device resource."""
 
+    #: The front end reserves no memory for these partitions: on the device's node, each lane (the
+    #: `workers_per_device` and the CRITICAL one) holds one partition's witness at most (one batch's).
     synthesizes = True
 
     def __init__(self, *, address: str, backend: str, workers_per_device: int, threads: int,
-                 memory_limit: int | None = None, namespace: str = "cuzk") -> None:
+                 synthesis_ahead: int = ExecutorConfig.synthesis_ahead, memory_limit: int | None = None,
+                 namespace: str = "cuzk") -> None:
         self.address = address
         self.backend = backend
-        self.workers_per_device = workers_per_device
-        self.critical_lane = workers_per_device
+        # Every lane synthesizes, then proves: `synthesis_ahead` lanes more than the device's workers
+        # keep partitions synthesized while the others' are on the device.
+        self.workers_per_device = workers_per_device + synthesis_ahead
+        self.critical_lane = self.workers_per_device
         self.threads = threads
         self.memory_limit = memory_limit
         self._lock = threading.Lock()
@@ -282,7 +323,7 @@ class RayExecutor(Executor):
         limit = config.gpus.memory_limit_for(0) if not isinstance(config.gpus.memory_limit, list) else None
         return cls(address=config.executor.address, backend=config.gpus.backend,
                    workers_per_device=config.gpus.gpu_workers_per_device, threads=config.gpus.gpu_threads,
-                   memory_limit=limit)
+                   synthesis_ahead=config.executor.synthesis_ahead, memory_limit=limit)
 
     # -- nodes and devices ------------------------------------------------------------------------------
     @staticmethod
@@ -346,7 +387,7 @@ class RayExecutor(Executor):
         options: dict[str, Any] = {
             "scheduling_strategy": NodeAffinitySchedulingStrategy(device.node_id, soft=False),
             "max_restarts": MAX_RESTARTS, "max_task_retries": 0,
-            # One thread per lane, plus control requests (load, info) beside them.
+            # One thread per lane (the CRITICAL one too), plus control requests (load, info) beside them.
             "max_concurrency": self.workers_per_device + 3,
             "num_cpus": 0,
         }
@@ -355,7 +396,8 @@ class RayExecutor(Executor):
         else:
             options["resources"] = {DEVICE_RESOURCE: 1}
         settings = {"kind": device.spec.kind, "ordinal": 0, "threads": self.threads,
-                    "memory_limit": self.memory_limit, "label": device.worker_name}
+                    "memory_limit": self.memory_limit, "label": device.worker_name,
+                    "synthesis_procs": self.workers_per_device}
         # Ray gives a GPU actor its GPU as the only visible one, hence ordinal 0.
         device.actor = ray.remote(DeviceActor).options(**options).remote(settings)
         device._ready_call = (time.monotonic(), device.actor.ready.remote())
@@ -582,7 +624,7 @@ class RayExecutor(Executor):
             raise WorkerCrashedError(device.worker_name, None)
         remote = [self._remote_item(item) for item in items]
         try:
-            results, _, pid = ray.get(device.actor.prove.remote(remote, verify))
+            results, _, pid = ray.get(device.actor.prove.remote(lane, remote, verify))
         except ACTOR_GONE as err:
             log.warning("device %s died while proving %s: %s", device.worker_name, items[0].label,
                         type(err).__name__)

@@ -18,10 +18,12 @@ dies, multiprocessing's resource tracker (shared by all children under `spawn`) 
 
 from __future__ import annotations
 
+import io
 import logging
+import pickle
 import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from multiprocessing import shared_memory
 from multiprocessing.connection import Connection
@@ -38,6 +40,9 @@ log = logging.getLogger("cuzk.engine.synthesis")
 _FIELDS = ("a", "b", "c", "inputs", "aux", "a_aux_density", "b_input_density", "b_aux_density")
 _WITNESS_FIELDS = ("inputs", "aux")
 _ALIGN = 64
+#: Niceness of the regular synthesis processes, so that the one reserved for CRITICAL work (nice 0),
+#: the device processes feeding the GPUs and the daemon's own threads get the CPU first.
+SYNTHESIS_NICE = 5
 
 
 @dataclass(eq=False)
@@ -212,6 +217,32 @@ def _warm_up(calls: Sequence[WorkerCall]) -> None:
         result = resolve_call(ref)(*args)
         if result is not None:
             export_assignment(result).unlink()
+
+
+class _BufferUnpickler(pickle.Unpickler):
+    def __init__(self, data: bytes, buffers: Sequence[Any]) -> None:
+        super().__init__(io.BytesIO(data))
+        self._buffers = buffers
+
+    def persistent_load(self, pid: Any) -> Any:
+        return self._buffers[pid]
+
+
+@dataclass(frozen=True)
+class PickledRecipe:
+    """A partition recipe as it reaches a node of the Ray executor (`cuzk.engine.ray_executor`): still
+    pickled, its large buffers out of band (persistent ids index `buffers`). It is unpickled where it
+    is synthesized, so that the device actor handing it to a synthesis process neither unpickles nor
+    pickles it again (the actor's interpreter lock is its lanes')."""
+
+    data: bytes
+    buffers: tuple[Any, ...] = ()
+
+    def load(self) -> Any:
+        return _BufferUnpickler(self.data, self.buffers).load()
+
+    def assignment_into(self, segment: Callable[[int, int], Any]) -> Any:
+        return self.load().assignment_into(segment)
 
 
 def synthesize_shared(recipe: Any) -> tuple[SharedAssignment, float, float]:
