@@ -109,27 +109,58 @@ def test_the_device_process_reports_what_it_pinned_for_a_hot_key() -> None:
 
         def memory_plan(self, names: dict) -> dict:
             return {"keys": [{"circuit_id": names.get(pk, ""), "host_pinned_bytes": 9 << 30,
-                              "host_pinned_compiled_bytes": 2 << 30} for pk in names] +
+                              "host_pinned_compiled_bytes": 2 << 30, "streamed_bytes": 10 << 30} for pk in names] +
                             [{"circuit_id": "other", "host_pinned_bytes": 1 << 30}]}
 
     state = _DeviceState(Streaming())
     state.keys["porep-32g"], state.prepared["porep-32g"] = object(), object()
     reply = state.load("porep-32g", "/unused", True)
     assert (reply["pinned_bytes"], reply["pinned_key_bytes"]) == (9 << 30, 7 << 30)  # bases: all but the matrices
+    assert reply["file_read_bytes"] == 3 << 30  # 10 GiB streamed, 7 of them from the pinned copy
     reply = state.load("porep-32g", "/unused", False)
     assert (reply["pinned_bytes"], reply["pinned_key_bytes"]) == (0, 0)  # warm: nothing made resident
+    assert "file_read_bytes" not in reply  # warm: the file is all there is
 
 
-def test_the_host_budget_counts_the_key_file_and_one_pinned_copy_of_its_bases_once() -> None:
-    # Two devices each pinned 40 GiB of the key's bases and 6 GiB of matrices; the SRS entry already
-    # holds the mapped file, whose pages of those bases one device's copy stands in for.
+def test_a_backend_without_a_memory_plan_says_nothing_of_the_file() -> None:
+    from cuzk.engine.device_worker import _DeviceState
+
+    class Cpu:
+        def load_key(self, pk: object) -> None:
+            pass
+
+    state = _DeviceState(Cpu())
+    state.keys["mimc-3"], state.prepared["mimc-3"] = object(), object()
+    reply = state.load("mimc-3", "/unused", True)
+    assert (reply["pinned_bytes"], reply["pinned_key_bytes"]) == (0, 0) and "file_read_bytes" not in reply
+
+
+def test_a_hot_key_on_gpus_counts_its_pinned_copies_and_only_the_file_they_still_read() -> None:
+    # Two logical devices each pinned 19 GiB of the key's bases (H and B_G2 streamed) and 6 GiB of
+    # matrices, the rest resident: their proofs read nothing of the 44 GiB file, whose pages the
+    # kernel may then reclaim, so the budget holds both devices' copies and none of the file.
+    file_bytes = 44 << 30
+    devices = [_device(0), _device(1)]
+    for d in devices:
+        Executor._loaded(d, "porep-32g", {"pinned_bytes": 25 << 30, "pinned_key_bytes": 19 << 30,
+                                          "file_read_bytes": 0})
+    fake = SimpleNamespace(devices=devices)
+    assert Executor.hot_host_bytes(fake, "porep-32g", file_bytes) == (0, 50 << 30)  # type: ignore[arg-type]
+    # One device left a streamed vector unpinned (the host was short): it reads those bytes per proof.
+    Executor._loaded(devices[1], "porep-32g", {"pinned_bytes": 10 << 30, "pinned_key_bytes": 4 << 30,
+                                               "file_read_bytes": 15 << 30})
+    assert Executor.hot_host_bytes(fake, "porep-32g", file_bytes) == (15 << 30, 35 << 30)  # type: ignore[arg-type]
+    Executor._unloading("porep-32g", "warm", devices)
+    assert Executor.hot_host_bytes(fake, "porep-32g", file_bytes) == (file_bytes, 0)  # type: ignore[arg-type]
+
+
+def test_a_device_that_says_nothing_of_the_file_keeps_all_of_it_and_one_pinned_copy_stands_for_its_pages() -> None:
+    # The whole file counts: one device's pinned copy of the bases is the same bytes as its pages.
     devices = [_device(0), _device(1)]
     for d in devices:
         Executor._loaded(d, "porep-32g", {"pinned_bytes": 46 << 30, "pinned_key_bytes": 40 << 30})
     fake = SimpleNamespace(devices=devices)
-    assert Executor.pinned_bytes(fake, "porep-32g") == (46 + 46 - 40) << 30  # type: ignore[arg-type]
-    Executor._unloading("porep-32g", "warm", devices)
-    assert Executor.pinned_bytes(fake, "porep-32g") == 0  # type: ignore[arg-type]
-    # A device whose reply predates the split (or a backend that pins nothing of the key) counts in full.
-    Executor._loaded(devices[0], "porep-32g", {"pinned_bytes": 3 << 30})
-    assert Executor.pinned_bytes(fake, "porep-32g") == 3 << 30  # type: ignore[arg-type]
+    assert Executor.hot_host_bytes(fake, "porep-32g", 47 << 30) == (47 << 30, (46 + 46 - 40) << 30)  # type: ignore[arg-type]
+    Executor._loaded(devices[0], "porep-32g", {"pinned_bytes": 3 << 30})  # a reply without the split
+    Executor._unloading("porep-32g", "cold", devices[1:])
+    assert Executor.hot_host_bytes(fake, "porep-32g", 47 << 30) == (47 << 30, 3 << 30)  # type: ignore[arg-type]

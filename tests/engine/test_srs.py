@@ -21,6 +21,7 @@ class RecordingLoader:
         self.calls: list[tuple] = []
         self.fail = False
         self.pinned: dict[str, int] = {}  #: host bytes its devices pin for a hot key (streaming plans)
+        self.file_read: dict[str, int] = {}  #: bytes of a hot key's file its devices still read (GPUs)
 
     def load_all(self, circuit_id: str, path: str, *, hot: bool) -> float:
         self.calls.append(("load", circuit_id, hot))
@@ -35,8 +36,8 @@ class RecordingLoader:
     def unload_all(self, circuit_id: str, tier: str) -> None:
         self.calls.append(("unload", circuit_id, tier))
 
-    def pinned_bytes(self, circuit_id: str) -> int:
-        return self.pinned.get(circuit_id, 0)
+    def hot_host_bytes(self, circuit_id: str, file_bytes: int) -> tuple[int, int]:
+        return self.file_read.get(circuit_id, file_bytes), self.pinned.get(circuit_id, 0)
 
 
 class Clock:
@@ -102,6 +103,67 @@ def test_pinned_copies_of_a_streaming_plan_are_held_until_the_key_is_no_longer_h
     clock.now += 1
     assert m.evict_idle(1) == 300 << 20 and entry(m, "mimc-3")["tier"] == "WARM"  # hot -> warm frees them
     assert budget.used == file_bytes and entry(m, "mimc-3")["pinned_bytes"] == 0
+
+
+def test_a_key_hot_on_gpus_holds_only_the_file_they_read_and_maps_it_all_again_when_warm(debug_params: Path) -> None:
+    """Once the GPUs hold the key (resident, or pinned where streamed), their proofs read none of the
+    file: the entry lets that part of its reservation go. Going back to WARM maps the whole file
+    again, so it is done only where it frees more than it takes, and only where the budget can take
+    the file back; otherwise the entry goes cold."""
+    file_bytes = (debug_params / "cuzk-test-mimc-3.params").stat().st_size
+    budget = MemoryBudget(1 << 30)
+    m, loader, clock, _ = manager(debug_params, budget, devices=2, host_copies=0, min_idle=0)
+    loader.file_read["mimc-3"], loader.pinned["mimc-3"] = 0, 3 * file_bytes
+    m.release(m.acquire("mimc-3"))
+    e = entry(m, "mimc-3")
+    assert (e["tier"], e["mapped_bytes"], e["pinned_bytes"]) == ("HOT", 0, 3 * file_bytes)
+    assert budget.used == 3 * file_bytes == m.held_bytes()["HOT"]
+    clock.now += 1
+    assert m.evict_idle(1) == 2 * file_bytes  # the pinned copies go, the whole file is mapped again
+    e = entry(m, "mimc-3")
+    assert (e["tier"], e["mapped_bytes"], e["pinned_bytes"]) == ("WARM", file_bytes, 0) and budget.used == file_bytes
+    assert loader.calls[-1] == ("unload", "mimc-3", "warm")
+
+    # Resident on the GPUs with nothing pinned: WARM would hold more than HOT, so pressure takes it cold.
+    loader.pinned["mimc-3"] = 0
+    m.release(m.acquire("mimc-3"))
+    assert budget.used == 0 and entry(m, "mimc-3")["mapped_bytes"] == 0
+    clock.now += 1
+    assert m.evict_idle(1) == 0 and entry(m, "mimc-3")["tier"] == "COLD"
+    assert loader.calls[-1] == ("unload", "mimc-3", "cold") and budget.used == 0
+
+
+def test_a_gpu_key_the_budget_cannot_map_again_goes_cold_instead_of_warm(debug_params: Path) -> None:
+    file_bytes = (debug_params / "cuzk-test-mimc-3.params").stat().st_size
+    budget = MemoryBudget(1 << 30)
+    m, loader, clock, _ = manager(debug_params, budget, host_copies=0, min_idle=0)
+    loader.file_read["mimc-3"], loader.pinned["mimc-3"] = 0, 2 * file_bytes
+    m.release(m.acquire("mimc-3"))
+    clock.now += 1
+    budget.try_grow = lambda r, n: False  # type: ignore[method-assign]  # what the pinned copies freed, taken meanwhile
+    assert m.evict_idle(1) == 2 * file_bytes and entry(m, "mimc-3")["tier"] == "COLD" and budget.used == 0
+    assert loader.calls[-2:] == [("unload", "mimc-3", "warm"), ("unload", "mimc-3", "cold")]
+
+
+def test_a_replaced_device_s_copies_are_reserved_as_it_reports_them(debug_params: Path) -> None:
+    """A device process that was replaced pins its copies again when it gets the hot key back; the
+    entry follows what the devices now report where the budget has room (the key is on the device
+    already: growth it cannot take is logged, not refused)."""
+    file_bytes = (debug_params / "cuzk-test-mimc-3.params").stat().st_size
+    budget = MemoryBudget(64 * file_bytes)
+    m, loader, _, _ = manager(debug_params, budget, host_copies=0)
+    loader.file_read["mimc-3"], loader.pinned["mimc-3"] = 0, 8 * file_bytes
+    m.release(m.acquire("mimc-3"))
+    assert budget.used == 8 * file_bytes
+    # Short of host memory this time, it left a vector unpinned: it reads that from the file.
+    loader.file_read["mimc-3"], loader.pinned["mimc-3"] = 3 * file_bytes, 5 * file_bytes
+    m.reload_device(loader.devices[0])
+    e = entry(m, "mimc-3")
+    assert (e["mapped_bytes"], e["pinned_bytes"], budget.used) == (3 * file_bytes, 5 * file_bytes, 8 * file_bytes)
+    assert loader.calls[-1] == ("reload", "mimc-3", True)
+    loader.pinned["mimc-3"] = 100 * file_bytes  # more than the budget: logged, the reservation as it was
+    m.reload_device(loader.devices[0])
+    assert entry(m, "mimc-3")["pinned_bytes"] == 5 * file_bytes and budget.used == 8 * file_bytes
 
 
 def test_pinned_copies_the_budget_cannot_hold_fail_the_load(debug_params: Path) -> None:

@@ -101,20 +101,27 @@ class _DeviceState:
         reply: dict[str, Any] = {}
         if hot and compiled_path is not None:
             reply["compiled"] = self._prepare_compiled(circuit_id, compiled_path, pk)
-        reply["pinned_bytes"], reply["pinned_key_bytes"] = self._pinned_bytes(circuit_id, pk) if hot else (0, 0)
+        if hot:
+            reply.update(self._host_bytes(circuit_id, pk))
+        else:
+            reply["pinned_bytes"] = reply["pinned_key_bytes"] = 0
         reply["load_s"] = time.monotonic() - start
         return reply
 
-    def _pinned_bytes(self, circuit_id: str, pk: Any) -> tuple[int, int]:
-        """Host bytes the backend pinned for this key (a streaming plan's copies of its streamed
-        bases, and of its compiled circuit's matrices that proofs upload), which the daemon's memory
-        budget must hold, and the part of them that copies the key's bases."""
+    def _host_bytes(self, circuit_id: str, pk: Any) -> dict[str, int]:
+        """Host memory a hot key takes beside the device, which the daemon's budget must hold: the
+        bytes the backend pinned for it (a streaming plan's copies of its streamed bases, and of its
+        compiled circuit's matrices that proofs upload), the part of them that copies the key's bases,
+        and the bytes of the key's file that proofs still read (streamed bases left unpinned). A
+        backend without a device memory plan says nothing of the file: the daemon then counts all of it."""
         plan = getattr(self.backend, "memory_plan", None)
         if plan is None:
-            return 0, 0
+            return {"pinned_bytes": 0, "pinned_key_bytes": 0}
         keys = [k for k in plan({pk: circuit_id})["keys"] if k["circuit_id"] == circuit_id]
         total = sum(k["host_pinned_bytes"] for k in keys)
-        return total, total - sum(k.get("host_pinned_compiled_bytes", 0) for k in keys)
+        bases = total - sum(k.get("host_pinned_compiled_bytes", 0) for k in keys)
+        streamed = sum(k.get("streamed_bytes", 0) for k in keys)
+        return {"pinned_bytes": total, "pinned_key_bytes": bases, "file_read_bytes": max(0, streamed - bases)}
 
     def _prepare_compiled(self, circuit_id: str, compiled_path: str, pk: Any) -> dict[str, Any]:
         """Map and verify the compiled circuit (a 130M-row circuit: 6.1 GB of digests, ~15 s) and, with a

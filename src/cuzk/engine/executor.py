@@ -74,6 +74,9 @@ class Device:
         #: budget by the SRS entry; `pinned_key` is the part that copies the key's own bases.
         self.pinned: dict[str, int] = {}
         self.pinned_key: dict[str, int] = {}
+        #: circuit id -> bytes of the key's file the device still reads while the key is hot (its
+        #: plan's streamed vectors left unpinned); None: it did not say (a CPU backend), the whole file.
+        self.file_read: dict[str, int | None] = {}
 
     def proven(self, device_s: float) -> None:
         self.partitions_proven += 1
@@ -198,6 +201,7 @@ class Executor(ABC):
         device.refused.pop(circuit_id, None)
         device.pinned[circuit_id] = reply.get("pinned_bytes", 0)
         device.pinned_key[circuit_id] = min(reply.get("pinned_key_bytes", 0), device.pinned[circuit_id])
+        device.file_read[circuit_id] = reply.get("file_read_bytes")
 
     @staticmethod
     def _check_someone_holds(circuit_id: str, devices: list[Device]) -> None:
@@ -212,17 +216,30 @@ class Executor(ABC):
         for d in devices:
             d.pinned.pop(circuit_id, None)
             d.pinned_key.pop(circuit_id, None)
+            d.file_read.pop(circuit_id, None)
             if tier == "cold":
                 d.refused.pop(circuit_id, None)
 
-    def pinned_bytes(self, circuit_id: str) -> int:
-        """Host bytes the devices pinned for the circuit's key, as their last loads reported, less the
-        one copy of the key's bases that the SRS entry's mapped reservation already holds: proofs
-        read streamed bases from a pinned copy, never from the file's pages of them, which the kernel
-        can then reclaim, so those pages and one device's copy are the same bytes counted twice. The
-        other devices' copies and the compiled matrices are not in the file and count in full."""
-        total = sum(d.pinned.get(circuit_id, 0) for d in self.devices)
-        return total - max((d.pinned_key.get(circuit_id, 0) for d in self.devices), default=0)
+    def hot_host_bytes(self, circuit_id: str, file_bytes: int) -> tuple[int, int]:
+        """What the host budget holds for a hot key beside its decoded copies, as the devices' last
+        loads reported: (bytes of the key's file that devices still read, the pinned copies).
+
+        A GPU device reads the file only to load the key: its plan keeps every base vector in device
+        memory or in a pinned host copy, except streamed vectors whose copy was skipped for want of
+        host memory, which it reads from the file per proof. The rest of the file's pages are page
+        cache the kernel reclaims, so counting them would only starve synthesis (two logical devices
+        on one GPU ran one or two syntheses at a time for it: docs/memory.md §2). A device that
+        does not say (a CPU backend) keeps the whole file. While the whole file counts, one device's
+        pinned copy of the bases is the same bytes as its pages, and is counted once."""
+        holders = [d for d in self.devices if circuit_id in d.pinned]
+        if not holders:
+            return file_bytes, 0
+        reads = [d.file_read.get(circuit_id) for d in holders]
+        read = file_bytes if None in reads else min(file_bytes, max(r for r in reads if r is not None))
+        pinned = sum(d.pinned[circuit_id] for d in holders)
+        if read >= file_bytes:
+            pinned -= max(d.pinned_key.get(circuit_id, 0) for d in holders)
+        return read, pinned
 
     @abstractmethod
     def unload_all(self, circuit_id: str, tier: str) -> None:

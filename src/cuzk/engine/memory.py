@@ -202,6 +202,19 @@ class MemoryBudget:
                 got = self._take(nbytes, label)
         return got
 
+    def try_grow(self, r: Reservation, nbytes: int) -> bool:
+        """Add `nbytes` to `r` now if they are free, without the evictor (its own caller may be it)."""
+        if nbytes < 0:
+            raise ValueError("cannot grow by a negative size")
+        with self._lock:
+            if self._used + nbytes > self.total:
+                return False
+            r.nbytes += nbytes
+            self._used += nbytes
+            self.peak = max(self.peak, self._used)
+            self._held[r.id] = r
+            return True
+
     def reserve(self, nbytes: int, label: str, *, timeout: float | None = None,
                 cancelled: Callable[[], bool] | None = None, poll: float = 0.25) -> Reservation | None:
         """Block until reserved; None if `timeout` runs out or `cancelled()` becomes true."""

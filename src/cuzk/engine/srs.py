@@ -9,9 +9,11 @@ Tiers (the cuzk.v1 SRSStatus.Tier values):
   (`resident_bytes`); a GPU backend's copy lives in device memory, which the device's own memory plan
   governs, so it takes nothing more from this (host) budget, except what a small card's streaming
   plan keeps in pinned host memory (streamed bases, compiled matrices): the devices report those
-  bytes when the key is hot, and the entry holds them too (`pinned_bytes`, less the one copy of the
-  key's bases that stands in for the mapped pages of them: the loader's `pinned_bytes`; a budget
-  that cannot hold them fails the load).
+  bytes when the key is hot, and the entry holds them too (`pinned_bytes`). Once a GPU holds the
+  key, its proofs read none of the file but the streamed bases left unpinned, so the entry keeps
+  only that much of the file's reservation (`mapped_bytes`; the loader's `hot_host_bytes`) and the
+  rest of its pages are the page cache's to reclaim; going back to WARM takes the whole file again,
+  or the entry goes cold. A budget that cannot hold the pinned copies fails the load.
 
 Jobs take a reference (`acquire`) for their whole life, which makes the entry hot and keeps it from
 being evicted; `release` drops it. Under budget pressure the budget's evictor calls `evict_idle`:
@@ -71,7 +73,9 @@ class Loader(Protocol):
 
     def load(self, device: Any, circuit_id: str, path: str, *, hot: bool) -> float: ...
 
-    def pinned_bytes(self, circuit_id: str) -> int: ...
+    def hot_host_bytes(self, circuit_id: str, file_bytes: int) -> tuple[int, int]:
+        """(bytes of the file the devices read while the key is hot, bytes they pinned for it)."""
+        ...
 
 
 @dataclass
@@ -154,7 +158,9 @@ class SrsManager:
                 if entry.resident is None:
                     entry.resident = self._reserve(entry.resident_bytes, f"srs:{cid}:resident", cancelled)
                 self.loader.load_all(cid, path, hot=True)
-                pinned = self.loader.pinned_bytes(cid)
+                read, pinned = self.loader.hot_host_bytes(cid, entry.file_bytes)
+                assert entry.mapped is not None
+                entry.mapped.release(entry.mapped.nbytes - read)
                 if pinned:
                     entry.pinned = self._reserve(pinned, f"srs:{cid}:pinned", cancelled)
             except BaseException:
@@ -252,20 +258,42 @@ class SrsManager:
             with self._lock:
                 if entry.refs or entry.tier is SrsTier.COLD or (to_tier == "warm" and entry.tier is not SrsTier.HOT):
                     return 0
-            self.loader.unload_all(entry.circuit_id, to_tier)
-            if to_tier == "cold":
-                freed = self._drop(entry)
-            else:  # the devices drop the key, and with it its pinned copies
-                freed = sum(res.release() for res in (entry.pinned, entry.resident) if res is not None)
-                entry.pinned = entry.resident = None
-                with self._lock:
-                    entry.tier = SrsTier.WARM
+            freed = self._demoted(entry, to_tier)
+            if freed is None:
+                return 0
             self.evictions += 1
             log.info("SRS %s evicted to %s under memory pressure (%s bytes freed, idle %.0f s)", entry.circuit_id,
-                     to_tier, f"{freed:,}", self._clock() - entry.last_used)
+                     entry.tier.name.lower(), f"{freed:,}", self._clock() - entry.last_used)
             return freed
         finally:
             entry.load_lock.release()
+
+    def _demoted(self, entry: SrsEntry, to_tier: str) -> int | None:
+        """Drop an idle entry to `to_tier` (caller holds load_lock); the bytes freed, None where it is
+        left as it is. HOT -> WARM frees the pinned and decoded copies but maps the whole file again:
+        where that would hold more than it frees it is not done (the cold pass takes the entry), and
+        where the budget cannot take back the part of the file a GPU let go (`_make_hot`) the entry
+        goes cold instead."""
+        cid, freed = entry.circuit_id, 0
+        if to_tier == "warm":
+            assert entry.mapped is not None
+            regrow = entry.file_bytes - entry.mapped.nbytes
+            if regrow and sum(r.nbytes for r in (entry.pinned, entry.resident) if r is not None) <= regrow:
+                return None
+            self.loader.unload_all(cid, "warm")
+            freed = sum(r.release() for r in (entry.pinned, entry.resident) if r is not None)
+            entry.pinned = entry.resident = None
+            if self._remap(entry):
+                with self._lock:
+                    entry.tier = SrsTier.WARM
+                return freed - regrow
+        self.loader.unload_all(cid, "cold")
+        return freed + self._drop(entry)
+
+    def _remap(self, entry: SrsEntry) -> bool:
+        """The whole file reserved again, now (this runs inside the evictor: it does not evict)."""
+        assert entry.mapped is not None
+        return self.budget.try_grow(entry.mapped, entry.file_bytes - entry.mapped.nbytes)
 
     # -- device restarts and status ------------------------------------------------------------------
     def reload_device(self, device: Any) -> None:
@@ -276,6 +304,30 @@ class SrsManager:
             with entry.load_lock:
                 if entry.tier is not SrsTier.COLD:
                     self.loader.load(device, entry.circuit_id, str(entry.source.path), hot=entry.tier is SrsTier.HOT)
+                    if entry.tier is SrsTier.HOT:
+                        self._rebudget(entry)
+
+    def _rebudget(self, entry: SrsEntry) -> None:
+        """A hot entry's reservations set again to what its devices now report (a replaced device
+        pins its copies anew, and may keep a different part of the file, e.g. with less host memory
+        spare than at the first load). The device has the key already, so growth the budget cannot
+        take is not refused: it is logged, and the reservation stays as it was."""
+        read, pinned = self.loader.hot_host_bytes(entry.circuit_id, entry.file_bytes)
+        short = 0
+        for attr, want in (("mapped", read), ("pinned", pinned)):
+            res: Reservation | None = getattr(entry, attr)
+            have = res.nbytes if res is not None else 0
+            if want < have:
+                res.release(have - want)  # type: ignore[union-attr]
+            elif want > have:
+                if res is None:
+                    res = self.budget.try_reserve(0, f"srs:{entry.circuit_id}:{attr}", evict=False)
+                    setattr(entry, attr, res)
+                if not self.budget.try_grow(res, want - have):  # type: ignore[arg-type]
+                    short += want - have
+        if short:
+            log.warning("SRS %s: a replaced device's copies need %s more bytes of host memory than the budget has "
+                        "free; they are not reserved", entry.circuit_id, f"{short:,}")
 
     def snapshot(self) -> list[dict[str, Any]]:
         now = self._clock()
@@ -284,6 +336,7 @@ class SrsManager:
                 "circuit_id": e.circuit_id, "tier": e.tier.name, "tier_value": int(e.tier),
                 "size_bytes": e.file_bytes, "resident_bytes": e.resident_bytes if e.tier is SrsTier.HOT else 0,
                 "pinned_bytes": e.pinned.nbytes if e.pinned is not None else 0,
+                "mapped_bytes": e.mapped.nbytes if e.mapped is not None else 0,
                 "ref_count": e.refs, "idle_ms": 0 if e.refs else round((now - e.last_used) * 1000),
                 "load_time_ms": round(e.load_s * 1000), "path": str(e.source.path), "insecure": e.source.insecure,
                 "evictable": e.refs == 0 and e.tier is not SrsTier.COLD and now - e.last_used >= self.min_idle_s,
@@ -293,6 +346,6 @@ class SrsManager:
         with self._lock:
             out = {t.name: 0 for t in SrsTier}
             for e in self._entries.values():
-                out[e.tier.name] += (e.file_bytes if e.tier is not SrsTier.COLD else 0) + (
+                out[e.tier.name] += (e.mapped.nbytes if e.mapped is not None else 0) + (
                     e.resident_bytes if e.tier is SrsTier.HOT else 0) + (e.pinned.nbytes if e.pinned else 0)
             return out
