@@ -37,7 +37,10 @@ import argparse
 import contextlib
 import datetime as dt
 import json
+import os
+import secrets
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -111,6 +114,12 @@ def main() -> int:
                    "ordinal is a second logical device on that GPU); default: every GPU")
     p.add_argument("--device-mode", default="", choices=("", "latency", "throughput"),
                    help="the daemon's [scheduler] device_mode (default: the daemon's)")
+    p.add_argument("--executor", default="local", choices=("local", "ray"),
+                   help="the daemon's [executor] kind; ray: a one-node Ray cluster on this host (`ray start --head`, "
+                        "loopback, no dashboard) is started for each run and stopped after it (docs/ray.md)")
+    p.add_argument("--ray-port", type=int, default=6390, help="with --executor ray: the head's GCS port")
+    p.add_argument("--synthesis-ahead", type=int, default=None,
+                   help="with --executor ray: the daemon's [executor] synthesis_ahead (default: the daemon's)")
     p.add_argument("--status-listen", default="127.0.0.1:9876", help="the daemon's status endpoint, read at the end")
     p.add_argument("--tag", default="", help="file name tag (default: backend and sector size, '-dw' with "
                                              "--device-witness on)")
@@ -222,6 +231,21 @@ def _daemon_run(args: argparse.Namespace, cap: str, run: dict, *, cid: str, root
     extra = {**({"scheduler": {"device_mode": args.device_mode}} if args.device_mode else {}),
              "synthesis": {"device_witness": args.device_witness}}
     daemon_log_path = args.out / f"{args.kind}-e2e-daemon-{tag}-{stamp}.log"
+    with contextlib.ExitStack() as stack:
+        if args.executor == "ray":
+            ray_log = args.out / f"{args.kind}-e2e-ray-{tag}-{stamp}.log"
+            address = stack.enter_context(ray_head(root, args.ray_port, ray_log, gpus=args.backend == "cuda"))
+            ahead = {} if args.synthesis_ahead is None else {"synthesis_ahead": args.synthesis_ahead}
+            extra["executor"] = {"kind": "ray", "address": address, **ahead}
+            run["executor"] = extra["executor"]
+        _bench_and_prove(args, run, cid=cid, root=root, params=params, vanilla_dir=vanilla_dir, tag=tag, stamp=stamp,
+                         log=log, save=save, gpus=gpus, extra=extra, daemon_log_path=daemon_log_path)
+
+
+def _bench_and_prove(args: argparse.Namespace, run: dict, *, cid: str, root: Path, params: Path, vanilla_dir: Path,
+                     tag: str, stamp: str, log: Path, save: Any, gpus: dict, extra: dict,
+                     daemon_log_path: Path) -> None:
+    """Steps 4-6 with the daemon's config sections made."""
     with running_daemon(root, [cid], gpus, extra, log_path=daemon_log_path, status_listen=args.status_listen,
                         ready_timeout=args.ready_timeout, run=run, cuda=args.backend == "cuda") as (addr, sampler):
         save()
@@ -257,6 +281,50 @@ def _daemon_run(args: argparse.Namespace, cap: str, run: dict, *, cid: str, root
         if not result.proof:
             raise CuzkError(f"the proof through the daemon failed: {result.error_message}")
         run["verification"] = _verify(args.kind, result.proof, public, params.with_suffix(".vk"))
+
+
+@contextlib.contextmanager
+def ray_head(root: Path, port: int, log_path: Path, *, gpus: bool) -> Iterator[str]:
+    """A one-node Ray cluster on this host for the daemon to join (`ray start --head --block`, in a
+    session of its own, stopped by signalling that process, which takes its raylet and GCS down with
+    it); yields its GCS address once the port answers."""
+    temp = root / "ray"
+    temp.mkdir(exist_ok=True)
+    # Loopback only: without this Ray resolves the driver's (the daemon's) node address to the host's
+    # outward one, which no raylet here has. The head and the daemon (started after, with this
+    # environment) share a token of this run's own: a driver that sends none is refused by a cluster
+    # that found a token of the user's (~/.ray/auth_token) and turned authentication on.
+    token = temp / "auth_token"
+    token.write_text(secrets.token_hex(32))
+    token.chmod(0o600)
+    os.environ.update({"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_AUTH_MODE": "token",
+                       "RAY_AUTH_TOKEN_PATH": str(token)})
+    cmd = [sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--block", "--port", str(port),
+           "--node-ip-address", "127.0.0.1", "--include-dashboard", "false", "--disable-usage-stats",
+           "--temp-dir", str(temp), "--num-cpus", str(os.cpu_count() or 1),
+           *(() if gpus else ("--num-gpus", "0", "--resources", json.dumps({"cuzk_device": 1})))]
+    print("+", " ".join(cmd[2:]), flush=True)
+    out = open(log_path, "wb")  # noqa: SIM115 - Ray writes it until stopped
+    head = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            if head.poll() is not None:
+                raise RuntimeError(f"ray start exited with {head.returncode}: see {log_path}")
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
+                break
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the Ray head did not answer on port {port} within 120 s: see {log_path}")
+            time.sleep(0.5)
+        yield f"127.0.0.1:{port}"
+    finally:
+        head.terminate()
+        try:
+            head.wait(60)
+        except subprocess.TimeoutExpired:
+            head.kill()
+            head.wait(30)
+        out.close()
 
 
 def vanilla_dir_of(root: Path, kind: str) -> Path:
