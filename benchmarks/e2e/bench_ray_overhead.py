@@ -162,7 +162,9 @@ def main() -> int:
             # One driver connection for all the Ray runs: the executors find it and leave it (a second
             # ray.init after ray.shutdown in one process has crashed Ray's core worker).
             ray.init(address=cluster.address, logging_level=logging.WARNING, configure_logging=False)
-            remote = _overhead_run(root, "ray", {"kind": "ray", "address": cluster.address}, args)
+            # One lane per device, as the local run has: no lanes synthesizing ahead.
+            remote = _overhead_run(root, "ray", {"kind": "ray", "address": cluster.address, "synthesis_ahead": 0},
+                                   args)
             print(f"ray:   {remote['overhead_per_partition']}", flush=True)
             results["overhead"] = [local, remote]
             results["ray_minus_local_overhead_ms"] = round(remote["overhead_per_partition"]["median_ms"]
@@ -184,8 +186,10 @@ def main() -> int:
                        load_average={"before": [round(x, 2) for x in load_before],
                                      "after": [round(x, 2) for x in os.getloadavg()]},
                        method="overhead = lane round trip of executor.prove less the device's reported synthesis, "
-                              "proof and verification, per partition; one lane per device; local Ray cluster on "
-                              "loopback, every node on this host")
+                              "proof and verification, per partition; one lane per device (Ray: synthesis_ahead = 0, "
+                              "each partition synthesized in its lane's synthesis process on the node); throughput "
+                              "runs with the default synthesis_ahead; local Ray cluster on loopback, every node on "
+                              "this host")
     path = write(f"ray-overhead-{args.tag}", payload, args.out)
     print(f"wrote {path}")
     return 0
