@@ -82,6 +82,18 @@ def test_the_report_prints_per_kind_percentiles_and_preemptions(capsys: Any) -> 
     assert "per proof kind" in out and "per priority" in out and "p95 s" in out
     assert "winning" in out and "porep" in out
     assert "preemptions: 1 partitions (1 CRITICAL) took the device ahead of 1 lower-priority" in out
+    assert "steady state per kind below (porep, winning, wpost)" in out
+
+
+def test_a_mix_of_kinds_has_no_overall_seconds_per_proof_only_each_kind_its_own() -> None:
+    samples = porep_and_winning()
+    overall = run_summary(samples)
+    assert overall["mixed_kinds"] == ["porep", "winning", "wpost"]
+    assert overall["steady_state"] is None and overall["raw_s_per_proof"] is None
+    assert "throughput_per_min_steady" not in overall and overall["throughput_per_min_raw"] is None
+    assert overall["latency_s"]["n"] == 4 and overall["completed"] == 4  # counts and latencies stay pooled
+    one_kind = run_summary([s for s in samples if s["kind"] == "winning"])
+    assert "mixed_kinds" not in one_kind and one_kind["raw_s_per_proof"] is not None
 
 
 def test_the_timeline_png_marks_the_preemption(tmp_path: Path, monkeypatch: Any) -> None:

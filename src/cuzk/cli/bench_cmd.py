@@ -312,7 +312,8 @@ def _print_report(record: dict[str, Any]) -> None:
     steady = s.get("steady_state")
     steady_text = (f"{steady['s_per_proof']:.3f} s/proof over {steady['proofs']} proofs (first and last "
                    f"{steady['trim']} left out{', median of the repeats' if 'per_repeat' in steady else ''})"
-                   if steady else "needs at least 3 completed proofs")
+                   if steady else f"per kind below ({', '.join(s['mixed_kinds'])})" if s.get("mixed_kinds")
+                   else "needs at least 3 completed proofs")
     console.print(f"raw {_fmt(s.get('raw_s_per_proof'))} s/proof (wall / completed, fill and drain included); "
                   f"steady state {steady_text}", highlight=False)
     lat = s["latency_s"]
