@@ -35,7 +35,8 @@ if TYPE_CHECKING:
     from cuzk.server.serve import Daemon, StopSummary
 
 log = logging.getLogger("cuzk.daemon")
-#: The daemon process's interpreter switch interval (its spawned workers keep the default).
+#: The daemon process's interpreter switch interval (device processes set theirs too,
+#: cuzk.engine.device_worker.DEVICE_SWITCH_INTERVAL_S; synthesis processes keep the default).
 DAEMON_SWITCH_INTERVAL_S = 0.0005
 
 

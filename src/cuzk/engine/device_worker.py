@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import sys
 import threading
 import time
 import traceback
@@ -35,6 +36,16 @@ from cuzk.engine.procs import set_thread_env
 from cuzk.engine.synthesis import CompiledWitness
 
 log = logging.getLogger("cuzk.engine.device_worker")
+#: The interpreter switch interval of a device process. Its threads (the lanes, their staging and
+#: upload threads, B's G2 MSM beside the G1 ones) hand the GIL to each other around every kernel
+#: sync; at the default 5 ms a CRITICAL lane's short device phase waits out another lane's host
+#: work at each of them. A shorter interval left the PoRep-32GiB device phase as it was (0.1 ms:
+#: benchmarks/results/cuda-witness-upload-h200-2026-12-01.jsonl); the daemon process uses the same.
+DEVICE_SWITCH_INTERVAL_S = 0.0005
+
+
+def set_device_switch_interval() -> None:
+    sys.setswitchinterval(DEVICE_SWITCH_INTERVAL_S)
 
 
 def make_backend(kind: str, ordinal: int, memory_limit: int | None = None, memory_share: int = 1) -> Any:
@@ -299,6 +310,7 @@ def device_worker_main(name: str, control: Connection, *rest: Any) -> None:
     """Entry point of a device process: args are the worker pipes, then a settings dict."""
     *channels, settings = rest
     set_thread_env(settings["threads"])
+    set_device_switch_interval()
     try:
         _limit_prover_threads(settings["threads"])
         backend = make_backend(settings["kind"], settings["ordinal"], settings.get("memory_limit"),

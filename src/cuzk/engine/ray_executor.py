@@ -111,6 +111,9 @@ class DeviceActor:
         from cuzk.engine.synthesis import SYNTHESIS_NICE, synthesis_worker_main
 
         set_thread_env(settings["threads"])
+        from cuzk.engine.device_worker import set_device_switch_interval
+
+        set_device_switch_interval()
         self.label = settings["label"]
         count = settings["synthesis_procs"]
         threads = max(1, (os.cpu_count() or 1) // count)
