@@ -226,7 +226,8 @@ def _gpu_status(now_ms: int) -> dict[str, Any]:
                     "shared_bytes": 12 * gib},
         "allocations": {"srs": [
             {"circuit_id": "porep-32g", "tier": "HOT", "size_bytes": 47 * gib, "resident_bytes": 18 * gib,
-             "ref_count": 1, "idle_ms": 0, "load_time_ms": 61_000, "evictable": False, "insecure": False},
+             "mapped_bytes": 0, "pinned_bytes": 25 * gib, "ref_count": 1, "idle_ms": 0, "load_time_ms": 61_000,
+             "evictable": False, "insecure": False},
             {"circuit_id": "window-32g", "tier": "COLD", "size_bytes": 30 * gib, "resident_bytes": 0,
              "ref_count": 0, "idle_ms": 4_000_000, "load_time_ms": 0, "evictable": False, "insecure": False}]},
         "recent_jobs": [
@@ -356,6 +357,8 @@ def test_operator_page_shows_memory_plans_key_copies_failures_and_waits(crafted:
     assert page.rows["active:seal-7"]["partitions"]["text"] == "3 / 10"
     assert "CUDA error" in page.rows["job:seal-6"]["error"]["text"]
     assert page.rows["srs:window-32g"]["tier"]["value"] == "COLD"
+    hot = page.rows["srs:porep-32g"]  # a GPU holds it: none of the file counted, its pinned copies are
+    assert hot["mapped_bytes"]["value"] == "0" and hot["pinned_bytes"]["text"] == "25.0 GiB"
 
 
 def test_operator_page_says_when_the_daemon_is_unreachable(tmp_path: Path) -> None:
