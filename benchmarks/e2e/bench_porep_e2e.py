@@ -71,12 +71,7 @@ def _cuzk(*args: str, log: Path, timeout: float | None = None) -> float:
         try:
             returncode = proc.wait(timeout)
         except subprocess.TimeoutExpired:
-            proc.terminate()
-            try:
-                proc.wait(20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            _stop(proc, 20)
             raise StepTimeoutError(f"cuzk {' '.join(args[:2])} stopped after {timeout:.0f} s") from None
     if returncode:
         sys.stdout.write(log.read_text(errors="replace")[-4000:])
@@ -318,13 +313,18 @@ def ray_head(root: Path, port: int, log_path: Path, *, gpus: bool) -> Iterator[s
             time.sleep(0.5)
         yield f"127.0.0.1:{port}"
     finally:
-        head.terminate()
-        try:
-            head.wait(60)
-        except subprocess.TimeoutExpired:
-            head.kill()
-            head.wait(30)
+        _stop(head, 60)
         out.close()
+
+
+def _stop(proc: subprocess.Popen, grace: float) -> None:
+    """SIGTERM, `grace` seconds to leave cleanly, then SIGKILL."""
+    proc.terminate()
+    try:
+        proc.wait(grace)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(30)
 
 
 def vanilla_dir_of(root: Path, kind: str) -> Path:
@@ -366,12 +366,7 @@ def running_daemon(root: Path, circuits: list[str], gpus: dict, extra: dict, *, 
     finally:
         if sampler is not None:
             sampler.stop()
-        daemon.terminate()
-        try:
-            daemon.wait(120)
-        except subprocess.TimeoutExpired:
-            daemon.kill()
-            daemon.wait(30)
+        _stop(daemon, 120)
         daemon_log.close()
 
 
