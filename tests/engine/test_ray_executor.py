@@ -219,6 +219,25 @@ def test_ray_devices_name_their_node() -> None:
 
 
 
+def test_only_this_host_s_node_takes_this_host_s_memory_for_a_hot_key() -> None:
+    """Remote nodes map the key's file and pin their copies in their own memory: the front end's
+    budget holds what the devices of its own node report, and nothing when none of them holds it."""
+    import threading
+    from types import SimpleNamespace
+
+    from cuzk.engine.devices import DeviceSpec
+
+    here, there = "aa" * 28, "bb" * 28
+    devices = [RayDevice(DeviceSpec(k, "cuda"), node, "10.0.0.5", k) for k, node in enumerate((here, there, there))]
+    for d in devices:
+        RayExecutor._loaded(d, "porep-32g", {"pinned_bytes": 47 << 30, "pinned_key_bytes": 44 << 30,
+                                             "file_read_bytes": 0})
+    fake = SimpleNamespace(_lock=threading.Lock(), _devices=devices, local_node_id=here)
+    assert RayExecutor.hot_host_bytes(fake, "porep-32g", 47 << 30) == (0, 47 << 30)  # type: ignore[arg-type]
+    fake.local_node_id = "cc" * 28  # a front end whose node lends no device
+    assert RayExecutor.hot_host_bytes(fake, "porep-32g", 47 << 30) == (0, 0)  # type: ignore[arg-type]
+
+
 def test_lanes_synthesize_ahead_of_the_device_in_processes_on_its_node(tmp_path: Path, debug_params: Path,
                                                                        cluster: Cluster) -> None:
     """gpu_workers_per_device = 1 and synthesis_ahead = 2 (the default): three lanes a device, each

@@ -116,6 +116,19 @@ class Device:
         return {}
 
 
+def host_bytes_of(devices: list[Device], circuit_id: str, file_bytes: int) -> tuple[int, int]:
+    """`Executor.hot_host_bytes` over `devices`: those whose memory is this host's."""
+    holders = [d for d in devices if circuit_id in d.pinned]
+    if not holders:
+        return file_bytes, 0
+    reads = [d.file_read.get(circuit_id) for d in holders]
+    read = file_bytes if None in reads else min(file_bytes, max(r for r in reads if r is not None))
+    pinned = sum(d.pinned[circuit_id] for d in holders)
+    if read >= file_bytes:
+        pinned -= max(d.pinned_key.get(circuit_id, 0) for d in holders)
+    return read, pinned
+
+
 class Executor(ABC):
     """What the engine needs of its devices (module docstring)."""
 
@@ -231,15 +244,7 @@ class Executor(ABC):
         on one GPU ran one or two syntheses at a time for it: docs/memory.md §2). A device that
         does not say (a CPU backend) keeps the whole file. While the whole file counts, one device's
         pinned copy of the bases is the same bytes as its pages, and is counted once."""
-        holders = [d for d in self.devices if circuit_id in d.pinned]
-        if not holders:
-            return file_bytes, 0
-        reads = [d.file_read.get(circuit_id) for d in holders]
-        read = file_bytes if None in reads else min(file_bytes, max(r for r in reads if r is not None))
-        pinned = sum(d.pinned[circuit_id] for d in holders)
-        if read >= file_bytes:
-            pinned -= max(d.pinned_key.get(circuit_id, 0) for d in holders)
-        return read, pinned
+        return host_bytes_of(self.devices, circuit_id, file_bytes)
 
     @abstractmethod
     def unload_all(self, circuit_id: str, tier: str) -> None:

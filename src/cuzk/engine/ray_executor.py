@@ -58,7 +58,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from cuzk.config import Config
 from cuzk.config.engine import ExecutorConfig
 from cuzk.engine.devices import DeviceSpec
-from cuzk.engine.executor import TOO_SMALL_ERROR, Device, DeviceError, Executor
+from cuzk.engine.executor import TOO_SMALL_ERROR, Device, DeviceError, Executor, host_bytes_of
 from cuzk.engine.messages import ItemResult, ProveItem
 from cuzk.engine.procs import WorkerCrashedError
 from cuzk.engine.synthesis import PickledRecipe, synthesize_shared
@@ -373,6 +373,14 @@ class RayExecutor(Executor):
         with self._lock:
             return sum(1 for d in self._devices if d.spec.kind == "cpu" and d.node_id == self.local_node_id
                        and d.state != "lost")
+
+    def hot_host_bytes(self, circuit_id: str, file_bytes: int) -> tuple[int, int]:
+        """Only the devices of this host's own node take this host's memory for a hot key: a remote
+        node maps the file and pins its copies in its own. With none here holding the key, nothing
+        (four remote 16 GiB cards pinning a 47 GB key each would otherwise fail its load here)."""
+        with self._lock:
+            local = [d for d in self._devices if d.node_id == self.local_node_id and circuit_id in d.pinned]
+        return host_bytes_of(local, circuit_id, file_bytes) if local else (0, 0)
 
     def cluster_status(self) -> dict[str, Any]:
         with self._lock:
