@@ -22,8 +22,10 @@ import argparse
 import datetime as dt
 import json
 import signal
+import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _common
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the e2e steps
@@ -46,6 +48,10 @@ def main() -> int:
     p.add_argument("--devices", default="", help="the daemon's [gpus] devices, comma-separated ordinals")
     p.add_argument("--ready-timeout", type=float, default=900.0)
     p.add_argument("--status-listen", default="127.0.0.1:9876")
+    p.add_argument("--py-spy", type=float, default=0.0, metavar="SECONDS",
+                   help="record each device process with py-spy for this long from the stress run's start "
+                        "(threads apart, idle samples kept; speedscope JSON per device beside the record; needs "
+                        "py-spy on PATH)")
     p.add_argument("--tag", default="")
     p.add_argument("--out", type=Path, default=RESULTS)
     args = p.parse_args()
@@ -101,6 +107,7 @@ def main() -> int:
                 save()
             specs = [f"{spec},inputs={vanilla_dir_of(root, kind)}" for kind, spec in streams]
             stress = args.out / f"stress-e2e-{tag}-{stamp}-stress"
+            profilers = _profile_devices(args, tag, stamp, run) if args.py_spy > 0 else []
             try:
                 run["stress_seconds"] = _cuzk(
                     "bench", "stress", *[a for s in specs for a in ("--stream", s)], "--duration", str(args.duration),
@@ -109,6 +116,8 @@ def main() -> int:
                     timeout=args.duration + args.drain_timeout + 120)
             finally:
                 run["device_memory"] = _device_memory(args.status_listen, sampler)
+                for proc, path in profilers:
+                    _finish_profile(proc, path, run)
             written = json.loads(Path(f"{stress}.json").read_text())
             run["stress_summary"] = {"overall": written.get("summary", {}), **written.get("stress", {})}
     except StepTimeoutError as err:
@@ -122,6 +131,41 @@ def main() -> int:
                       "under_load": {k: {"latency_s": v.get("latency_s"), "deadline_misses": v.get("deadline_misses")}
                                      for k, v in by_kind.items()}}, indent=1))
     return 0
+
+
+def _profile_devices(args: argparse.Namespace, tag: str, stamp: str, run: dict) -> list[tuple[Any, Path]]:
+    """A `py-spy record` per device process, whose pids the daemon's /status lists (never found by
+    name); non-blocking, so the device is not paused to be sampled."""
+    import urllib.request
+
+    with urllib.request.urlopen(f"http://{args.status_listen}/status", timeout=10) as reply:
+        devices = json.loads(reply.read())["devices"]
+    started = []
+    for d in devices:
+        if not d.get("pid"):
+            continue
+        path = args.out / f"stress-e2e-pyspy-{d['label']}-{tag}-{stamp}.json"
+        cmd = ["py-spy", "record", "--pid", str(d["pid"]), "--duration", str(round(args.py_spy)), "--rate", "50",
+               "--threads", "--idle", "--nonblocking", "--format", "speedscope", "--output", str(path)]
+        try:
+            proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        except OSError as err:
+            run.setdefault("py_spy", []).append({"device": d["label"], "error": f"cannot start py-spy: {err}"})
+            continue
+        started.append((proc, path))
+    return started
+
+
+def _finish_profile(proc: Any, path: Path, run: dict) -> None:
+    try:
+        _, err = proc.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        _, err = proc.communicate()
+    entry = {"file": path.name, "returncode": proc.returncode}
+    if proc.returncode:
+        entry["error"] = (err or "").strip()[-500:]
+    run.setdefault("py_spy", []).append(entry)
 
 
 if __name__ == "__main__":
