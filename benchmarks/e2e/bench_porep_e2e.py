@@ -287,8 +287,8 @@ def ray_head(root: Path, port: int, log_path: Path, *, gpus: bool) -> Iterator[s
     temp.mkdir(exist_ok=True)
     # Loopback only: without this Ray resolves the driver's (the daemon's) node address to the host's
     # outward one, which no raylet here has. The head and the daemon (started after, with this
-    # environment) share a token of this run's own: a driver that sends none is refused by a cluster
-    # that found a token of the user's (~/.ray/auth_token) and turned authentication on.
+    # environment) share a token of this run's own: a driver that sends none is refused by a head that
+    # turned token authentication on by itself (Ray 2.60 did, with a token in ~/.ray/auth_token).
     token = temp / "auth_token"
     token.write_text(secrets.token_hex(32))
     token.chmod(0o600)
