@@ -397,14 +397,19 @@ class DriverMemorySampler:
         self._proc.wait(10)
 
 
+def daemon_status(status_listen: str) -> dict:
+    """The daemon's /status (OSError when it does not answer)."""
+    import urllib.request
+
+    with urllib.request.urlopen(f"http://{status_listen}/status", timeout=10) as r:
+        return json.loads(r.read())
+
+
 def _device_memory(status_listen: str, sampler: DriverMemorySampler | None) -> dict:
     """Each device's memory plan from the daemon's /status (resident and streamed vectors per key, the
     pool's peak, OOM retries) and the driver's peak used memory over the run."""
-    import urllib.request
-
     try:
-        with urllib.request.urlopen(f"http://{status_listen}/status", timeout=10) as r:
-            status = json.loads(r.read())
+        status = daemon_status(status_listen)
     except OSError as err:
         status = {"error": str(err)}
     plans = [{"device": d.get("label", d.get("ordinal")), "partitions_proven": d.get("partitions_proven"),

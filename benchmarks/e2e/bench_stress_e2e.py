@@ -30,7 +30,15 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _common
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the e2e steps
 from _common import RESULTS, git_revision, hardware, nvidia_smi
-from bench_porep_e2e import KINDS, StepTimeoutError, _cuzk, _device_memory, running_daemon, vanilla_dir_of
+from bench_porep_e2e import (
+    KINDS,
+    StepTimeoutError,
+    _cuzk,
+    _device_memory,
+    daemon_status,
+    running_daemon,
+    vanilla_dir_of,
+)
 
 
 def main() -> int:
@@ -136,12 +144,8 @@ def main() -> int:
 def _profile_devices(args: argparse.Namespace, tag: str, stamp: str, run: dict) -> list[tuple[Any, Path]]:
     """A `py-spy record` per device process, whose pids the daemon's /status lists (never found by
     name); non-blocking, so the device is not paused to be sampled."""
-    import urllib.request
-
-    with urllib.request.urlopen(f"http://{args.status_listen}/status", timeout=10) as reply:
-        devices = json.loads(reply.read())["devices"]
     started = []
-    for d in devices:
+    for d in daemon_status(args.status_listen)["devices"]:
         if not d.get("pid"):
             continue
         path = args.out / f"stress-e2e-pyspy-{d['label']}-{tag}-{stamp}.json"

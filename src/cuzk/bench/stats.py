@@ -109,14 +109,15 @@ def run_summary(samples: Sequence[dict[str, Any]], *, trim: int = 1) -> dict[str
     # Seconds per proof of a mix of kinds (a stress run's) would average a 15 s PoRep with a 0.2 s
     # WinningPoSt into a figure of neither: each kind's own is in the stress summary instead.
     kinds = sorted({s["kind"] for s in ms if s.get("kind")})
-    if len(kinds) > 1:
+    one_kind = len(kinds) <= 1
+    if not one_kind:
         summary["mixed_kinds"] = kinds
     if ms:
         wall = (max(s["end_unix_ms"] for s in ms) - min(s["submit_unix_ms"] for s in ms)) / 1000
         summary["wall_s"] = wall
-        summary["raw_s_per_proof"] = wall / len(done) if done and len(kinds) <= 1 else None
-        summary["throughput_per_min_raw"] = 60 * len(done) / wall if wall > 0 and len(kinds) <= 1 else None
-    steady = steady_state([s["end_unix_ms"] / 1000 for s in done], trim) if len(kinds) <= 1 else None
+        summary["raw_s_per_proof"] = wall / len(done) if done and one_kind else None
+        summary["throughput_per_min_raw"] = 60 * len(done) / wall if wall > 0 and one_kind else None
+    steady = steady_state([s["end_unix_ms"] / 1000 for s in done], trim) if one_kind else None
     summary["steady_state"] = steady
     if steady is not None and steady["s_per_proof"] > 0:
         summary["throughput_per_min_steady"] = 60 / steady["s_per_proof"]
