@@ -71,7 +71,7 @@ def test_the_backend_charges_the_largest_reserve_when_the_device_is_idle() -> No
     staged: list[int] = []
     key = SimpleNamespace(plan=SimpleNamespace(reserve=int(14.3 * gib)))
     fake = SimpleNamespace(_lanes_lock=threading.Lock(), _running_reserve=0, _running_base=5 * gib,
-                           _ahead_since_begin=0, _ahead_bytes=0, _keys={"pk": key},
+                           _ahead_since_begin=0, _ahead_bytes=0, _suspended=0, _keys={"pk": key},
                            plan=SimpleNamespace(pool_used=lambda: 0, available=lambda: int(15.2 * gib)),
                            _staging_bytes=lambda pk, asg, witness: 12 * gib,
                            _largest_reserve=lambda: CudaBackend._largest_reserve(fake),

@@ -135,6 +135,23 @@ def test_yield_at_a_partition_boundary_lets_a_higher_waiter_in_and_keeps_the_hol
     assert regrant.granted >= w.grants["crit"].granted
 
 
+def test_outranking_waiter_names_only_a_waiter_above_the_holder() -> None:
+    lock = PriorityLock()
+    assert lock.outranking_waiter() is None  # free
+    w = Waiters(lock)
+    with lock.hold(NORMAL):
+        assert lock.outranking_waiter() is None
+        w.add("normal", NORMAL)
+        w.add("high", HIGH)
+        assert lock.outranking_waiter() is not None
+        ident = lock.outranking_waiter()
+        assert ident == next(t.ident for t in w.threads if t.name == "high")
+        assert lock.yield_to_waiters() is not None  # "high" went and is done
+        assert w.order == ["high"] and lock.outranking_waiter() is None
+    w.join()
+    assert w.order == ["high", "normal"]
+
+
 def test_nested_holds_do_not_yield() -> None:
     lock = PriorityLock()
     w = Waiters(lock)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import time
 
 import pytest
 
@@ -168,6 +169,74 @@ def test_concurrent_proofs_stage_beside_each_others_device_work(backend, bits_pa
     for t in timings:
         assert t["stage_ahead"] > 0 and t["lock_wait"] >= 0 and t["device_begin"] > 0
     assert backend._ahead_bytes == 0 and backend._running_reserve == 0
+
+
+def _critical_arrives_after_h(backend, monkeypatch, critical_work):
+    """Make a CRITICAL proof of `critical_work` start and queue for the device while the first proof
+    to finish its H step still holds it; returns what that proof's thread records."""
+    import threading
+
+    from cuzk.backends.device_lock import priority_scope
+
+    real, seen = backend._h_step, {}
+
+    def h_step_then_critical(*args, **kwargs):
+        out = real(*args, **kwargs)
+        if "thread" not in seen:
+            def critical() -> None:
+                timings: dict[str, float] = {}
+                with priority_scope(4):
+                    seen["proof"] = backend.prove(*critical_work, r=3, s=4, timings=timings)
+                seen["done"], seen["timings"] = time.monotonic(), timings
+
+            seen["thread"] = threading.Thread(target=critical)
+            seen["thread"].start()
+            deadline = time.monotonic() + 60
+            while backend._lock.waiting(4) == 0:
+                assert time.monotonic() < deadline, "the CRITICAL proof never queued for the device"
+                time.sleep(0.001)
+        return out
+
+    monkeypatch.setattr(backend, "_h_step", h_step_then_critical)
+    return seen
+
+
+def test_a_critical_proof_goes_between_the_steps_of_a_resident_device_phase(backend, bits_params, mimc_params,
+                                                                            monkeypatch) -> None:
+    """A CRITICAL proof that queues while a NORMAL one is in its device phase takes the device at the
+    next step (after H), before the NORMAL one ends; both proofs are the proofs made alone; the
+    time lent is recorded and the backend's memory counts come back to zero."""
+    normal = (bits_params.pk, _assignment(bits_params.circuit_id, 41))
+    critical = (mimc_params.pk, _assignment(mimc_params.circuit_id, 42))
+    alone = backend.prove(*normal, r=5, s=7), backend.prove(*critical, r=3, s=4)
+    before = backend.preemptions
+    seen = _critical_arrives_after_h(backend, monkeypatch, critical)
+    timings: dict[str, float] = {}
+    proof = backend.prove(*normal, r=5, s=7, timings=timings)
+    normal_done = time.monotonic()
+    seen["thread"].join(60)
+    assert (proof, seen["proof"]) == alone
+    assert backend.preemptions == before + 1 and timings["yielded"] > 0
+    assert seen["done"] < normal_done and seen["timings"]["device_begin"] > timings["device_begin"]
+    assert backend._suspended == 0 and backend._running_reserve == 0 and backend._ahead_bytes == 0
+    assert backend._waiting_need == {} and backend.current_job is None
+
+
+def test_no_preemption_without_memory_for_both(backend, bits_params, mimc_params, monkeypatch) -> None:
+    """With no room beside the proof on the device, the CRITICAL one waits for its phase's end."""
+    normal = (bits_params.pk, _assignment(bits_params.circuit_id, 43))
+    critical = (mimc_params.pk, _assignment(mimc_params.circuit_id, 44))
+    alone = backend.prove(*normal, r=5, s=7), backend.prove(*critical, r=3, s=4)
+    before, refused = backend.preemptions, backend.preemptions_refused
+    seen = _critical_arrives_after_h(backend, monkeypatch, critical)
+    monkeypatch.setattr(backend.plan, "available", lambda: 0)
+    timings: dict[str, float] = {}
+    proof = backend.prove(*normal, r=5, s=7, timings=timings)
+    seen["thread"].join(60)
+    assert (proof, seen["proof"]) == alone
+    assert backend.preemptions == before and backend.preemptions_refused > refused and "yielded" not in timings
+    assert seen["timings"]["device_begin"] > timings["device_begin"] + timings["device"]
+    assert backend._suspended == 0 and backend._running_reserve == 0 and backend._waiting_need == {}
 
 
 def test_staging_falls_back_to_the_device_lock_when_memory_goes(backend, bits_params, monkeypatch) -> None:

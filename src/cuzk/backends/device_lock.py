@@ -8,7 +8,9 @@ earliest of that level first. A partition in flight is never interrupted: preemp
 partition boundary. So a CRITICAL partition that starts waiting while a NORMAL one computes is the
 next on the device, even when another worker's NORMAL partition has been staged and waiting
 longer. A holder that proves several partitions in one hold (a batch on the CPU path) calls
-`yield_to_waiters` between them, which lets a higher-priority waiter in at that boundary too.
+`yield_to_waiters` between them, which lets a higher-priority waiter in at that boundary too; the
+CUDA backend also yields inside a resident partition's device phase, between its steps
+(`CudaBackend._preemption_point`), polling `outranking_waiter` to know when.
 
 The hand-off happens under the lock's own mutex, so a thread arriving just as the holder releases
 cannot overtake a waiter; `Grant.requested` and `Grant.granted` are stamped there too, which makes
@@ -183,6 +185,15 @@ class PriorityLock:
             self._hand_over()
         waiter.event.wait()
         return waiter.grant
+
+    def outranking_waiter(self) -> int | None:
+        """The thread (`threading.get_ident()`) of the first waiter, when its priority is higher than
+        the holder's; None otherwise. What a holder polls at the points where it could yield
+        (`yield_to_waiters`), before giving anything up."""
+        with self._mutex:
+            if self._owner is None or not self._waiters or self._waiters[0].priority <= self._owner_priority:
+                return None
+            return self._waiters[0].ident
 
     # -- the threading.Lock protocol -----------------------------------------------------------------
     def __enter__(self) -> PriorityLock:

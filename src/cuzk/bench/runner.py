@@ -206,7 +206,8 @@ def _group(samples: list[dict[str, Any]]) -> dict[str, Any]:
     late = [s for s in done if s["deadline_s"] is not None and s["latency_s"] > s["deadline_s"]]
     failed = len(samples) - len(done)
     has_deadline = any(s["deadline_s"] is not None for s in samples)
-    device_ms = sum(max(0, p.get("device_end_ms", 0) - p.get("device_start_ms", 0))
+    device_ms = sum(max(0, p.get("device_end_ms", 0) - p.get("device_start_ms", 0)
+                        - p.get("device_phases_us", {}).get("yielded", 0) / 1000)
                     for s in done for p in (s.get("result") or {}).get("partitions", []))
     return {"submitted": len(samples), "completed": len(done), "failed": failed,
             "deadline_s": sorted({s["deadline_s"] for s in samples if s["deadline_s"] is not None}),

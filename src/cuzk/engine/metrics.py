@@ -51,6 +51,9 @@ class GaugeSnapshot:
     device_memory_budget_bytes: dict[str, int] = field(default_factory=dict)
     device_memory_peak_bytes: dict[str, int] = field(default_factory=dict)
     device_oom_retries: dict[str, int] = field(default_factory=dict)
+    #: Per GPU: device phases that let a higher-priority proof through mid-phase, and that could not.
+    device_preemptions: dict[str, int] = field(default_factory=dict)
+    device_preemptions_refused: dict[str, int] = field(default_factory=dict)
     #: Per device: partitions proven and the seconds it was held for them.
     device_partitions: dict[str, int] = field(default_factory=dict)
     device_busy_seconds: dict[str, float] = field(default_factory=dict)
@@ -106,6 +109,11 @@ class _Gauges:
                        s.device_busy_seconds)
         yield labelled("cuzk_device_oom_retries", "Proofs retried with a smaller memory plan after a device "
                        "out-of-memory error (since the device process started)", "device", s.device_oom_retries)
+        yield labelled("cuzk_device_preemptions", "Partitions that let a higher-priority proof use the device "
+                       "between two of their steps (since the device process started)", "device",
+                       s.device_preemptions)
+        yield labelled("cuzk_device_preemptions_refused", "Times such a partition kept the device because the "
+                       "memory for both proofs was not free", "device", s.device_preemptions_refused)
         if s.device_nodes:  # only executors whose devices are on other hosts have them
             placed = GaugeMetricFamily("cuzk_device_node", "A device's node and its state there (1 per device)",
                                        labels=["device", "node", "state"])

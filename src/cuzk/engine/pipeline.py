@@ -503,8 +503,8 @@ class Pipeline:
                     self._synthesized_on_device(work, result)
                     if not (result.fatal and self._requeue(work, device, result.error)):
                         self._proven(work, result)
-                    if result.ok:
-                        device.proven(result.device_end - result.device_start)
+                    if result.ok:  # less what it lent a proof of higher priority mid-phase
+                        device.proven(result.device_end - result.device_start - result.phases.get("yielded", 0.0))
                 self.cv.notify_all()
             if failed is not None:
                 reason = (f"died while proving {batch[0].label}" if crashed
@@ -542,7 +542,7 @@ class Pipeline:
             rec.device_phases = dict(result.phases)
             rec.done = time.monotonic()
             self.metrics.stage.labels("device_wait").observe(max(0.0, result.device_start - (rec.device_queue or 0)))
-            self.metrics.stage.labels("device").observe(result.device_end - result.device_start)
+            self.metrics.stage.labels("device").observe(rec.device_s)
             if self.settings.verify_proofs:
                 self.metrics.stage.labels("verify").observe(result.verify_s)
             timeline.emit(timeline.Event.DEVICE_START, job, rec.index, at=result.device_start, worker=rec.device_worker,

@@ -96,6 +96,9 @@ log = logging.getLogger("cuzk.backends.cuda")
 STICKY_CUDA_ERRORS = frozenset({214, 700, 710, 714, 715, 716, 717, 718, 719})
 
 _STAGE_BYTES = 64 << 20
+#: How often a device phase waiting on H checks for a proof that outranks it: well under a kernel's
+#: length, and the check is one uncontended mutex.
+PREEMPT_POLL_S = 0.0005
 _STAGE_THREADS = 8
 _QUERIES = (("h", "g1"), ("l", "g1"), ("a", "g1"), ("b_g1", "g1"), ("b_g2", "g2"))
 
@@ -322,6 +325,13 @@ class CudaBackend(ProverBackend):
         self._running_base = 0  # the pool's bytes in use when that proof took the device
         self._ahead_since_begin = 0  # bytes staged ahead by other proofs since then
         self._ahead_bytes = 0  # device bytes staged by proofs still waiting for the device
+        #: What proofs that yielded the device mid-phase (`_preemption_point`) may still allocate
+        #: when they take it back: kept out of what others stage ahead meanwhile.
+        self._suspended = 0
+        #: What each proof waiting for the device will still allocate once it has it, by thread.
+        self._waiting_need: dict[int, int] = {}
+        self.preemptions = 0  # device phases that let a higher-priority proof through mid-phase
+        self.preemptions_refused = 0  # ... and that could not, the memory for both not being free
         self.current_job: str | None = None
         self.oom_retries = 0  # proofs retried with a smaller plan after an out-of-memory error
         self.peak_pool = 0  # most bytes CuPy's pool held, sampled at a proof's phase boundaries
@@ -341,7 +351,8 @@ class CudaBackend(ProverBackend):
     def memory_plan(self, names: Mapping[ProvingKey, str] | None = None) -> dict[str, Any]:
         """The device's plan for the status: the limit, the budget, and per key (named by `names`,
         the device process's circuit ids) what is resident, what is streamed, the working reserve;
-        the peak the pool reached and the OOM retries."""
+        the peak the pool reached, the OOM retries, and the device phases that let a proof of higher
+        priority through mid-phase (`preemptions`) or could not for memory (`preemptions_refused`)."""
         keys = []
         for pk, dk in list(self._keys.items()):
             p = dk.plan
@@ -355,7 +366,8 @@ class CudaBackend(ProverBackend):
         return {"memory_limit": self.plan.limit, "budget": self.plan.budget(), "margin": self.plan.margin,
                 "context_reserve": CONTEXT_BYTES if self.plan.limit is not None else None,
                 "keys": keys, "peak_pool_bytes": max(self.peak_pool, self.plan.pool_total()),
-                "oom_retries": self.oom_retries}
+                "oom_retries": self.oom_retries, "preemptions": self.preemptions,
+                "preemptions_refused": self.preemptions_refused}
 
     def _sample_peak(self) -> None:
         self.peak_pool = max(self.peak_pool, self.plan.pool_total())
@@ -769,7 +781,7 @@ class CudaBackend(ProverBackend):
             running = self._running_reserve > 0
             grown = self.plan.pool_used() - self._running_base - self._ahead_since_begin if running else 0
             reserve = max(self._running_reserve, own_reserve, self._largest_reserve())
-            if not ahead_fits(need, self.plan.available(), ahead_pending=self._ahead_bytes,
+            if not ahead_fits(need, self.plan.available(), ahead_pending=self._ahead_bytes + self._suspended,
                               running_reserve=reserve, running_grown=grown):
                 return None, 0
             self._ahead_bytes += need
@@ -829,10 +841,14 @@ class CudaBackend(ProverBackend):
             staged, ahead = self._stage_ahead(pk, asg, lane, witness, reserve)
             t["stage_ahead"] = clock() - start if staged is not None else 0.0
             start = clock()
+            me = threading.get_ident()
+            with self._lanes_lock:  # for a holder deciding whether it can let this proof through
+                self._waiting_need[me] = reserve - ahead
             with self._lock.hold(current_priority()):  # served by priority (cuzk.backends.device_lock)
                 t["lock_wait"] = clock() - start
                 t["device_begin"] = time.monotonic()
                 with self._lanes_lock:
+                    self._waiting_need.pop(me, None)
                     self._ahead_bytes -= ahead
                     self._running_reserve = reserve
                     # Inputs this proof staged ahead are in use already: held out of its reserve.
@@ -854,9 +870,9 @@ class CudaBackend(ProverBackend):
                     with self._lanes_lock:
                         self._running_reserve = 0
         finally:
-            if ahead:
-                with self._lanes_lock:
-                    self._ahead_bytes -= ahead
+            with self._lanes_lock:
+                self._waiting_need.pop(threading.get_ident(), None)
+                self._ahead_bytes -= ahead
             self._give_lane(lane)
 
         # The window sums are finished into points on the host after the device is released: ~10 ms
@@ -885,21 +901,26 @@ class CudaBackend(ProverBackend):
         # While H runs, another thread stages the witness upload.
         upload = self._upload_witness(lane, host_wit, wit, isinstance(asg, _CompiledWitness))
         failures = upload.failures
+        gaps: list[tuple[Any, Any]] = []  # (yielded, resumed) events on the compute stream
 
         with self._compute:
             sums: dict[str, Any] = {}
             try:  # the uploader must be done with the staging buffers before this proof ends
+                # The H MSM's host side waits for H (its sort's sizes) either way, so waiting here,
+                # able to let a higher-priority proof through, costs the MSM's first launches only.
+                self._wait_or_yield(h_end, t, gaps)
+                msm_h_begin = self._compute.record()
                 h_scalars = h[: len(pk.h)]
                 sums["h"] = self._msm("g1", dk.bases["h"], h_scalars, use_split=False)
                 msm_h_end = self._compute.record()
                 self._compute.synchronize()
                 del h, h_scalars
-                # Device time: the host reaches this MSM while H's kernels are still running.
-                t["msm_h"] = cp.cuda.get_elapsed_time(h_end, msm_h_end) / 1e3
+                t["msm_h"] = cp.cuda.get_elapsed_time(msm_h_begin, msm_h_end) / 1e3
                 t["h"] = cp.cuda.get_elapsed_time(h_begin, h_end) / 1e3
             finally:
                 upload.join()
             self._witness_uploaded(upload, staged, staged.abc_done, t)
+            self._preemption_point(t, gaps)
 
             start = clock()
             b_scalars = self._select(wit["inputs"], wit["b_in_mask"], wit["aux"], wit["b_mask"])
@@ -966,7 +987,55 @@ class CudaBackend(ProverBackend):
                     raise failures[0]
             self._compute.wait_event(g2_done[0])
             del b_scalars, b_split
-            return self._fetch_sums(sums, h_begin, t)
+            return self._fetch_sums(sums, h_begin, t, gaps)
+
+    def _wait_or_yield(self, event: Any, t: MutableMapping[str, float], gaps: list[tuple[Any, Any]]) -> None:
+        """Wait on the host for `event`, or less: until a proof that outranks this one waits for the
+        device, which `_preemption_point` then lets through (this proof's queued kernels finish
+        first, the stream being shared)."""
+        while not event.done and self._lock.outranking_waiter() is None:
+            time.sleep(PREEMPT_POLL_S)
+        self._preemption_point(t, gaps)
+
+    def _preemption_point(self, t: MutableMapping[str, float], gaps: list[tuple[Any, Any]]) -> None:
+        """Between two steps of a resident device phase: when a proof of higher priority waits for the
+        device, let it through now rather than at this partition's end, then take the device back.
+        A WinningPoSt behind a PoRep-32GiB partition then waits for the step in flight (the H MSM,
+        the longest) instead of the whole phase. It is let through only when the memory for both is
+        free: what it will still allocate, beside what this proof still may (its reserve less its
+        growth) and what other yielded proofs may; otherwise it waits for the end of the phase,
+        counted in `preemptions_refused`. The time lent is recorded (`yielded`, seconds) and taken
+        out of this proof's `device` time (`gaps`)."""
+        waiter = self._lock.outranking_waiter()
+        if waiter is None:
+            return
+        with self._lanes_lock:
+            reserve = self._running_reserve
+            grown = max(0, self.plan.pool_used() - self._running_base - self._ahead_since_begin)
+            remaining = reserve - min(reserve, grown)
+            need = self._waiting_need.get(waiter, self._largest_reserve())
+            if self.plan.available() < remaining + need + self._suspended:
+                self.preemptions_refused += 1
+                return
+            self._suspended += remaining
+            self._running_reserve = 0
+        job, tree = self.current_job, self.msm.tree_group_bytes
+        self.current_job = None
+        paused = self._compute.record()
+        begin = time.perf_counter()
+        try:
+            self._lock.yield_to_waiters()
+        finally:
+            with self._lanes_lock:
+                self._suspended -= remaining
+                self._running_reserve = reserve
+                # Growth is counted on from here: what others staged meanwhile is not this proof's.
+                self._running_base = self.plan.pool_used() - grown
+                self._ahead_since_begin = 0
+            self.current_job, self.msm.tree_group_bytes = job, tree
+        gaps.append((paused, self._compute.record()))
+        t["yielded"] = t.get("yielded", 0.0) + time.perf_counter() - begin
+        self.preemptions += 1
 
     def _h_step(self, pk: ProvingKey, asg: Assignment | _CompiledWitness, prepared: DeviceCompiled | None,
                 staged: _Staged, t: MutableMapping[str, float]) -> tuple[Any, Any, Any]:
@@ -1033,13 +1102,16 @@ class CudaBackend(ProverBackend):
             t["h2d_abc"] = 0.0
             t["h2d_witness"] = cp.cuda.get_elapsed_time(staged.copy_begin, staged.abc_done) / 1e3
 
-    def _fetch_sums(self, sums: dict[str, Any], h_begin: Any, t: MutableMapping[str, float]) -> dict[str, Any]:
-        """The end of the device phase (the current stream's work done, timed from `h_begin`) and the
-        MSMs' window sums copied to the host, by group (G1: H, L, A, B_G1; G2: B_G2)."""
+    def _fetch_sums(self, sums: dict[str, Any], h_begin: Any, t: MutableMapping[str, float],
+                    gaps: list[tuple[Any, Any]] = ()) -> dict[str, Any]:
+        """The end of the device phase (the current stream's work done, timed from `h_begin`, less
+        the `gaps` it gave the device to other proofs) and the MSMs' window sums copied to the host,
+        by group (G1: H, L, A, B_G1; G2: B_G2)."""
         cp, clock = self._cp, time.perf_counter
         msm_end = cp.cuda.get_current_stream().record()
         msm_end.synchronize()
-        t["device"] = cp.cuda.get_elapsed_time(h_begin, msm_end) / 1e3
+        lent = sum(cp.cuda.get_elapsed_time(a, b) for a, b in gaps)
+        t["device"] = (cp.cuda.get_elapsed_time(h_begin, msm_end) - lent) / 1e3
         start = clock()
         fetched = {"g1": self.msm.fetch([sums[k] for k in ("h", "l", "a", "b_g1")]),
                    "g2": self.msm.fetch([sums["b_g2"]])}
