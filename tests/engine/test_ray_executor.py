@@ -9,6 +9,7 @@ they add nodes, and the last one removes a node (it cannot come back)."""
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import sys
@@ -267,6 +268,19 @@ def test_lanes_synthesize_ahead_of_the_device_in_processes_on_its_node(tmp_path:
                     if p is not q and device_of(p.device_worker) == device_of(q.device_worker)
                     and p.synth_start < q.device_end and q.device_start < p.synth_end]
         assert overlaps, [(p.device_worker, p.synth_start, p.synth_end, p.device_start, p.device_end) for p in records]
+        # One lane of a device in its prove at a time (gpu_workers_per_device = 1): the others wait,
+        # synthesized, for the slot, not at the device lock.
+        held = [(p.lock_wait_start, p.device_end, p.index) for p in records]
+        assert all(w is not None for w, _, _ in held)
+        for dev in {device_of(p.device_worker) for p in records}:
+            spans = sorted((p.lock_wait_start, p.device_end) for p in records if device_of(p.device_worker) == dev)
+            assert all(a[1] <= b[0] for a, b in itertools.pairwise(spans)), spans
+        # The nodes' stamps are on this host's clock (one host here: the offsets are ~0, though an
+        # actor takes seconds to start) and in their order.
+        offsets = [d.clock_offset for d in executor.all_devices]
+        assert all(abs(o) < 0.05 for o in offsets), offsets
+        for p in records:
+            assert job.submitted <= p.synth_start <= p.synth_end <= p.device_start <= p.device_end <= p.done, p
 
         # fail_mode "crash" exits the process synthesizing it (in one not started by multiprocessing, such
         # as the actor, it raises instead): code 70 is its exit from the lane's synthesis process.
@@ -323,3 +337,32 @@ def test_a_node_removed_mid_job_loses_no_partition(tmp_path: Path, debug_params:
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(pytest.main([__file__, "-v"]))
+
+
+def test_prover_slots_go_by_priority_then_arrival() -> None:
+    """With every slot held, waiters get the next free one highest priority first, FIFO within a level."""
+    import threading
+    import time
+
+    from cuzk.engine.ray_executor import _ProverSlots
+
+    slots, order, threads = _ProverSlots(1), [], []
+    release = threading.Event()
+
+    def take(name: str, priority: int) -> None:
+        with slots.hold(priority):
+            order.append(name)
+            if name == "first":
+                release.wait(10)
+
+    for name, priority in (("first", 2), ("normal a", 2), ("low", 1), ("normal b", 2), ("high", 3)):
+        threads.append(threading.Thread(target=take, args=(name, priority)))
+        threads[-1].start()
+        deadline = time.monotonic() + 10
+        while len(slots._waiting) + len(order) < len(threads):  # queued (or in) before the next starts
+            assert time.monotonic() < deadline
+            time.sleep(0.001)
+    release.set()
+    for t in threads:
+        t.join(10)
+    assert order == ["first", "high", "normal a", "normal b", "low"]

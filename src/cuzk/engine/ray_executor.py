@@ -33,15 +33,24 @@ joined since, starts their actors, and announces each device once ready (`on_dev
 synthesis process of an actor that dies fails the partition it held (a synthesis error, not a
 device fault), and the actor spawns a new one for its lane's next partition.
 
-Clocks: a node's `time.monotonic()` is not this host's. Each actor's offset is measured when it
-reports ready (the midpoint of a round trip), and the stamps it returns are moved onto this
-host's clock with it, so timelines and timings line up across nodes.
+Only `gpu_workers_per_device` lanes of a device are in its prove at once (`_ProverSlots`, by
+priority): the rest have synthesized and wait there, as a local device's synthesized partitions wait
+for its prover workers. Were all lanes at the device lock, the proof next on the device would often
+be one that could not stage its inputs ahead (the memory plan keeps room for one beside the proof
+on the device), and would stage them with the device held.
+
+Clocks: a node's `time.monotonic()` is not this host's. Each actor's offset is measured once it is
+ready (the midpoint of the shortest of a few round trips to its `clock`; its `ready` reply waits for
+its start, so it cannot time one), and the stamps it returns are moved onto this host's clock with
+it, so timelines and timings line up across nodes.
 """
 
 from __future__ import annotations
 
 import contextlib
+import heapq
 import io
+import itertools
 import logging
 import os
 import pickle
@@ -76,6 +85,8 @@ MAX_RESTARTS = -1
 #: A job's object-store references are dropped this long after its last partition was sent.
 PAYLOAD_IDLE_S = 120.0
 READY_TIMEOUT_S = 600.0
+#: Round trips to a ready actor's clock, the shortest of which measures its offset.
+CLOCK_PINGS = 5
 #: The errors Ray raises for an actor that died or cannot be reached (its process or node gone).
 ACTOR_GONE = (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError,
               ray.exceptions.NodeDiedError, ray.exceptions.WorkerCrashedError,
@@ -83,6 +94,32 @@ ACTOR_GONE = (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError
 
 
 # -- the device actor (runs on its node) -------------------------------------------------------------
+
+class _ProverSlots:
+    """At most `n` threads hold a slot at once; waiters get one by priority, FIFO within a level."""
+
+    def __init__(self, n: int) -> None:
+        self._free = n
+        self._waiting: list[tuple[int, int]] = []  # a heap of (-priority, ticket)
+        self._tickets = itertools.count()
+        self._cv = threading.Condition()
+
+    @contextlib.contextmanager
+    def hold(self, priority: int) -> Any:
+        me = (-priority, next(self._tickets))
+        with self._cv:
+            heapq.heappush(self._waiting, me)
+            while not (self._free and self._waiting[0] == me):
+                self._cv.wait()
+            heapq.heappop(self._waiting)
+            self._free -= 1
+            self._cv.notify_all()  # the next waiter may take a slot still free
+        try:
+            yield
+        finally:
+            with self._cv:
+                self._free += 1
+                self._cv.notify_all()
 
 @dataclass
 class RemoteItem:
@@ -116,6 +153,7 @@ class DeviceActor:
         set_device_switch_interval()
         self.label = settings["label"]
         count = settings["synthesis_procs"]
+        self.slots = _ProverSlots(settings.get("provers", count))
         threads = max(1, (os.cpu_count() or 1) // count)
         self.synth = [WorkerProcess(f"{self.label}/synth{k}", synthesis_worker_main, (threads, SYNTHESIS_NICE))
                       for k in range(count)]
@@ -140,6 +178,9 @@ class DeviceActor:
 
         return {"pid": os.getpid(), "devices": _device_info(self.state), "now": time.monotonic(),
                 "node_id": ray.get_runtime_context().get_node_id()}
+
+    def clock(self) -> float:
+        return time.monotonic()
 
     def info(self) -> list[dict[str, Any]]:
         from cuzk.engine.device_worker import _device_info
@@ -180,7 +221,11 @@ class DeviceActor:
                 local.append((k, ProveItem(item.circuit_id, shared, item.public_inputs, item.label, item.priority,
                                            item.hold_s), (start, end)))
             if local:
-                proven = self.state.prove([p for _, p, _ in local], verify)
+                # The CRITICAL lane waits for no slot: it is the lane kept free for such work.
+                slot = (contextlib.nullcontext() if lane >= len(self.synth)
+                        else self.slots.hold(max(p.priority for _, p, _ in local)))
+                with slot:
+                    proven = self.state.prove([p for _, p, _ in local], verify)
                 for (k, _, synth), result in zip(local, proven, strict=True):
                     result.synth = synth
                     results[k] = result
@@ -298,6 +343,7 @@ class RayExecutor(Executor):
         # Every lane synthesizes, then proves: `synthesis_ahead` lanes more than the device's workers
         # keep partitions synthesized while the others' are on the device.
         self.workers_per_device = workers_per_device + synthesis_ahead
+        self.provers_per_device = workers_per_device
         self.critical_lane = self.workers_per_device
         self.threads = threads
         self.memory_limit = memory_limit
@@ -408,7 +454,7 @@ class RayExecutor(Executor):
             options["resources"] = {DEVICE_RESOURCE: 1}
         settings = {"kind": device.spec.kind, "ordinal": 0, "threads": self.threads,
                     "memory_limit": self.memory_limit, "label": device.worker_name,
-                    "synthesis_procs": self.workers_per_device}
+                    "synthesis_procs": self.workers_per_device, "provers": self.provers_per_device}
         # Ray gives a GPU actor its GPU as the only visible one, hence ordinal 0.
         device.actor = ray.remote(DeviceActor).options(**options).remote(settings)
         device._ready_call = (time.monotonic(), device.actor.ready.remote())
@@ -426,15 +472,29 @@ class RayExecutor(Executor):
         self._ready(device, reply, sent)
 
     def _ready(self, device: RayDevice, reply: dict[str, Any], sent: float) -> None:
-        now = time.monotonic()
-        # The reply was stamped between `sent` and `now`: the midpoint is within half a round trip.
-        device.clock_offset = (sent + now) / 2 - reply["now"]
+        device.clock_offset = self._clock_offset(device, (sent, reply["now"], time.monotonic()))
         if device._pid is not None and reply["pid"] != device._pid:
             device._restarts += 1
         device._pid = reply["pid"]
         device.info = reply["devices"]
         device.state = "ready"
         device.usable.set()
+
+    @staticmethod
+    def _clock_offset(device: RayDevice, first: tuple[float, float, float]) -> float:
+        """This host's monotonic clock minus the node's, from the shortest round trip (sent, the
+        node's stamp, received) of `first` and `CLOCK_PINGS` more to the actor's `clock`: a stamp lies
+        between sending and receiving, so the midpoint is within half that trip."""
+        trips = [first]
+        for _ in range(CLOCK_PINGS):
+            sent = time.monotonic()
+            try:
+                stamp = ray.get(device.actor.clock.remote(), timeout=10.0)
+            except Exception:  # the lanes find out what became of the actor
+                break
+            trips.append((sent, stamp, time.monotonic()))
+        sent, stamp, received = min(trips, key=lambda t: t[2] - t[0])
+        return (sent + received) / 2 - stamp
 
     def start(self) -> None:
         self._started = True
