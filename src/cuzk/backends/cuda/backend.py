@@ -18,6 +18,8 @@ the CPU backend's. Per proof:
    the rest (the split of B is shared by B_G1 and B_G2); with all bases resident, B_G2 runs on a
    stream (and host thread) of its own beside the three G1 MSMs;
 4. each phase drops its buffers as soon as it ends (they return to CuPy's pool for the next phase);
+   between H and the H MSM, and after the H MSM, a proof of higher priority waiting for the device
+   is let through when the memory plan has room for both (`_preemption_point`, docs/daemon.md);
 5. the MSMs' window sums are copied to the host, and the proof releases the device before they are
    finished into points there. Read-backs between kernels wait for their stream first
    (`KernelModule.to_host`), so that they never stall the other proof's CUDA calls.
