@@ -54,7 +54,21 @@ def test_preemptions_are_partitions_that_went_ahead_of_earlier_queued_lower_prio
     events = preemptions(spans)
     assert events == [{"job_id": "j1", "partition": 0, "proof_kind": "winning", "priority": "CRITICAL",
                        "device": "cuzk-device-cuda0", "worker": "cuzk-device-cuda0/critical", "at_ms": T0 + 1500,
-                       "jumped": 1}]
+                       "jumped": 1, "interrupted": 0}]
+
+
+def test_a_partition_let_in_mid_phase_is_a_preemption_that_interrupted_one() -> None:
+    """A WinningPoSt partition that took the device inside a PoRep partition's device phase (the
+    CUDA backend's preemption between steps) is counted as interrupting it."""
+    samples = [
+        sample(0, "porep", "normal", latency_s=2.0, parts=[
+            {"queued": 0, "device": (0, 1600), "worker": "cuzk-device-cuda0/w0"}]),
+        sample(1, "winning", "critical", latency_s=0.6, parts=[
+            {"queued": 300, "device": (340, 400), "worker": "cuzk-device-cuda0/critical"}]),
+    ]
+    summary = stress_summary(samples)["preemptions"]
+    assert summary["partitions"] == 1 and summary["phases_interrupted"] == 1 and summary["partitions_overtaken"] == 0
+    assert summary["events"][0]["job_id"] == "j1" and summary["events"][0]["interrupted"] == 1
 
 
 def test_stress_summary_has_percentiles_and_misses_per_kind_and_priority_and_the_preemptions() -> None:

@@ -150,3 +150,12 @@ def test_a_batch_lets_a_critical_partition_in_between_two_of_its_partitions(debu
     assert first.ok and second.ok and c.ok, (first.error, second.error, c.error)
     assert first.device_end <= c.device_start <= c.device_end <= second.device_start
     assert c.lock_wait_start < first.device_end  # it asked while the batch held the device
+
+
+def test_device_time_leaves_out_what_a_partition_lent_mid_phase() -> None:
+    """A partition that let a higher-priority proof use the device between two of its steps held it
+    for its span less the time lent (`yielded`, cuzk.backends.cuda.backend): that is what its job's
+    device time, the device's busy seconds and the stage metric count."""
+    rec = PartitionRecord(0, device_start=10.0, device_end=12.0, device_phases={"yielded": 0.5, "device": 1.4})
+    assert rec.device_s == 1.5
+    assert PartitionRecord(1, device_start=10.0, device_end=12.0).device_s == 2.0

@@ -87,9 +87,11 @@ def idle_gaps(spans: list[dict[str, Any]]) -> dict[str, list[tuple[int, int]]]:
 
 
 def preemptions(spans: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The partitions that went ahead of lower-priority partitions waiting longer for the same device:
-    one entry each (job, partition, priority, device, `at_ms` its device start, `jumped` how many
-    it went ahead of), in the order they took the device."""
+    """The partitions that went ahead of lower-priority partitions waiting longer for the same device,
+    or took it in the middle of a lower-priority partition's device phase (which let it through
+    between two of its steps, cuzk.backends.cuda.backend): one entry each (job, partition, priority,
+    device, `at_ms` its device start, `jumped` how many it went ahead of, `interrupted` how many
+    device phases it went into), in the order they took the device."""
     on_device = [s for s in spans if s.get("device") and s.get("device_queued") is not None]
     by_device: dict[str, list[dict[str, Any]]] = {}
     for s in on_device:
@@ -100,10 +102,12 @@ def preemptions(spans: list[dict[str, Any]]) -> list[dict[str, Any]]:
             rank = priority_rank(s["priority"])
             jumped = sum(1 for o in group if priority_rank(o["priority"]) < rank
                          and o["device_queued"] < s["device_queued"] and o["device"][0] > s["device"][0])
-            if jumped:
+            interrupted = sum(1 for o in group if priority_rank(o["priority"]) < rank
+                              and o["device"][0] < s["device"][0] < o["device"][1])
+            if jumped or interrupted:
                 out.append({"job_id": s["job_id"], "partition": s["partition"], "proof_kind": s["proof_kind"],
                             "priority": str(s["priority"]).upper(), "device": device, "worker": s["device_worker"],
-                            "at_ms": s["device"][0], "jumped": jumped})
+                            "at_ms": s["device"][0], "jumped": jumped, "interrupted": interrupted})
     out.sort(key=lambda e: e["at_ms"])
     return out
 
@@ -115,7 +119,8 @@ def preemption_summary(spans: list[dict[str, Any]]) -> dict[str, Any]:
     for e in events:
         by_priority[e["priority"]] = by_priority.get(e["priority"], 0) + 1
     return {"partitions": len(events), "by_priority": by_priority,
-            "partitions_overtaken": sum(e["jumped"] for e in events), "events": events}
+            "partitions_overtaken": sum(e["jumped"] for e in events),
+            "phases_interrupted": sum(e["interrupted"] for e in events), "events": events}
 
 
 def _natural(name: str) -> list[Any]:
