@@ -83,3 +83,83 @@ def test_the_backend_charges_the_largest_reserve_when_the_device_is_idle() -> No
     fake.plan.available = lambda: 27 * gib
     assert CudaBackend._stage_ahead(fake, pk, None, None, False, 0) == ("staged", 12 * gib)  # type: ignore[arg-type]
     assert fake._ahead_bytes == 12 * gib
+
+
+def _preempting_backend(available: int):
+    """A stand-in CudaBackend holding the device lock at NORMAL in its device phase: reserve 20 GiB,
+    8 GiB grown since it took the device; `available` bytes free."""
+    import threading
+    from types import SimpleNamespace
+
+    from cuzk.backends.device_lock import PriorityLock
+
+    gib = 1 << 30
+    events = iter(range(100))
+    return SimpleNamespace(_lock=PriorityLock(), _lanes_lock=threading.Lock(), _running_reserve=20 * gib,
+                           _running_base=30 * gib, _ahead_since_begin=0, _suspended=0, _waiting_need={},
+                           plan=SimpleNamespace(pool_used=lambda: 38 * gib, available=lambda: available),
+                           _largest_reserve=lambda: 20 * gib, current_job="porep p0",
+                           msm=SimpleNamespace(tree_group_bytes=1 << 28),
+                           _compute=SimpleNamespace(record=lambda: next(events)),
+                           preemptions=0, preemptions_refused=0)
+
+
+def _critical_waiter(fake, seen: dict, need: int):
+    """A CRITICAL thread queued for `fake`'s lock that will still allocate `need` bytes; records the
+    backend's state while it holds the lock."""
+    import threading
+    import time
+
+    def run() -> None:
+        with fake._lock.hold(4):
+            seen.update(job=fake.current_job, running=fake._running_reserve, suspended=fake._suspended)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while fake._lock.outranking_waiter() is None:
+        assert time.monotonic() < deadline
+        time.sleep(0.001)
+    fake._waiting_need[fake._lock.outranking_waiter()] = need
+    return thread
+
+
+def test_a_device_phase_lets_a_critical_proof_through_and_takes_the_device_back() -> None:
+    """`CudaBackend._preemption_point` with stand-ins: the waiter runs with no proof on the device
+    and this one's remaining reserve (20 - 8 GiB) held out of stagings; afterwards this proof holds
+    the device again with its reserve, growth and job restored, and the lent time recorded."""
+    from cuzk.backends.cuda.backend import CudaBackend
+
+    gib = 1 << 30
+    fake = _preempting_backend(available=15 * gib)
+    t: dict[str, float] = {}
+    gaps: list = []
+    with fake._lock.hold(2):
+        CudaBackend._preemption_point(fake, t, gaps)  # type: ignore[arg-type]  # nobody waits: nothing
+        assert (t, gaps, fake.preemptions) == ({}, [], 0)
+        seen: dict = {}
+        thread = _critical_waiter(fake, seen, need=2 * gib)
+        CudaBackend._preemption_point(fake, t, gaps)  # type: ignore[arg-type]
+        thread.join(10)
+        assert seen == {"job": None, "running": 0, "suspended": 12 * gib}
+        assert fake.preemptions == 1 and t["yielded"] > 0 and gaps == [(0, 1)]
+        assert (fake._running_reserve, fake._suspended, fake.current_job) == (20 * gib, 0, "porep p0")
+        assert fake.plan.pool_used() - fake._running_base - fake._ahead_since_begin == 8 * gib
+        assert fake._lock.outranking_waiter() is None
+
+
+def test_no_preemption_without_room_for_both() -> None:
+    """12 GiB still to come for this proof plus 4 GiB for the waiter do not fit in 15 GiB: refused,
+    counted, and the waiter gets the device when this proof releases it."""
+    from cuzk.backends.cuda.backend import CudaBackend
+
+    gib = 1 << 30
+    fake = _preempting_backend(available=15 * gib)
+    t: dict[str, float] = {}
+    seen: dict = {}
+    with fake._lock.hold(2):
+        thread = _critical_waiter(fake, seen, need=4 * gib)
+        CudaBackend._preemption_point(fake, t, [])  # type: ignore[arg-type]
+        assert fake.preemptions_refused == 1 and fake.preemptions == 0 and "yielded" not in t and not seen
+    thread.join(10)
+    assert seen["job"] == "porep p0"  # it ran after this proof, which had not reset its state

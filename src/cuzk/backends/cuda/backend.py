@@ -1026,7 +1026,8 @@ class CudaBackend(ProverBackend):
         paused = self._compute.record()
         begin = time.perf_counter()
         try:
-            self._lock.yield_to_waiters()
+            # None: nobody outranks it any more (the waiter left), or the hold is nested: no yield.
+            regrant = self._lock.yield_to_waiters()
         finally:
             with self._lanes_lock:
                 self._suspended -= remaining
@@ -1035,6 +1036,8 @@ class CudaBackend(ProverBackend):
                 self._running_base = self.plan.pool_used() - grown
                 self._ahead_since_begin = 0
             self.current_job, self.msm.tree_group_bytes = job, tree
+        if regrant is None:
+            return
         gaps.append((paused, self._compute.record()))
         t["yielded"] = t.get("yielded", 0.0) + time.perf_counter() - begin
         self.preemptions += 1
