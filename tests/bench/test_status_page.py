@@ -173,7 +173,7 @@ def _gpu_status(now_ms: int) -> dict[str, Any]:
     after a failure, key copies per device, work queued at two priorities, one failed job."""
     gib = 1 << 30
     plan = {"memory_limit": 40 * gib, "budget": 39 * gib, "margin": 256 << 20, "context_reserve": 768 << 20,
-            "peak_pool_bytes": 31 * gib, "oom_retries": 1,
+            "peak_pool_bytes": 31 * gib, "oom_retries": 1, "preemptions": 3, "preemptions_refused": 1,
             "keys": [{"mode": "streaming", "resident": ["a", "b_g1", "l"], "streamed": ["h", "b_g2"],
                       "resident_bytes": 18 * gib, "streamed_bytes": 9 * gib, "host_pinned_bytes": 9 * gib,
                       "working_reserve": 12 * gib, "msm_batch": 1 << 22, "domain": 1 << 27}]}
@@ -340,6 +340,7 @@ def test_operator_page_shows_memory_plans_key_copies_failures_and_waits(crafted:
     plan = page.rows["plan:cuda0"]
     assert plan["budget"]["value"] == str(39 << 30) and "39.0 GiB" in plan["budget"]["text"]
     assert plan["oom_retries"]["text"] == "OOM retries 1" and plan["peak_pool_bytes"]["value"] == str(31 << 30)
+    assert plan["preemptions"]["text"] == "let through mid-phase 3, refused for memory 1"
     key = page.rows["plan:cuda0:0"]
     assert key["mode"]["text"] == "streaming" and key["domain"]["text"] == "2^27"
     assert key["resident_bytes"]["value"] == str(18 << 30) and key["streamed_bytes"]["text"] == "9.00 GiB"
