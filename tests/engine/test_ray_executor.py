@@ -281,6 +281,11 @@ def test_lanes_synthesize_ahead_of_the_device_in_processes_on_its_node(tmp_path:
         assert all(abs(o) < 0.05 for o in offsets), offsets
         for p in records:
             assert job.submitted <= p.synth_start <= p.synth_end <= p.device_start <= p.device_end <= p.done, p
+        # Queued for the device once synthesized on its node, as with the local executor, so that each
+        # phase between the result's stamps (bench/phases.py) is a real, non-negative wait.
+        for t in engine.await_result("ahead", timeout=1).partitions:
+            assert (t.planned_ms <= t.synth_start_ms <= t.synth_end_ms == t.device_queue_ms <= t.device_start_ms
+                    <= t.device_end_ms <= t.done_ms), t
 
         # fail_mode "crash" exits the process synthesizing it (in one not started by multiprocessing, such
         # as the actor, it raises instead): code 70 is its exit from the lane's synthesis process.

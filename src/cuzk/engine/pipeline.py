@@ -408,8 +408,6 @@ class Pipeline:
         or a memory reservation here (its witness is made and held on the device's node); the lane
         sends its recipe (`ProveItem.recipe`)."""
         work.job.inflight += 1  # as synthesis admission counts it; `_returned` takes it back
-        work.record.device_queue = time.monotonic()
-        timeline.emit(timeline.Event.DEVICE_QUEUE, work.job, work.record.index)
         bisect.insort(self._device_queue, work, key=lambda w: w.key)
 
     def _synthesized_on_device(self, work: PartitionWork, result: ItemResult) -> None:
@@ -419,9 +417,14 @@ class Pipeline:
         rec = work.record
         rec.synth_start, rec.synth_end = result.synth
         rec.synth_worker = rec.device_worker
+        # Queued for the device when its synthesis ended: the lane then waits for a prover slot and the
+        # device lock. Until the lane took it, it waited for a lane to synthesize it (synth_wait), so the
+        # phases keep their order (planned, synthesis, device queue) as for the local executor.
+        rec.device_queue = rec.synth_end
         self.metrics.stage.labels("synthesis").observe(rec.synth_end - rec.synth_start)
         timeline.emit(timeline.Event.SYNTH_START, work.job, rec.index, at=rec.synth_start, worker=rec.synth_worker)
         timeline.emit(timeline.Event.SYNTH_END, work.job, rec.index, at=rec.synth_end, worker=rec.synth_worker)
+        timeline.emit(timeline.Event.DEVICE_QUEUE, work.job, rec.index, at=rec.synth_end)
 
     def _returned(self, work: PartitionWork) -> None:
         """A partition left the pipeline (proven, failed or dropped after synthesis): free what it holds.
