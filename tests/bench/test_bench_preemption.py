@@ -71,6 +71,20 @@ def test_a_partition_let_in_mid_phase_is_a_preemption_that_interrupted_one() -> 
     assert summary["events"][0]["job_id"] == "j1" and summary["events"][0]["interrupted"] == 1
 
 
+def test_a_partition_that_takes_the_device_as_another_releases_it_interrupted_none() -> None:
+    """The lower-priority partition's end stamp trails its release of the device lock by a few ms, so
+    the next partition may start just before it; running past that end, it came at the boundary."""
+    samples = [
+        sample(0, "porep", "normal", latency_s=2.0, parts=[
+            {"queued": 0, "device": (0, 1510), "worker": "cuzk-device-cuda0/w0"},
+            {"queued": 100, "device": (1770, 3270), "worker": "cuzk-device-cuda0/w1"}]),
+        sample(1, "winning", "critical", latency_s=0.6, parts=[
+            {"queued": 1200, "device": (1500, 1760), "worker": "cuzk-device-cuda0/critical"}]),
+    ]
+    summary = stress_summary(samples)["preemptions"]
+    assert summary["phases_interrupted"] == 0 and summary["partitions_overtaken"] == 1, summary
+
+
 def test_stress_summary_has_percentiles_and_misses_per_kind_and_priority_and_the_preemptions() -> None:
     summary = stress_summary(porep_and_winning())
     winning = summary["by_kind"]["winning"]

@@ -102,8 +102,11 @@ def preemptions(spans: list[dict[str, Any]]) -> list[dict[str, Any]]:
             rank = priority_rank(s["priority"])
             jumped = sum(1 for o in group if priority_rank(o["priority"]) < rank
                          and o["device_queued"] < s["device_queued"] and o["device"][0] > s["device"][0])
+            # Inside the other's phase from start to end: a partition that takes the device as the
+            # other releases it starts a few ms before the other's end stamp (taken after the release)
+            # and runs past it, which is a partition boundary, not an interruption.
             interrupted = sum(1 for o in group if priority_rank(o["priority"]) < rank
-                              and o["device"][0] < s["device"][0] < o["device"][1])
+                              and o["device"][0] < s["device"][0] and s["device"][1] <= o["device"][1])
             if jumped or interrupted:
                 out.append({"job_id": s["job_id"], "partition": s["partition"], "proof_kind": s["proof_kind"],
                             "priority": str(s["priority"]).upper(), "device": device, "worker": s["device_worker"],
