@@ -340,8 +340,6 @@ def test_a_node_removed_mid_job_loses_no_partition(tmp_path: Path, debug_params:
         engine.shutdown(0)
 
 
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(pytest.main([__file__, "-v"]))
 
 
 def test_prover_slots_go_by_priority_then_arrival() -> None:
@@ -371,3 +369,66 @@ def test_prover_slots_go_by_priority_then_arrival() -> None:
     for t in threads:
         t.join(10)
     assert order == ["first", "high", "normal a", "normal b", "low"]
+
+
+def test_a_lane_restarts_its_device_unless_another_lane_did_since_its_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two lanes fail on one actor: the first restarts it (one failure, one restart); the second, which
+    called the same generation, finds it restarted and does nothing, even when the new actor is slow to
+    answer. An actor alive but unusable (`force`) is killed and restarted though it still answers."""
+    import threading
+    import time
+    from types import SimpleNamespace
+
+    from cuzk.engine import ray_executor
+    from cuzk.engine.devices import DeviceSpec
+
+    class Actor:
+        def __init__(self) -> None:
+            self.pid, self.delay, self.kills = 100, 0.0, 0
+            self.ready = SimpleNamespace(remote=lambda: lambda: self._reply())
+            self.clock = SimpleNamespace(remote=lambda: time.monotonic)
+
+        def _reply(self) -> dict[str, Any]:
+            return {"pid": self.pid, "now": time.monotonic(), "devices": [{"name": "stand-in"}]}
+
+    def get(ref: Any, timeout: float | None = None) -> Any:
+        if timeout is not None and actor.delay > timeout:
+            time.sleep(timeout)
+            raise ray.exceptions.GetTimeoutError("stand-in")
+        return ref()
+
+    def kill(actor: Actor, no_restart: bool = True) -> None:
+        actor.kills += 1
+        actor.pid += 1  # Ray starts it again
+
+    monkeypatch.setattr(ray_executor.ray, "get", get)
+    monkeypatch.setattr(ray_executor.ray, "kill", kill)
+    executor = RayExecutor.__new__(RayExecutor)
+    executor._lane_saw, executor._stop, executor._lock = threading.local(), threading.Event(), threading.Lock()
+    reloaded: list[str] = []
+    executor.on_restart = lambda d: reloaded.append(d.worker_name)
+    device = RayDevice(DeviceSpec(0, "cpu"), "ab" * 28, "10.0.0.7", 0)
+    device.actor = actor = Actor()
+    executor._ready(device, actor._reply(), time.monotonic())
+    assert (device.generation, device.restarts, device.failures) == (1, 0, 0)
+
+    def lane_failed_on(generation: int, force: bool = False) -> None:
+        executor._lane_saw.generation = generation  # what this lane's `prove` call saw
+        executor.restart(device, "died", force=force)
+
+    actor.pid = 101  # it died and Ray restarted it: the first lane to notice waits for its ready reply
+    lane_failed_on(1)
+    assert (device.generation, device.restarts, device.failures, device.pid) == (2, 1, 1, 101)
+    actor.delay = 3.0  # slower than `_answers` waits: it would have counted a second failure
+    started = time.monotonic()
+    lane_failed_on(1)
+    assert time.monotonic() - started < 1.0
+    assert (device.generation, device.restarts, device.failures) == (2, 1, 1) and reloaded == [device.worker_name]
+    actor.delay = 0.0
+    lane_failed_on(2, force=True)  # alive, same pid, but unusable
+    assert actor.kills == 1 and (device.generation, device.restarts, device.failures, device.pid) == (3, 2, 2, 102)
+    assert device.state == "ready" and len(reloaded) == 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(pytest.main([__file__, "-v"]))

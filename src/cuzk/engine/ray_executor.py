@@ -271,6 +271,9 @@ class RayDevice(Device):
         self.clock_offset = 0.0  #: this host's monotonic clock minus the node's
         self._pid: int | None = None
         self._restarts = 0
+        #: Counts the actor's ready replies taken (the first and each after a restart): a lane that
+        #: failed on one generation and finds a later one knows another lane restarted it meanwhile.
+        self.generation = 0
         self.restart_lock = threading.Lock()
         #: Set while the device takes work: lanes wait on it while `restart` brings the actor back.
         self.usable = threading.Event()
@@ -349,6 +352,8 @@ class RayExecutor(Executor):
         self.memory_limit = memory_limit
         self._lock = threading.Lock()
         self._stop = threading.Event()
+        #: Per lane thread: the device generation its last `prove` call went to (`restart`).
+        self._lane_saw = threading.local()
         self._devices: list[RayDevice] = []
         self._nodes: dict[str, dict[str, Any]] = {}  #: node id -> what ray.nodes() said last
         self._payloads: dict[str, _JobPayloads] = {}
@@ -477,6 +482,7 @@ class RayExecutor(Executor):
             device._restarts += 1
         device._pid = reply["pid"]
         device.info = reply["devices"]
+        device.generation += 1
         device.state = "ready"
         device.usable.set()
 
@@ -693,6 +699,7 @@ class RayExecutor(Executor):
                 raise WorkerCrashedError(device.worker_name, None)
         if device.state == "lost":
             raise WorkerCrashedError(device.worker_name, None)
+        self._lane_saw.generation = device.generation  # what `restart` compares, on this lane's thread
         remote = [self._remote_item(item) for item in items]
         try:
             results, _, pid = ray.get(device.actor.prove.remote(lane, remote, verify))
@@ -727,8 +734,13 @@ class RayExecutor(Executor):
         assert isinstance(device, RayDevice)
         with device.restart_lock:
             if device.state == "ready":
-                if self._answers(device):
-                    return  # another lane of the device found it restarted already
+                # Restarted by another lane since this lane's call: nothing more to do. Compared by
+                # generation, not by asking the actor (a slow reply would count a second failure, and
+                # an actor alive but unusable answers as the same process).
+                seen = getattr(self._lane_saw, "generation", None)
+                restarted = device.generation != seen if seen is not None else self._answers(device)
+                if restarted:
+                    return
                 device.failed(reason)
                 device.state = "restarting"
                 device.usable.clear()
