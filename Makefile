@@ -2,7 +2,8 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-PYTEST_ARGS ?=
+# Two pytest-xdist workers (CI has 2 cores); a module that shares one Ray cluster stays on one worker.
+PYTEST_ARGS ?= -n 2 --dist loadgroup
 
 .PHONY: demo test setup lint bench
 

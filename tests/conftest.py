@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import random
 from dataclasses import dataclass
 from pathlib import Path
@@ -63,8 +64,13 @@ def circom_fixtures(tmp_path_factory: pytest.TempPathFactory) -> dict:
 @pytest.fixture(scope="session")
 def official_params_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A parameter cache for Filecoin circuits under their official v28 names (INSECURE, test-only),
-    filled on demand by `official_params` so each parameter set is generated once per run."""
-    return tmp_path_factory.mktemp("official-params")
+    filled on demand by `official_params` so each parameter set is generated once per run: under
+    pytest-xdist in the run's directory that all workers share (porep-2k takes minutes)."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return tmp_path_factory.mktemp("official-params")
+    shared = tmp_path_factory.getbasetemp().parent / "official-params"
+    shared.mkdir(exist_ok=True)
+    return shared
 
 
 @pytest.fixture(scope="session")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import random
 from pathlib import Path
 
@@ -17,8 +18,12 @@ def official_params(root: Path, circuit_id: str, seed: int) -> Path:
 
     kind, size = parse_circuit_id(circuit_id)
     path = root / parameter_file_name(kind, size)
-    if not path.exists():
-        pk = generate_insecure_parameters(blank_circuit(circuit_id), waste=ToxicWaste.random(random.Random(seed)))
-        write_params(path, pk, force_official_name=True)
-        write_vk(path.with_suffix(".vk"), pk.vk, force_official_name=True)
+    # Several pytest-xdist workers share `root`: the first to take the lock makes the file (the .vk
+    # last, so its presence says both are whole), the others wait for it instead of making their own.
+    with open(root.parent / f".{root.name}-{circuit_id}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not path.with_suffix(".vk").exists():
+            pk = generate_insecure_parameters(blank_circuit(circuit_id), waste=ToxicWaste.random(random.Random(seed)))
+            write_params(path, pk, force_official_name=True)
+            write_vk(path.with_suffix(".vk"), pk.vk, force_official_name=True)
     return path
