@@ -5,6 +5,8 @@ proof's reserve 60.2, staging 17.1."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from cuzk.backends.cuda.device import ahead_fits
 
 GB = 10**9
@@ -79,10 +81,42 @@ def test_the_backend_charges_the_largest_reserve_when_the_device_is_idle() -> No
     pk = SimpleNamespace(domain_size=1 << 27)
     assert CudaBackend._stage_ahead(fake, pk, None, None, False, 0) == (None, 0)  # type: ignore[arg-type]
     assert not staged and fake._ahead_bytes == 0
-    # A card with room for both: staged, and counted until the proof takes the device.
+    # A card with room for both: staged, counted as staging while it allocates, then as in use only
+    # (out of `available`) and as growth that is not the running proof's.
     fake.plan.available = lambda: 27 * gib
+    during: list[int] = []
+    fake._stage = lambda asg, m, lane, witness: during.append(fake._ahead_bytes) or "staged"
     assert CudaBackend._stage_ahead(fake, pk, None, None, False, 0) == ("staged", 12 * gib)  # type: ignore[arg-type]
-    assert fake._ahead_bytes == 12 * gib
+    assert during == [12 * gib] and fake._ahead_bytes == 0 and fake._ahead_since_begin == 12 * gib
+
+
+def test_a_second_proof_stages_beside_one_already_staged_when_the_free_memory_allows() -> None:
+    """`CudaBackend._stage_ahead` with stand-ins on the H200's resident plan: one proof holds the
+    device (10 GB grown of its 60.2 GB reserve) and one has staged its 17.1 GB ahead. What it staged is
+    in use, so the free memory lacks it; a second waiting proof (a CRITICAL one's 3 GB) fits beside
+    both, where counting the first staging again as pending refused it."""
+    import threading
+    from types import SimpleNamespace
+
+    from cuzk.backends.cuda.backend import CudaBackend
+
+    used = {"pool": RESIDENT + 10 * GB}  # the key, and what the running proof grew since it began
+    key = SimpleNamespace(plan=SimpleNamespace(reserve=int(RESERVE)))
+    fake = SimpleNamespace(_lanes_lock=threading.Lock(), _running_reserve=int(RESERVE), _running_base=int(RESIDENT),
+                           _ahead_since_begin=0, _ahead_bytes=0, _suspended=0, _keys={"pk": key},
+                           plan=SimpleNamespace(pool_used=lambda: int(used["pool"]),
+                                                available=lambda: int(PLANNABLE - used["pool"])),
+                           _largest_reserve=lambda: int(RESERVE))
+
+    def stage(nbytes: int) -> Any:
+        fake._staging_bytes = lambda pk, asg, witness: nbytes
+        fake._stage = lambda asg, m, lane, witness: used.__setitem__("pool", used["pool"] + nbytes) or nbytes
+        return CudaBackend._stage_ahead(fake, SimpleNamespace(domain_size=1 << 27), None, None, False, 0)
+
+    assert stage(int(STAGING)) == (int(STAGING), int(STAGING))
+    assert stage(3 * GB) == (3 * GB, 3 * GB)
+    assert fake._ahead_bytes == 0 and fake._ahead_since_begin == int(STAGING) + 3 * GB
+    assert stage(11 * GB) == (None, 0)  # 60.7 GB free: 11 and the running proof's last 50.2 do not fit
 
 
 def _preempting_backend(available: int):

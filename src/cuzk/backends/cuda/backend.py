@@ -326,7 +326,9 @@ class CudaBackend(ProverBackend):
         self._running_reserve = 0  # proof_working_bytes of the proof holding the device (0: none)
         self._running_base = 0  # the pool's bytes in use when that proof took the device
         self._ahead_since_begin = 0  # bytes staged ahead by other proofs since then
-        self._ahead_bytes = 0  # device bytes staged by proofs still waiting for the device
+        # Device bytes that proofs staging ahead are allocating now; once allocated they are in use,
+        # so `plan.available()` already lacks them.
+        self._ahead_bytes = 0
         #: What proofs that yielded the device mid-phase (`_preemption_point`) may still allocate
         #: when they take it back: kept out of what others stage ahead meanwhile.
         self._suspended = 0
@@ -772,12 +774,13 @@ class CudaBackend(ProverBackend):
 
     def _stage_ahead(self, pk: ProvingKey, asg: Assignment | _CompiledWitness, lane: _Lane,
                      witness: bool = True, own_reserve: int = 0) -> tuple[_Staged | None, int]:
-        """Stage before taking the device when the memory plan leaves room for it beside the proofs
-        already staged ahead and a whole reserve for whichever proof holds the device: the one
-        holding it now (what its reserve still lets it take), or, when none does, the next to take it,
-        which may not have staged ahead and then allocates its reserve with the device held
-        (`ahead_fits`); returns what was staged (None: stage with the device held) and the bytes
-        counted for it until then. `own_reserve` is this proof's reserve."""
+        """Stage before taking the device when the memory plan leaves room for it beside what other
+        proofs are staging ahead now (what they staged already is in use, out of `plan.available()`)
+        and a whole reserve for whichever proof holds the device: the one holding it now (what its
+        reserve still lets it take), or, when none does, the next to take it, which may not have
+        staged ahead and then allocates its reserve with the device held (`ahead_fits`); returns what
+        was staged (None: stage with the device held) and its bytes. `own_reserve` is this proof's
+        reserve."""
         need = self._staging_bytes(pk, asg, witness)
         with self._lanes_lock:
             running = self._running_reserve > 0
@@ -796,9 +799,10 @@ class CudaBackend(ProverBackend):
             # The memory went to the proof on the device meanwhile: drop what was allocated (the
             # lane's queued copies end before its next use) and stage with the device held.
             lane.copy.synchronize()
+            return None, 0
+        finally:
             with self._lanes_lock:
                 self._ahead_bytes -= need
-            return None, 0
 
     def _largest_reserve(self) -> int:
         """The largest working reserve of the loaded keys' plans."""
@@ -837,7 +841,6 @@ class CudaBackend(ProverBackend):
         streamed = matrix_bytes(prepared.compiled) if prepared is not None and not all(prepared.resident) else 0
         reserve = dk.plan.reserve + streamed
         lane = self._take_lane()
-        ahead = 0
         try:
             start = clock()
             staged, ahead = self._stage_ahead(pk, asg, lane, witness, reserve)
@@ -851,12 +854,10 @@ class CudaBackend(ProverBackend):
                 t["device_begin"] = time.monotonic()
                 with self._lanes_lock:
                     self._waiting_need.pop(me, None)
-                    self._ahead_bytes -= ahead
                     self._running_reserve = reserve
                     # Inputs this proof staged ahead are in use already: held out of its reserve.
                     self._running_base = self.plan.pool_used() - ahead
                     self._ahead_since_begin = 0
-                ahead = 0
                 self.current_job = job
                 self.msm.tree_group_bytes = dk.plan.tree_bytes
                 try:
@@ -874,7 +875,6 @@ class CudaBackend(ProverBackend):
         finally:
             with self._lanes_lock:
                 self._waiting_need.pop(threading.get_ident(), None)
-                self._ahead_bytes -= ahead
             self._give_lane(lane)
 
         # The window sums are finished into points on the host after the device is released: ~10 ms

@@ -140,11 +140,12 @@ def ahead_fits(need: int, available: int, *, ahead_pending: int, running_reserve
     """Whether a proof waiting for the device may stage `need` bytes now.
 
     The rule keeps one whole reserve (`proof_working_bytes`, an upper bound of a proof's peak) free
-    for the proof holding the device at every moment, beside what waiting proofs have staged or are
-    staging (`ahead_pending`). `running_reserve` is the largest reserve of a proof that may hold the
-    device while this staging lives: the one holding it now, and any that may take it next without
-    having staged (it allocates its inputs with the device held), so the caller passes the largest
-    reserve of its loaded keys even when no proof runs. `available` (free memory) already lacks what
+    for the proof holding the device at every moment, beside what waiting proofs are staging now
+    (`ahead_pending`: what they staged already is in use, so `available` lacks it).
+    `running_reserve` is the largest reserve of a proof that may hold the device while this staging
+    lives: the one holding it now, and any that may take it next without having staged (it
+    allocates its inputs with the device held), so the caller passes the largest reserve of its
+    loaded keys even when no proof runs. `available` (free memory) already lacks what
     the running proof holds, so that proof is charged only what the reserve still allows it to take:
     the reserve less its growth since it took the device (`running_grown`: the pool's bytes in use
     now, less at that moment, less what proofs staged ahead since; 0 when none holds the device).
