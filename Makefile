@@ -2,8 +2,9 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-# Two pytest-xdist workers (CI has 2 cores); a module that shares one Ray cluster stays on one worker.
-PYTEST_ARGS ?= -n 2 --dist loadgroup
+# Two pytest-xdist workers (CI has 2 cores), each taking whole test files: tests of a module share
+# its fixtures (one engine, one Ray cluster) and some read what an earlier one left there.
+PYTEST_ARGS ?= -n 2 --dist loadfile
 
 .PHONY: demo test setup lint bench
 

@@ -33,8 +33,7 @@ from ray.cluster_utils import Cluster
 from cuzk.engine.jobs import PartitionState, Priority, ResultStatus
 from cuzk.engine.ray_executor import RayDevice, RayExecutor
 
-# One worker under pytest-xdist (`--dist loadgroup`): the module shares one Ray cluster.
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray")]
+pytestmark = pytest.mark.slow
 
 #: Per node: one CPU for Ray's bookkeeping, one device, an object store Ray's minimum allows.
 NODE = {"node_ip_address": "127.0.0.1", "num_cpus": 1, "object_store_memory": 80 << 20,
