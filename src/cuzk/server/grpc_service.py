@@ -128,7 +128,7 @@ def status_to_proto(status: dict[str, Any]) -> pb.GetStatusResponse:
         physical.setdefault((d["kind"], d["ordinal"]), d)
     for d in physical.values():
         lanes = [w for w in status["gpu_workers"]
-                 if w["gpu_ordinal"] == d["ordinal"] and w.get("device_kind", d["kind"]) == d["kind"]]
+                 if w["gpu_ordinal"] == d["ordinal"] and w["device_kind"] == d["kind"]]
         busy = [w for w in lanes if w["state"] != "idle"]
         # `workers` keeps the Rust daemon's meaning (gpus.gpu_workers_per_device): the lane reserved
         # for CRITICAL work is left out of both counts, though its job may be the current one.
