@@ -340,8 +340,6 @@ def test_a_node_removed_mid_job_loses_no_partition(tmp_path: Path, debug_params:
         engine.shutdown(0)
 
 
-
-
 def test_prover_slots_go_by_priority_then_arrival() -> None:
     """With every slot held, waiters get the next free one highest priority first, FIFO within a level."""
     import threading
