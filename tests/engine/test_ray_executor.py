@@ -417,7 +417,7 @@ def test_a_lane_restarts_its_device_unless_another_lane_did_since_its_call(monke
     actor.pid = 101  # it died and Ray restarted it: the first lane to notice waits for its ready reply
     lane_failed_on(1)
     assert (device.generation, device.restarts, device.failures, device.pid) == (2, 1, 1, 101)
-    actor.delay = 3.0  # slower than `_answers` waits: it would have counted a second failure
+    actor.delay = 3.0  # slow to answer: a lane that asked it would time out and count a second failure
     started = time.monotonic()
     lane_failed_on(1)
     assert time.monotonic() - started < 1.0

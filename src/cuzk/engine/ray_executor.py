@@ -736,10 +736,9 @@ class RayExecutor(Executor):
             if device.state == "ready":
                 # Restarted by another lane since this lane's call: nothing more to do. Compared by
                 # generation, not by asking the actor (a slow reply would count a second failure, and
-                # an actor alive but unusable answers as the same process).
-                seen = getattr(self._lane_saw, "generation", None)
-                restarted = device.generation != seen if seen is not None else self._answers(device)
-                if restarted:
+                # an actor alive but unusable answers as the same process). Every lane that gets here
+                # has called `prove`, which records the generation it went to.
+                if device.generation != getattr(self._lane_saw, "generation", None):
                     return
                 device.failed(reason)
                 device.state = "restarting"
@@ -772,14 +771,6 @@ class RayExecutor(Executor):
                     return
         if device.state == "lost":
             self._stop.wait()
-
-    def _answers(self, device: RayDevice) -> bool:
-        """Whether the device's actor answers as the process it was (no restart since)."""
-        try:
-            reply = ray.get(device.actor.ready.remote(), timeout=2.0)
-        except Exception:
-            return False
-        return reply["pid"] == device.pid
 
     @staticmethod
     def _node_alive(device: RayDevice) -> bool:
