@@ -153,7 +153,7 @@ class DeviceActor:
         set_device_switch_interval()
         self.label = settings["label"]
         count = settings["synthesis_procs"]
-        self.slots = _ProverSlots(settings.get("provers", count))
+        self.slots = _ProverSlots(settings["provers"])
         threads = max(1, (os.cpu_count() or 1) // count)
         self.synth = [WorkerProcess(f"{self.label}/synth{k}", synthesis_worker_main, (threads, SYNTHESIS_NICE))
                       for k in range(count)]
