@@ -61,23 +61,35 @@ def test_with_no_proof_on_the_device_the_next_ones_reserve_is_kept() -> None:
                           running_reserve=int(RESERVE), running_grown=0)
 
 
+def _staging_backend(reserve: int, plan: Any, *, running_reserve: int = 0, running_base: int = 0) -> Any:
+    """A stand-in CudaBackend for `_stage_ahead`: one loaded key of working reserve `reserve`, the
+    memory `plan` given, and a proof of `running_reserve` on the device since the pool held
+    `running_base` (0: none); it stages nothing ahead yet."""
+    import threading
+    from types import SimpleNamespace
+
+    from cuzk.backends.cuda.backend import CudaBackend
+
+    key = SimpleNamespace(plan=SimpleNamespace(reserve=reserve))
+    fake = SimpleNamespace(_lanes_lock=threading.Lock(), _running_reserve=running_reserve, _running_base=running_base,
+                           _ahead_since_begin=0, _ahead_bytes=0, _suspended=0, _keys={"pk": key}, plan=plan)
+    fake._largest_reserve = lambda: CudaBackend._largest_reserve(fake)
+    return fake
+
+
 def test_the_backend_charges_the_largest_reserve_when_the_device_is_idle() -> None:
     """`CudaBackend._stage_ahead` with stand-ins: no proof holds the device, and the loaded key's
     reserve is charged (the staging that made the 16 GiB cap's proofs fail with the device held)."""
-    import threading
     from types import SimpleNamespace
 
     from cuzk.backends.cuda.backend import CudaBackend
 
     gib = 1 << 30
     staged: list[int] = []
-    key = SimpleNamespace(plan=SimpleNamespace(reserve=int(14.3 * gib)))
-    fake = SimpleNamespace(_lanes_lock=threading.Lock(), _running_reserve=0, _running_base=5 * gib,
-                           _ahead_since_begin=0, _ahead_bytes=0, _suspended=0, _keys={"pk": key},
-                           plan=SimpleNamespace(pool_used=lambda: 0, available=lambda: int(15.2 * gib)),
-                           _staging_bytes=lambda pk, asg, witness: 12 * gib,
-                           _largest_reserve=lambda: CudaBackend._largest_reserve(fake),
-                           _stage=lambda asg, m, lane, witness: staged.append(m) or "staged")
+    fake = _staging_backend(int(14.3 * gib), SimpleNamespace(pool_used=lambda: 0, available=lambda: int(15.2 * gib)),
+                            running_base=5 * gib)
+    fake._staging_bytes = lambda pk, asg, witness: 12 * gib
+    fake._stage = lambda asg, m, lane, witness: staged.append(m) or "staged"
     pk = SimpleNamespace(domain_size=1 << 27)
     assert CudaBackend._stage_ahead(fake, pk, None, None, False, 0) == (None, 0)  # type: ignore[arg-type]
     assert not staged and fake._ahead_bytes == 0
@@ -95,18 +107,13 @@ def test_a_second_proof_stages_beside_one_already_staged_when_the_free_memory_al
     device (10 GB grown of its 60.2 GB reserve) and one has staged its 17.1 GB ahead. What it staged is
     in use, so the free memory lacks it; a second waiting proof (a CRITICAL one's 3 GB) fits beside
     both, where counting the first staging again as pending refused it."""
-    import threading
     from types import SimpleNamespace
 
     from cuzk.backends.cuda.backend import CudaBackend
 
     used = {"pool": RESIDENT + 10 * GB}  # the key, and what the running proof grew since it began
-    key = SimpleNamespace(plan=SimpleNamespace(reserve=int(RESERVE)))
-    fake = SimpleNamespace(_lanes_lock=threading.Lock(), _running_reserve=int(RESERVE), _running_base=int(RESIDENT),
-                           _ahead_since_begin=0, _ahead_bytes=0, _suspended=0, _keys={"pk": key},
-                           plan=SimpleNamespace(pool_used=lambda: int(used["pool"]),
-                                                available=lambda: int(PLANNABLE - used["pool"])),
-                           _largest_reserve=lambda: int(RESERVE))
+    plan = SimpleNamespace(pool_used=lambda: int(used["pool"]), available=lambda: int(PLANNABLE - used["pool"]))
+    fake = _staging_backend(int(RESERVE), plan, running_reserve=int(RESERVE), running_base=int(RESIDENT))
 
     def stage(nbytes: int) -> Any:
         fake._staging_bytes = lambda pk, asg, witness: nbytes
