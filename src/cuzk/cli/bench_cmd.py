@@ -356,7 +356,7 @@ def _print_report(record: dict[str, Any]) -> None:
             kinds = ", ".join(f"{n} {prio}" for prio, n in pre["by_priority"].items()) or "none"
             console.print(f"preemptions: {pre['partitions']} partitions ({kinds}) took the device ahead of "
                           f"{pre['partitions_overtaken']} lower-priority partitions queued earlier, "
-                          f"or went into {pre.get('phases_interrupted', 0)} lower-priority device phases",
+                          f"or went into {pre['phases_interrupted']} lower-priority device phases",
                           highlight=False)
     if record.get("warning"):
         console.print(f"[bold red]warning:[/] {record['warning']}")

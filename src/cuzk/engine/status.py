@@ -148,8 +148,8 @@ def gauges(engine: Engine) -> GaugeSnapshot:
             snap.device_memory_budget_bytes[label] = plan["budget"]
             snap.device_memory_peak_bytes[label] = plan["peak_pool_bytes"]
             snap.device_oom_retries[label] = plan["oom_retries"]
-            snap.device_preemptions[label] = plan.get("preemptions", 0)
-            snap.device_preemptions_refused[label] = plan.get("preemptions_refused", 0)
+            snap.device_preemptions[label] = plan["preemptions"]
+            snap.device_preemptions_refused[label] = plan["preemptions_refused"]
     return snap
 
 

@@ -187,9 +187,8 @@ function renderDevices(s) {
                "pool peak " + bytes(p.peak_pool_bytes)),
       " · ", h("span", {"data-cell": "oom_retries", "data-value": p.oom_retries,
                         "class": p.oom_retries ? "wait-long" : null}, "OOM retries " + p.oom_retries),
-      " · ", h("span", {"data-cell": "preemptions", "data-value": p.preemptions || 0},
-               "let through mid-phase " + (p.preemptions || 0) + ", refused for memory "
-               + (p.preemptions_refused || 0)));
+      " · ", h("span", {"data-cell": "preemptions", "data-value": p.preemptions},
+               "let through mid-phase " + p.preemptions + ", refused for memory " + p.preemptions_refused));
     const keys = (p.keys || []).map((k, i) => h("tr", {"data-row": `plan:${dev}:${i}`},
       td("key", k.circuit_id || k.circuit || `key ${i + 1}`), td("mode", k.mode),
       numTd("domain", k.domain ? "2^" + Math.round(Math.log2(k.domain)) : "-", k.domain),
