@@ -89,9 +89,9 @@ SUM_CHUNK = 8
 #: Batch-affine tree rounds before the accumulation (kernels/msm.cu tree_round): a round runs while it
 #: gives each of TREE_THREADS_PER_SM[group] * SMs threads at least TREE_MIN_PAIRS[group] additions (each
 #: thread pays one inversion per round: a binary GCD, kernels/mont.cuh inv_binary, by its instruction
-#: count about 100 products; Fermat's took ~570), at most TREE_MAX_ROUNDS rounds; windows are taken in
+#: count about 100 products against Fermat's ~570), at most TREE_MAX_ROUNDS rounds; windows are taken in
 #: groups whose first round writes at most TREE_GROUP_BYTES of points (bounds the extra memory).
-#: TREE_MIN_PAIRS: the fastest thresholds on an H200 with the binary GCD (G2: 16 and 32 alike, 32 kept):
+#: TREE_MIN_PAIRS: the fastest thresholds on an H200 with the binary GCD (G2: 16 and 32 measured alike):
 #: benchmarks/results/cuda-msm-ab-h200-2026-11-30.json (history: benchmarks/HISTORY.md).
 TREE_MIN_PAIRS = {"g1": 16, "g2": 32}
 TREE_MAX_ROUNDS = 8

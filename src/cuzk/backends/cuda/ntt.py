@@ -33,8 +33,8 @@ DIRECT_TWIDDLE_LOG = 18
 _BLOCK = 256
 #: Pass sizes (top bits down; DIT runs them reversed) for sizes where the default measured slower on an
 #: H200. The default lists balanced sizes largest first in both directions, so at 2^28 DIT would run
-#: 10,9,9 from the bottom up (the plan "9,9,10"), which was slower than 10,9,9 both ways; at 2^27 the
-#: default was the fastest (benchmarks/results/cuda-ntt-plans-h200-2026-12-01c.json and
+#: 10,9,9 from the bottom up (the plan "9,9,10"), which is slower than 10,9,9 both ways; at 2^27 the
+#: default is the fastest (benchmarks/results/cuda-ntt-plans-h200-2026-12-01c.json and
 #: results/archive/cuda-ntt-plans-h200-2026-12-01b.json; history: benchmarks/HISTORY.md).
 MEASURED_PLANS = {28: (10, 9, 9)}
 #: kernels/ntt.cu ntt_bitrev_tiled: tiles of 2^K x 2^K points (NTT_BR_K) and their shared memory.
