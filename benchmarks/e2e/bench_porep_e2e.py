@@ -98,8 +98,9 @@ def main() -> int:
                         "(give --bench-timeout room for the proofs still in flight)")
     p.add_argument("--stop-after", choices=("compile", "params", "vanilla"),
                    help="prepare only up to this step (a later run resumes from there)")
-    p.add_argument("--device-witness", default="off", choices=("off", "on"),
-                   help="the daemon's [synthesis] device_witness (on: PoRep's SHA-256 aux written on the GPU)")
+    p.add_argument("--device-witness", default="deadlines", choices=("off", "on", "deadlines"),
+                   help="the daemon's [synthesis] device_witness (on: every job's deferred aux written on the GPU; "
+                        "deadlines: HIGH and CRITICAL jobs' only)")
     p.add_argument("--memory-limit", default="none",
                    help="the daemon's [gpus] memory_limit ('none', 'auto' or a size such as 16GiB); a comma-"
                         "separated list runs steps 4-6 once per value, one after the other on the same key and "

@@ -270,6 +270,20 @@ def test_window_post_2k_plan_and_recipe(placeholder_cache: Path) -> None:
     check_recipe(plan, 0)
 
 
+@pytest.mark.parametrize(("floor", "deferred"), [(None, {}), (Priority.HIGH, {Priority.HIGH, Priority.CRITICAL}),
+                                                 (Priority.LOW, set(Priority))])
+def test_device_witness_follows_the_job_priority(placeholder_cache: Path, floor: Priority | None,
+                                                 deferred: set[Priority]) -> None:
+    """A partition leaves its openings to the device when its job's priority reaches the floor the
+    engine resolved (`device_witness_floor`: "deadlines" is HIGH); other jobs' witnesses stay whole."""
+    providers = build_providers(str(placeholder_cache), test_circuits=False, sparse_products="prover",
+                                device_witness=floor)
+    for priority in Priority:
+        req = window_request(priority=priority)
+        plan = providers.for_request(req).plan(req)
+        assert plan.partitions[0].recipe.device_witness is (priority in deferred), priority
+
+
 def test_window_post_v1_challenges_follow_partition_index(placeholder_cache: Path) -> None:
     """StackedDrgWindow2KiBV1 (id 5) indexes challenges by the global sector position, so the same
     sectors proven as partition 1 are other challenges: vanilla proofs of partition 0 are refused."""

@@ -156,11 +156,12 @@ def test_the_default_providers_are_made_with_what_the_engine_settles(tmp_path: P
 
     config = config_from_dict({"srs": {"param_cache": str(tmp_path)}, "debug": {"test_circuits": True}})
     store = CompiledStore(tmp_path / "compiled")
-    registry = default_providers(config)(ProviderContext(store, "prover", True))
+    registry = default_providers(config)(ProviderContext(store, "prover", Priority.HIGH))
     assert registry.test_circuits_enabled and "test-circuits" in registry.names()
     filecoin = [p for p in registry.providers if p.name.startswith("filecoin-")]
     assert len(filecoin) == 4
-    assert all(p.compiled is store and p.sparse_products == "prover" and p.device_witness for p in filecoin)
+    assert all(p.compiled is store and p.sparse_products == "prover" and p.device_witness is Priority.HIGH
+               for p in filecoin)
 
 
 def test_synthesis_warm_up_calls_come_from_the_registry_and_its_providers() -> None:

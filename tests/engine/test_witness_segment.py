@@ -151,19 +151,24 @@ def test_deferred_gadgets_travel_with_the_segment(which: str, request: pytest.Fi
 
 
 def test_device_witness_setting(caplog: pytest.LogCaptureFixture) -> None:
+    """The setting resolves to the lowest priority whose witnesses the devices complete: every job's with
+    "on", HIGH and CRITICAL ones' with "deadlines" (the default), none without GPU products."""
     from cuzk.config import ConfigError, config_from_dict
-    from cuzk.engine.devices import DeviceSpec, device_witness_enabled
+    from cuzk.engine.devices import DeviceSpec, device_witness_floor
+    from cuzk.engine.jobs import Priority
 
     cuda, cpu = DeviceSpec(0, "cuda"), DeviceSpec(0, "cpu")
-    assert device_witness_enabled("on", "prover", [cuda, DeviceSpec(1, "cuda")])
-    assert not device_witness_enabled("off", "prover", [cuda])
+    assert device_witness_floor("on", "prover", [cuda, DeviceSpec(1, "cuda")]) is Priority.LOW
+    assert device_witness_floor("deadlines", "prover", [cuda]) is Priority.HIGH
+    assert device_witness_floor("off", "prover", [cuda]) is None
     assert not caplog.records
     with caplog.at_level(logging.WARNING, logger="cuzk.engine.devices"):
-        assert not device_witness_enabled("on", "synthesis", [cuda])  # a, b, c made before the device
-        assert not device_witness_enabled("on", "prover", [cpu])
-        assert not device_witness_enabled("on", "prover", [])
+        assert device_witness_floor("on", "synthesis", [cuda]) is None  # a, b, c made before the device
+        assert device_witness_floor("on", "prover", [cpu]) is None
+        assert device_witness_floor("on", "prover", []) is None
+        assert device_witness_floor("deadlines", "synthesis", [cpu]) is None  # the default: nothing to say
     assert len(caplog.records) == 3 and "devices: cpu:0" in caplog.records[1].getMessage()
-    assert config_from_dict({}).synthesis.device_witness == "off"
+    assert config_from_dict({}).synthesis.device_witness == "deadlines"
     assert config_from_dict({"synthesis": {"device_witness": "on"}}).synthesis.device_witness == "on"
     with pytest.raises(ConfigError, match="device_witness"):
         config_from_dict({"synthesis": {"device_witness": "auto"}})

@@ -12,7 +12,7 @@ from cuzk.config.values import GIB, ConfigError, expect, mem_available, parse_si
 BACKENDS = ("auto", "cpu", "cuda")
 COMPILED_MODES = ("off", "use", "build")
 SPARSE_PRODUCTS = ("auto", "synthesis", "prover")
-DEVICE_WITNESS = ("off", "on")
+DEVICE_WITNESS = ("off", "on", "deadlines")
 EXECUTOR_KINDS = ("local", "ray")
 DEVICE_MODES = ("latency", "throughput")
 
@@ -99,9 +99,10 @@ class SynthesisConfig:
     #: cuzk-py: "on": with the products on the prover and every device a GPU, the bulk of a witness
     #: whose circuit defers it (SHA-256 gadgets, Merkle paths: 92-99%) is written on the GPU, the
     #: synthesis process writing the rest (a tenth of the CPU time, ~3% more GPU time a partition: for
-    #: hosts whose CPUs cannot keep the GPUs fed; docs/compiled-circuits.md); "off": the synthesis
-    #: process writes the whole witness.
-    device_witness: str = "off"
+    #: hosts whose CPUs cannot keep the GPUs fed; docs/compiled-circuits.md); "deadlines": the same for
+    #: HIGH and CRITICAL jobs only (WindowPoSt, WinningPoSt), whose latency is the CPU's time, while
+    #: throughput work keeps the GPU for its MSMs; "off": the synthesis process writes whole witnesses.
+    device_witness: str = "deadlines"
 
 
 @dataclass

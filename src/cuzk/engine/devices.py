@@ -13,6 +13,7 @@ import subprocess
 from dataclasses import dataclass
 
 from cuzk.config import Config, ConfigError
+from cuzk.engine.jobs import Priority
 
 log = logging.getLogger("cuzk.engine.devices")
 CUDA_BACKEND_MODULE = "cuzk.backends.cuda"
@@ -101,12 +102,22 @@ def sparse_products_where(setting: str, specs: list[DeviceSpec]) -> str:
     return "prover" if specs and all(spec.kind == "cuda" for spec in specs) else "synthesis"
 
 
-def device_witness_enabled(setting: str, sparse_products: str, specs: list[DeviceSpec]) -> bool:
-    """`synthesis.device_witness` resolved: "on" leaves the bulk of the Filecoin witnesses to the devices when the
-    products are on the prover and every device is a GPU (the CUDA backend writes them there); else
-    the synthesis processes write whole witnesses (said in the log when "on" cannot apply)."""
-    if setting != "on":
-        return False
+def device_witness_floor(setting: str, sparse_products: str, specs: list[DeviceSpec]) -> Priority | None:
+    """`synthesis.device_witness` resolved to the lowest priority whose jobs leave the bulk of their
+    Filecoin witnesses to the devices, or None for no job. The devices can take it when the products
+    are on the prover and every device is a GPU (the CUDA backend writes the rows there); else the
+    synthesis processes write whole witnesses ("on" says so in the log). "deadlines" is HIGH: a
+    WindowPoSt-32GiB partition's openings take a synthesis process ~20 s of CPU against ~0.1 s of
+    GPU (docs/compiled-circuits.md), while throughput work keeps the GPU for its MSMs."""
+    if setting == "off":
+        return None
+    if sparse_products == "prover" and specs and all(spec.kind == "cuda" for spec in specs):
+        return Priority.LOW if setting == "on" else Priority.HIGH
+    if setting == "on":
+        log.warning("synthesis.device_witness = \"on\" needs sparse products on the prover and every device a GPU "
+                    "(sparse_products resolves to %r, devices: %s): synthesis writes whole witnesses", sparse_products,
+                    ", ".join(f"{spec.kind}:{spec.ordinal}" for spec in specs) or "none")
+    return None
     if sparse_products == "prover" and specs and all(spec.kind == "cuda" for spec in specs):
         return True
     log.warning("synthesis.device_witness = \"on\" needs sparse products on the prover and every device a GPU "

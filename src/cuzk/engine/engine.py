@@ -43,7 +43,7 @@ from cuzk.config import Config, ConfigError
 from cuzk.engine import status as status_views
 from cuzk.engine import timeline
 from cuzk.engine.compiled_store import CompiledStore
-from cuzk.engine.devices import device_witness_enabled, sparse_products_where
+from cuzk.engine.devices import device_witness_floor, sparse_products_where
 from cuzk.engine.executor import Device, Executor
 from cuzk.engine.executors import make_executor
 from cuzk.engine.jobs import (
@@ -215,7 +215,7 @@ class Engine:
         self.executor = executor if executor is not None else make_executor(config)
         self.device_specs = self.executor.specs
         self.sparse_products = sparse_products_where(config.synthesis.sparse_products, self.device_specs)
-        self.device_witness = device_witness_enabled(config.synthesis.device_witness, self.sparse_products,
+        self.device_witness = device_witness_floor(config.synthesis.device_witness, self.sparse_products,
                                                     self.device_specs)
         self.providers = providers(ProviderContext(self.compiled, self.sparse_products, self.device_witness))
         for circuit_id in config.srs.preload:  # fail before any process is spawned

@@ -202,11 +202,12 @@ class ProviderRegistry:
 class ProviderContext:
     """What the engine settles before it makes its providers: the compiled-circuit store it owns
     (`synthesis.compiled`), and, from its devices, where compiled circuits' a, b, c are computed
-    ("synthesis" or "prover") and whether the prover's device writes deferred witness rows."""
+    ("synthesis" or "prover") and from which priority on the prover's device writes deferred witness
+    rows (None: for no job; `cuzk.engine.devices.device_witness_floor`)."""
 
     compiled: CompiledStore
     sparse_products: str = "synthesis"
-    device_witness: bool = False
+    device_witness: int | None = None
 
 
 #: What `Engine(providers=...)` takes: makes the daemon's providers once the engine knows its devices

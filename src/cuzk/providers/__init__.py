@@ -32,12 +32,13 @@ _TEST_CIRCUITS_DISABLED = ("invalid proof_kind: 0 (PROOF_KIND_UNSPECIFIED); test
 
 
 def build_providers(param_cache: str, *, test_circuits: bool, compiled: Any = None,
-                    sparse_products: str = "synthesis", device_witness: bool = False) -> ProviderRegistry:
+                    sparse_products: str = "synthesis", device_witness: int | None = None) -> ProviderRegistry:
     """The providers of a daemon: the four Filecoin kinds always (a job whose parameters are missing
     from `param_cache` fails naming the file), test circuits when enabled. `compiled` is the
     Filecoin providers' CompiledStore (None: the default store, used when files are present);
     `sparse_products` where its circuits' a, b, c are computed ("synthesis" or "prover"),
-    `device_witness` whether the prover's device writes their deferred gadgets' aux."""
+    `device_witness` the lowest priority whose jobs' deferred gadgets' aux the prover's device writes
+    (None: no job's)."""
     from cuzk.engine.jobs import ProofKind
     from cuzk.engine.providers import CircuitProvider, ProviderRegistry
     from cuzk.providers.debug import SYNTHESIS_WARM_UP, DebugCircuitProvider

@@ -612,7 +612,8 @@ class CudaBackend(ProverBackend):
         `prove`'s keys (h2d_abc = 0) plus spmv (device time of the three products) and check (host
         time of the canonical-witness and, with `check`, a·b = c checks). With `deferred` only the
         aux rows the generator wrote go up, and the deferred gadgets' aux are written on the device
-        (`cuzk.backends.cuda.deferred`; part of h2d_witness)."""
+        (`cuzk.backends.cuda.deferred`; part of h2d_witness), or on the host (host_witness) when the
+        products are computed there."""
         inputs, aux = as_limb_array(inputs, "inputs"), as_limb_array(aux, "aux")
         compiled.check_witness(inputs.shape[0], aux.shape[0])
         if pk not in self._keys:
@@ -621,11 +622,14 @@ class CudaBackend(ProverBackend):
         if not products_fit(dk.plan, dk.shape, largest_matrix_bytes(compiled)):
             # The device cannot hold the witness, a, b, c and a matrix beside this key's resident
             # bases: the products are computed here on the host, and the proof streams from a, b, c.
-            if deferred is not None:
-                raise CudaDeviceError(f"device {self.device_id}: synthesis.device_witness = \"on\" needs the "
-                                      f"sparse products on the device, which do not fit its plan "
-                                      f"({format_gib(dk.plan.budget)} of device memory)")
             start = time.perf_counter()
+            if deferred is not None:  # the rows left for the device are written here, before the products
+                if not aux.flags.writeable:
+                    aux = aux.copy()
+                deferred.complete_on_host(aux)
+                if timings is not None:
+                    timings["host_witness"] = time.perf_counter() - start
+                start = time.perf_counter()
             asg = Assignment.from_compiled(compiled, (inputs, aux), check=check)
             if timings is not None:
                 timings["host_products"] = time.perf_counter() - start

@@ -177,13 +177,14 @@ class FilecoinProvider(CircuitProvider):
     kind: ProofKind
 
     def __init__(self, param_cache: str | Path, *, compiled: CompiledStore | None = None,
-                 sparse_products: str = "synthesis", device_witness: bool = False) -> None:
+                 sparse_products: str = "synthesis", device_witness: int | None = None) -> None:
         self.param_cache = Path(param_cache)
         #: Compiled circuits: used when ready; built on first use only if the store says so.
         self.compiled = compiled if compiled is not None else CompiledStore(self.param_cache / "compiled")
         #: Where compiled circuits' a, b, c are computed (`FilecoinPartitionRecipe.sparse_products`).
         self.sparse_products = sparse_products
-        #: Whether the prover's device writes the deferred gadgets' aux (`FilecoinPartitionRecipe.device_witness`).
+        #: The lowest priority whose partitions' deferred gadgets' aux the prover's device writes
+        #: (`FilecoinPartitionRecipe.device_witness`); None: no job's.
         self.device_witness = device_witness
 
     @property
@@ -235,6 +236,7 @@ class FilecoinProvider(CircuitProvider):
         with collector_paused():  # vanilla proofs decode into millions of acyclic objects (codec.collector_paused)
             compound = self.compound(request)
         compiled_path = self._compiled_path(cid)
+        on_device = self.device_witness is not None and request.priority >= self.device_witness
         partitions = []
         for k in range(compound.partition_count):
             inputs = compound.public_inputs(k)
@@ -245,7 +247,7 @@ class FilecoinProvider(CircuitProvider):
                                           f"public inputs differ, first at position {positions[0]})")
             recipe = FilecoinPartitionRecipe(cid, k, compound.partition_circuit(k), tuple(inputs),
                                              f"{request.request_id} partition {k}", compiled_path,
-                                             self.sparse_products, device_witness=self.device_witness)
+                                             self.sparse_products, device_witness=on_device)
             partitions.append(PartitionPlan(k, recipe, inputs))
         return JobPlan(cid, partitions, compiled=compiled_path is not None)
 
@@ -406,11 +408,12 @@ class SnapProvider(FilecoinProvider):
 
 
 def filecoin_providers(param_cache: str | Path, *, compiled: CompiledStore | None = None,
-                       sparse_products: str = "synthesis", device_witness: bool = False) -> list[CircuitProvider]:
+                       sparse_products: str = "synthesis", device_witness: int | None = None) -> list[CircuitProvider]:
     """The four Filecoin providers of a daemon whose parameters live in `param_cache`, sharing one
     compiled-circuit store (default: `<param_cache>/compiled/`, used when present, never built);
     `sparse_products` says where compiled circuits' a, b, c are computed ("synthesis" or "prover"),
-    `device_witness` whether the prover's device writes their deferred gadgets' aux."""
+    `device_witness` the lowest priority whose jobs' deferred gadgets' aux the prover's device writes
+    (None: no job's)."""
     store = compiled if compiled is not None else CompiledStore(Path(param_cache) / "compiled")
     return [cls(param_cache, compiled=store, sparse_products=sparse_products, device_witness=device_witness)
             for cls in (PorepProvider, SnapProvider, WindowPostProvider, WinningPostProvider)]
