@@ -10,6 +10,10 @@ official name in <root>/params, vanilla proofs in <root>/vanilla-<kind>; `--stop
     python benchmarks/e2e/bench_stress_e2e.py --sector-size 32GiB --backend cuda --root R --isolated winning \\
         --stream porep,rate=0.12 --stream winning,rate=0.2,deadline=5 --duration 180
 
+`--kind-size porep=2KiB` prepares and runs one kind at another size (prepare it with that
+--sector-size on the same --root): a PoRep-2KiB-shaped load beside WindowPoSt-32GiB, whose key and
+PoRep-32GiB's do not both fit a 128 GiB host.
+
 A stream is `cuzk bench stress --stream`'s spec without `inputs=` (added here from the kind). The
 record (JSON with hardware, date and commit) holds the isolated runs' summaries, the stress summary
 per priority, kind and stream (latency percentiles, late proofs, deadline misses, preemptions), each
@@ -43,7 +47,10 @@ from bench_porep_e2e import (
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--sector-size", default="2KiB")
+    p.add_argument("--sector-size", default="2KiB", help="every kind's sector size, unless --kind-size says otherwise")
+    p.add_argument("--kind-size", action="append", default=[], metavar="KIND=SIZE",
+                   help="one kind's sector size (e.g. porep=2KiB: a PoRep-2KiB-shaped load beside WindowPoSt-32GiB "
+                        "where both 32GiB keys do not fit the host)")
     p.add_argument("--backend", default="cpu", choices=("cpu", "cuda"))
     p.add_argument("--root", type=Path, required=True, help="the root bench_porep_e2e.py prepared the kinds in")
     p.add_argument("--stream", action="append", default=[], help="KIND[,rate=..][,priority=..][,deadline=..]...")
@@ -65,9 +72,19 @@ def main() -> int:
     args = p.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
+    from cuzk.errors import CuzkError
     from cuzk.filecoin.sizes import CircuitKind, circuit_id, parameter_file_name, sector_params
 
     size = sector_params(args.sector_size)
+    sizes: dict[str, Any] = {}
+    for item in args.kind_size:
+        kind, sep, value = item.partition("=")
+        if not sep or kind.strip().lower() not in KINDS:
+            p.error(f"--kind-size {item!r}: expected KIND=SIZE with KIND one of {', '.join(KINDS)}")
+        try:
+            sizes[kind.strip().lower()] = sector_params(value.strip())
+        except CuzkError as err:
+            p.error(f"--kind-size {item!r}: {err}")
     root = args.root.resolve()
     streams = [(spec.split(",", 1)[0].strip().lower(), spec) for spec in args.stream]
     kinds = sorted({k for k, _ in streams} | set(args.isolated), key=lambda k: (*KINDS, k).index(k))
@@ -76,11 +93,12 @@ def main() -> int:
     for kind in kinds:
         if kind not in KINDS:
             p.error(f"{kind!r} is not a proof kind ({', '.join(KINDS)})")
-        key = root / "params" / parameter_file_name(CircuitKind(kind), size)
+        kind_size = sizes.get(kind, size)
+        key = root / "params" / parameter_file_name(CircuitKind(kind), kind_size)
         if not key.is_file() or not (vanilla_dir_of(root, kind) / "public.json").is_file():
             print(f"error: {kind} is not prepared under {root} (no {key.name} or {vanilla_dir_of(root, kind)}): run "
-                  f"bench_porep_e2e.py --kind {kind} --sector-size {size.name} --root {root} --stop-after vanilla",
-                  file=sys.stderr)
+                  f"bench_porep_e2e.py --kind {kind} --sector-size {kind_size.name} --root {root} --stop-after "
+                  "vanilla", file=sys.stderr)
             return 2
     args.out.mkdir(parents=True, exist_ok=True)
     tag = args.tag or f"{args.backend}-{size.short}-{'-'.join(k for k, _ in streams)}"
@@ -88,7 +106,8 @@ def main() -> int:
     log = args.out / f"stress-e2e-{tag}-{stamp}.log"
     record: dict = {"benchmark": "bench_stress_e2e", "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
                     "git": git_revision(), "hardware": hardware(), "gpu": nvidia_smi(), "backend": args.backend,
-                    "sector_size": size.name, "streams": args.stream, "duration_s": args.duration,
+                    "sector_size": size.name, "kind_sizes": {k: v.name for k, v in sizes.items()},
+                    "streams": args.stream, "duration_s": args.duration,
                     "memory_limit": args.memory_limit, "isolated": {}, "run": {}}
     record_path = args.out / f"stress-e2e-{tag}-{stamp}.json"
 
@@ -98,7 +117,7 @@ def main() -> int:
     gpus = {"backend": args.backend, "gpu_workers_per_device": args.workers_per_device,
             **({"memory_limit": args.memory_limit} if args.memory_limit != "none" else {}),
             **({"devices": [int(d) for d in args.devices.split(",")]} if args.devices else {})}
-    circuits = [circuit_id(CircuitKind(k), size) for k in kinds]
+    circuits = [circuit_id(CircuitKind(k), sizes.get(k, size)) for k in kinds]
     run = record["run"]
     try:
         with running_daemon(root, circuits, gpus, {}, log_path=args.out / f"stress-e2e-daemon-{tag}-{stamp}.log",
