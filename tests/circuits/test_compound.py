@@ -319,7 +319,9 @@ def test_window_post_2kib_partitions_and_the_repeat_rule(sector_2k: SealedSector
     window = WindowPoSt.from_vanilla(vanilla, registered_proof=10, randomness=RANDOMNESS, prover_id=PROVER)
     assert (window.circuit_id, window.partition_count) == ("wpost-2k", 2)
     last = window.partition_circuit(1)
-    assert isinstance(last, FallbackPoStCircuit) and last.sectors[0] == last.sectors[1]
+    assert isinstance(last, FallbackPoStCircuit) and last.openings is not None
+    sectors = last.circuit_sectors()
+    assert sectors[0] == sectors[1] and int(last.openings.sector_ids[1]) == 9
     inputs = window.public_inputs(1)
     assert len(inputs) == 22 and inputs[:11] == inputs[11:]
     challenges = post_sector_challenges(post_proof(10), RANDOMNESS, [7, 8, 9])

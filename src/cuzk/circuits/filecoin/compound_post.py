@@ -38,6 +38,7 @@ from cuzk.circuits.filecoin.post import FallbackPoStCircuit, FallbackPoStConfig,
 from cuzk.filecoin.challenges import post_challenge_index, post_leaf_challenge
 from cuzk.filecoin.merkle import TreeLayout
 from cuzk.filecoin.post import FallbackPoStSectorProof, SectorProof, window_post_vanilla, winning_post_vanilla
+from cuzk.filecoin.post_arrays import PoStOpenings, decode_sector_proofs
 from cuzk.filecoin.sizes import CircuitKind, RegisteredPoStProof, SectorParams, circuit_id, post_proof
 from cuzk.groth16.keys import PreparedVerifyingKey, VerifyingKey
 
@@ -207,7 +208,7 @@ class WindowPoSt(CompoundProof):
     registered_proof: RegisteredPoStProof
     randomness: bytes
     prover_id: bytes
-    sector_proofs: tuple[FallbackPoStSectorProof, ...]
+    openings: PoStOpenings  #: the sector proofs as arrays (`cuzk.filecoin.post_arrays`)
     config: FallbackPoStConfig
     first_partition: int  #: global index of this object's partition 0
     partitions: int
@@ -221,19 +222,34 @@ class WindowPoSt(CompoundProof):
         return self.partitions
 
     @classmethod
-    def from_vanilla(cls, sector_proofs: Sequence[FallbackPoStSectorProof], *,
+    def from_vanilla(cls, sector_proofs: Sequence[FallbackPoStSectorProof] | PoStOpenings, *,
                      registered_proof: RegisteredPoStProof | int | str, randomness: bytes, prover_id: bytes,
                      partition_index: int | None = None) -> WindowPoSt:
         """Sector proofs must be in ascending sector id order, as `verify_window_post` lists the
-        sectors (a BTreeMap): any other order yields other public inputs."""
+        sectors (a BTreeMap): any other order yields other public inputs. `PoStOpenings` (the
+        daemon's decoding, `decode_sector_proofs`) were checked as they were decoded."""
         proof = _registered(registered_proof, CircuitKind.WINDOW)
         _check_public(randomness, prover_id)
         config = _config(proof)
-        if not sector_proofs:
+        layout = TreeLayout.tree_r(proof.size)
+        if isinstance(sector_proofs, PoStOpenings):
+            openings = sector_proofs
+            if openings.challenges != config.challenge_count or openings.layout != layout:
+                raise CompoundError(f"{proof.name}: openings of {openings.challenges} challenges of a "
+                                    f"{openings.layout.arities} tree, expected {config.challenge_count} of "
+                                    f"{layout.arities}")
+        else:
+            if not sector_proofs:
+                raise CompoundError(f"{proof.name}: no sector proofs")
+            for sp in sector_proofs:
+                _check_sector_proof(sp, proof, config.challenge_count)
+            decoded = decode_sector_proofs([sp.to_bincode() for sp in sector_proofs], layout, config.challenge_count)
+            if decoded is None:  # pragma: no cover - what _check_sector_proof accepts decodes
+                raise CompoundError(f"{proof.name}: the sector proofs do not decode as arrays")
+            openings = decoded
+        if openings.count == 0:
             raise CompoundError(f"{proof.name}: no sector proofs")
-        for sp in sector_proofs:
-            _check_sector_proof(sp, proof, config.challenge_count)
-        ids = [sp.sector_id for sp in sector_proofs]
+        ids = [int(i) for i in openings.sector_ids]
         for a, b in itertools.pairwise(ids):
             if b <= a:
                 problem = "duplicate sector" if a == b else "sectors out of order"
@@ -241,15 +257,15 @@ class WindowPoSt(CompoundProof):
                                     "ascending sector id order, as the verifier lists them")
         per = config.sector_count
         if partition_index is None:
-            first, partitions = 0, -(-len(sector_proofs) // per)
+            first, partitions = 0, -(-openings.count // per)
         else:
             if not isinstance(partition_index, int) or partition_index < 0:
                 raise CompoundError(f"partition index must be a non-negative integer, got {partition_index!r}")
-            if len(sector_proofs) > per:
-                raise CompoundError(f"{proof.name}: {len(sector_proofs)} sector proofs for one partition, at most "
+            if openings.count > per:
+                raise CompoundError(f"{proof.name}: {openings.count} sector proofs for one partition, at most "
                                     f"{per} fit")
             first, partitions = partition_index, 1
-        return cls(proof, bytes(randomness), bytes(prover_id), tuple(sector_proofs), config, first, partitions)
+        return cls(proof, bytes(randomness), bytes(prover_id), openings, config, first, partitions)
 
     @classmethod
     def sample(cls, size: SectorParams, *, seed: int = 0, sectors: int = 2) -> WindowPoSt:
@@ -261,27 +277,26 @@ class WindowPoSt(CompoundProof):
         vanilla = window_post_vanilla(proof, {sid: sector for sid in range(1, sectors + 1)}, randomness)
         return cls.from_vanilla(vanilla, registered_proof=proof, randomness=randomness, prover_id=SAMPLE_PROVER_ID)
 
-    def _chunk(self, k: int) -> tuple[FallbackPoStSectorProof, ...]:
+    def _chunk(self, k: int) -> range:
+        """The rows of partition k's sectors in `openings`."""
         self._check_k(k)
         per = self.config.sector_count
-        return self.sector_proofs[k * per:(k + 1) * per]
+        return range(k * per, min((k + 1) * per, self.openings.count))
 
     def partition_circuit(self, k: int) -> FallbackPoStCircuit:
-        chunk = self._chunk(k)
-        openings = range(self.config.challenge_count)
-        sectors = [_circuit_sector(sp, openings) for sp in chunk]
-        sectors += [sectors[-1]] * (self.config.sector_count - len(sectors))
-        return FallbackPoStCircuit(self.config, sectors)
+        rows = list(self._chunk(k))
+        rows += [rows[-1]] * (self.config.sector_count - len(rows))  # a short chunk repeats its last sector
+        return FallbackPoStCircuit(self.config, openings=self.openings.take(rows))
 
     def public_inputs(self, k: int) -> list[int]:
-        chunk = [(sp.sector_id, sp.comm_r) for sp in self._chunk(k)]
+        o = self.openings
+        chunk = [(int(o.sector_ids[i]), o.comm_r[i].tobytes()) for i in self._chunk(k)]
         return _chunk_inputs(self.registered_proof, self.randomness, chunk, self.first_partition + k)
 
     def witness_public_inputs(self, k: int) -> list[int]:
-        groups = []
-        for sp in self._chunk(k):
-            groups.append([int.from_bytes(sp.comm_r, "little"),
-                           *(mp.path_index for mp in sp.sectors[0].inclusion_proofs)])
+        o = self.openings
+        indices = o.leaf_indices()
+        groups = [[int.from_bytes(o.comm_r[i].tobytes(), "little"), *map(int, indices[i])] for i in self._chunk(k)]
         groups += [groups[-1]] * (self.config.sector_count - len(groups))
         return [x for g in groups for x in g]
 

@@ -40,6 +40,7 @@ from cuzk.r1cs import ConstraintSystem
 from cuzk.witness_gen.deferred import DeferredWitness
 
 if TYPE_CHECKING:
+    from cuzk.filecoin.post_arrays import PoStOpenings
     from cuzk.r1cs.blocks import BlockVersions
 
 __all__ = [
@@ -62,11 +63,15 @@ class FallbackPoStCircuit:
     """One partition's PoSt circuit. All values None (see `blank`) gives the key-generation circuit.
 
     `sectors` must already be padded to `config.sector_count` (repeat the last real sector), as
-    Rust's `FallbackPoStCompound::circuit` does.
+    Rust's `FallbackPoStCompound::circuit` does. `openings`, given instead, holds the same values as
+    arrays (decoded vanilla proofs, `cuzk.filecoin.post_arrays`), for the batched generator to read
+    without a Python object per value; `sectors` is then built from them only when a constraint system
+    needs it.
     """
 
     config: FallbackPoStConfig
     sectors: Sequence[PoStSector] = field(default_factory=list)
+    openings: PoStOpenings | None = None
     #: `witness_arrays` can leave its openings' aux to a device (`generated_witness`'s `deferred`).
     DEFERS_WITNESS: ClassVar[bool] = True
 
@@ -74,14 +79,39 @@ class FallbackPoStCircuit:
     def blank(cls, config: FallbackPoStConfig) -> FallbackPoStCircuit:
         return cls(config, [PoStSector.blank(config) for _ in range(config.sector_count)])
 
+    def circuit_sectors(self) -> Sequence[PoStSector]:
+        """`sectors`, or the `PoStSector`s of `openings`."""
+        if self.openings is None:
+            return self.sectors
+        o = self.openings
+        ints = _limb_ints
+        return [PoStSector(ints(o.comm_r[i]), ints(o.comm_c[i]), ints(o.comm_r_last[i]),
+                           [ints(leaf) for leaf in o.leaves[i]],
+                           [_path_levels(self.config, o.siblings[i, n], o.positions[i, n])
+                            for n in range(o.challenges)])
+                for i in range(o.count)]
+
+    def check_openings(self) -> PoStOpenings:
+        """`openings`, refused (ValueError) unless laid out as this circuit's sectors."""
+        config, o = self.config, self.openings
+        assert o is not None
+        if o.count != config.sector_count or o.challenges != config.challenge_count or \
+                tuple(o.layout.arities) != tuple(config.tree_r.arities):
+            raise ValueError(f"the circuit has {config.sector_count} sectors of {config.challenge_count} openings of "
+                             f"arities {config.tree_r.arities}, got {o.count} of {o.challenges} of {o.layout.arities}")
+        return o
+
     def synthesize(self, cs: ConstraintSystem) -> None:
         config = self.config
-        if len(self.sectors) != config.sector_count:
-            raise ValueError(f"the circuit has {config.sector_count} sectors, got {len(self.sectors)}")
-        for sector in self.sectors:
+        if self.openings is not None:
+            self.check_openings()
+        sectors = self.circuit_sectors()
+        if len(sectors) != config.sector_count:
+            raise ValueError(f"the circuit has {config.sector_count} sectors, got {len(sectors)}")
+        for sector in sectors:
             sector.check_layout(config)
         tree_r = config.tree_r
-        for i, sector in enumerate(self.sectors):
+        for i, sector in enumerate(sectors):
             with cs.namespace(f"sector_{i}"):
                 _synthesize_sector(cs, tree_r, sector)
 
@@ -109,6 +139,18 @@ class FallbackPoStCircuit:
         return BlockVersions(FallbackPoStCircuit.blank(replace(config, sector_count=1)),
                              FallbackPoStCircuit.blank(replace(config, sector_count=2)), config.sector_count,
                              "sector")
+
+
+def _limb_ints(row: np.ndarray) -> int:
+    return int.from_bytes(np.ascontiguousarray(row, dtype="<u8").tobytes(), "little")
+
+
+def _path_levels(config: FallbackPoStConfig, siblings: np.ndarray, positions: np.ndarray) -> list[PathLevel]:
+    out, at = [], 0
+    for arity, position in zip(config.tree_r.arities, positions, strict=True):
+        out.append(PathLevel([_limb_ints(v) for v in siblings[at:at + arity - 1]], int(position)))
+        at += arity - 1
+    return out
 
 
 def _synthesize_sector(cs: ConstraintSystem, tree_r: TreeShape, sector: PoStSector) -> None:

@@ -59,19 +59,26 @@ def post_witness(circuit: FallbackPoStCircuit, *, out: np.ndarray | None = None,
     (num_aux, 4) uint64 array (`post_witness_shape`) to fill and return as aux. `deferred`, if given,
     receives the challenge openings, whose aux rows are left unwritten (`cuzk.witness_gen.deferred`)."""
     config = circuit.config
-    if len(circuit.sectors) != config.sector_count:
-        raise ValueError(f"the circuit has {config.sector_count} sectors, got {len(circuit.sectors)}")
-    for sector in circuit.sectors:
-        sector.check_layout(config)
     sectors, challenges, tree_r = config.sector_count, config.challenge_count, config.tree_r
-
-    commitments = ints_to_limbs([value for i, s in enumerate(circuit.sectors)
-                                 for value in (required_value(s.comm_r_last, f"sector {i} comm_r_last"),
-                                               required_value(s.comm_c, f"sector {i} comm_c"),
-                                               required_value(s.comm_r, f"sector {i} comm_r"))]
-                                ).reshape(sectors, 3, 4)
-    leaves = field_limbs([leaf for s in circuit.sectors for leaf in s.leaves], "challenged leaves")
-    indices, siblings = path_arrays(tree_r, [p for s in circuit.sectors for p in s.paths], "challenge path {}".format)
+    if circuit.openings is not None:  # decoded arrays: canonical and laid out already (post_arrays)
+        o = circuit.check_openings()
+        commitments = np.stack([o.comm_r_last, o.comm_c, o.comm_r], axis=1).astype(np.uint64)
+        leaves = np.ascontiguousarray(o.leaves.reshape(-1, 4), dtype=np.uint64)
+        indices = o.leaf_indices().reshape(-1)
+        siblings = np.ascontiguousarray(o.siblings.reshape(sectors * challenges, -1, 4), dtype=np.uint64)
+    else:
+        if len(circuit.sectors) != config.sector_count:
+            raise ValueError(f"the circuit has {config.sector_count} sectors, got {len(circuit.sectors)}")
+        for sector in circuit.sectors:
+            sector.check_layout(config)
+        commitments = ints_to_limbs([value for i, s in enumerate(circuit.sectors)
+                                     for value in (required_value(s.comm_r_last, f"sector {i} comm_r_last"),
+                                                   required_value(s.comm_c, f"sector {i} comm_c"),
+                                                   required_value(s.comm_r, f"sector {i} comm_r"))]
+                                    ).reshape(sectors, 3, 4)
+        leaves = field_limbs([leaf for s in circuit.sectors for leaf in s.leaves], "challenged leaves")
+        indices, siblings = path_arrays(tree_r, [p for s in circuit.sectors for p in s.paths],
+                                        "challenge path {}".format)
 
     hash_rows = poseidon_aux_count(poseidon_constants(2))
     flat = limb_rows_out(out, post_witness_shape(circuit)[1])

@@ -358,9 +358,16 @@ class WindowPostProvider(FilecoinProvider):
 
     def compound(self, request: ProofRequest) -> Any:
         from cuzk.circuits.filecoin.compound_post import WindowPoSt
+        from cuzk.filecoin.merkle import TreeLayout
+        from cuzk.filecoin.post_arrays import decode_sector_proofs
 
         proof = self._validate(request)
-        sector_proofs = read_sector_proofs(request, proof, proof.challenge_count, self.where)
+        # Arrays at once (a 32GiB partition's 2,349 proofs: ~1 s, against ~8 s as Python objects);
+        # proofs that do not decode so are read one by one, whose errors name the proof and field.
+        sector_proofs: Any = decode_sector_proofs(request.vanilla_proofs, TreeLayout.tree_r(proof.size),
+                                                  proof.challenge_count)
+        if sector_proofs is None:
+            sector_proofs = read_sector_proofs(request, proof, proof.challenge_count, self.where)
         try:
             return WindowPoSt.from_vanilla(sector_proofs, registered_proof=proof, randomness=request.randomness,
                                            prover_id=prover_id_from_miner(request.miner_id),
