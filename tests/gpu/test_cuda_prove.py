@@ -283,3 +283,14 @@ def test_deferred_sha256_witness_is_completed_on_the_device(backend) -> None:
         proof = backend.prove_compiled(pk, compiled, inputs, partial, r=5, s=6, deferred=deferred)
         assert proof == CpuBackend().prove_compiled(pk, compiled, inputs, full, r=5, s=6)
         assert verify_proof(pk.vk, proof, limbs_to_ints(inputs)[1:])
+
+
+def test_prepare_kernels_loads_every_unit_a_proof_may_reach(backend) -> None:
+    from cuzk.backends.cuda import module
+
+    loaded = backend.prepare_kernels()
+    assert set(loaded) == {"synthesis", "witness", "poseidon"} and all(s >= 0 for s in loaded.values())
+    assert all((backend.device_id, unit) in module._MODULES for unit in ("curve", *loaded))
+    paths = backend.poseidon_paths
+    backend.prepare_kernels()
+    assert backend.poseidon_paths is paths  # loaded once

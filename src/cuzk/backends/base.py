@@ -85,6 +85,12 @@ class ProverBackend(ABC):
         t["spmv"] = time.perf_counter() - start
         return self.prove(pk, asg, r=r, s=s, timings=t)
 
+    def prepare_kernels(self) -> dict[str, float]:
+        """Load (compile, where no cache holds them) every kernel a proof may use, so that no proof
+        pays for it; seconds by kernel group. Called before a device worker reports ready. This
+        default has nothing to load."""
+        return {}
+
     # -- parameter generation -----------------------------------------------------------------------
 
     def fixed_base_g1(self, base: G1Point, scalars: np.ndarray, out: np.ndarray) -> None:

@@ -253,7 +253,8 @@ class _DeviceState:
 
 
 def _warm_up(backend: Any) -> None:
-    """Prove and verify a tiny circuit once so the backend's kernels are loaded before `ready`."""
+    """Load every kernel a proof may use and prove and verify a tiny circuit once, so that `ready`
+    means the first proof pays for neither."""
     import random
 
     from cuzk.circuits.registry import lookup
@@ -265,6 +266,10 @@ def _warm_up(backend: Any) -> None:
     spec = lookup("mimc-3")
     pk = generate_insecure_parameters(spec.blank(), rng=random.Random(0))
     asg = Assignment.from_proving_assignment(synthesize_for_proving(spec.example(random.Random(0))))
+    loaded = backend.prepare_kernels()
+    if loaded:
+        log.info("%s kernels ready: %s", getattr(backend, "name", "prover"),
+                 ", ".join(f"{unit} {seconds:.1f} s" for unit, seconds in loaded.items()))
     backend.load_key(pk)
     proof = backend.prove(pk, asg)
     backend.unload_key(pk)

@@ -534,6 +534,25 @@ class CudaBackend(ProverBackend):
                 self._poseidon_paths = DevicePoseidonPaths(get_module(self.device_id, "poseidon"))
         return self._poseidon_paths
 
+    def prepare_kernels(self) -> dict[str, float]:
+        """The units a proof may reach besides "curve" (loaded at construction): compiled circuits'
+        products, and the SHA-256 and Poseidon witness kernels of deferred openings. Compiled on
+        first use, the Poseidon unit kept the device lock for its whole NVRTC compile inside a
+        WindowPoSt partition's device phase: 115 s on a fresh H200 host, a deadline missed
+        (benchmarks/HISTORY.md, "Kernels before ready"). The units compile side by
+        side, one NVRTC thread each; a kernel cache or ahead-of-time cubins make this a load."""
+        units = {"synthesis": lambda: self.spmv, "witness": lambda: self.sha256_witness,
+                 "poseidon": lambda: self.poseidon_paths}
+
+        def timed(load: Any) -> float:
+            start = time.perf_counter()
+            load()
+            return time.perf_counter() - start
+
+        with ThreadPoolExecutor(len(units), thread_name_prefix="cuzk-kernels") as pool:
+            futures = {unit: pool.submit(timed, load) for unit, load in units.items()}
+            return {unit: f.result() for unit, f in futures.items()}
+
     @staticmethod
     def _compiled_key(compiled: CompiledCircuit) -> str:
         return compiled.fingerprint or compiled.compute_fingerprint()

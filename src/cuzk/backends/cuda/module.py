@@ -189,12 +189,16 @@ class KernelModule:
 
 
 _MODULES: dict[tuple[int, str], KernelModule] = {}
-_MODULES_LOCK = threading.Lock()
+_MODULES_LOCK = threading.Lock()  # guards _UNIT_LOCKS
+_UNIT_LOCKS: dict[tuple[int, str], threading.Lock] = {}
 
 
 def get_module(device_id: int = 0, unit: str = DEFAULT_UNIT) -> KernelModule:
-    """The process-wide compiled module of a unit on a device (compiled, or loaded from the cache, once)."""
+    """The process-wide compiled module of a unit on a device (compiled, or loaded from the cache, once).
+    Each unit has its own lock, so units compile side by side (`CudaBackend.prepare_kernels`)."""
     with _MODULES_LOCK:
+        lock = _UNIT_LOCKS.setdefault((device_id, unit), threading.Lock())
+    with lock:
         mod = _MODULES.get((device_id, unit))
         if mod is None:
             mod = _MODULES[(device_id, unit)] = KernelModule(device_id, unit)
