@@ -135,7 +135,7 @@ def decode_sector_proofs(blobs: Sequence[bytes], layout: TreeLayout, challenges:
     if not (np.take(raw, fixed_at, axis=1) == template[fixed_at]).all():
         return None
     frs = np.take(raw, fr_bytes, axis=1).view("<u8").reshape(n, -1, 4)
-    if check_canonical(frs.reshape(-1, 4).astype(np.uint64, copy=False)) >= 0:
+    if check_canonical(frs.reshape(-1, 4)) >= 0:
         return None
     positions = np.take(raw, pos_bytes, axis=1).view("<u8")
     levels = len(layout.arities)

@@ -35,6 +35,7 @@ from cuzk.circuits.filecoin.compound import (
     verify_partition_proofs,
 )
 from cuzk.circuits.filecoin.post import FallbackPoStCircuit, FallbackPoStConfig, PoStSector, post_public_inputs
+from cuzk.field.limbs import limbs_to_int
 from cuzk.filecoin.challenges import post_challenge_index, post_leaf_challenge
 from cuzk.filecoin.merkle import TreeLayout
 from cuzk.filecoin.post import FallbackPoStSectorProof, SectorProof, window_post_vanilla, winning_post_vanilla
@@ -296,7 +297,7 @@ class WindowPoSt(CompoundProof):
     def witness_public_inputs(self, k: int) -> list[int]:
         o = self.openings
         indices = o.leaf_indices()
-        groups = [[int.from_bytes(o.comm_r[i].tobytes(), "little"), *map(int, indices[i])] for i in self._chunk(k)]
+        groups = [[limbs_to_int(o.comm_r[i]), *map(int, indices[i])] for i in self._chunk(k)]
         groups += [groups[-1]] * (self.config.sector_count - len(groups))
         return [x for g in groups for x in g]
 

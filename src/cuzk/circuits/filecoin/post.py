@@ -34,6 +34,7 @@ from cuzk.circuits.filecoin.post_config import (
     PoStSector,
 )
 from cuzk.field.constants import R_MODULUS
+from cuzk.field.limbs import limbs_to_int, limbs_to_ints
 from cuzk.gadgets.num import AllocatedNum, equal
 from cuzk.gadgets.por import POSEIDON, PathLevel, TreeShape, alloc_leaf_and_enforce_inclusion, node_hash_circuit
 from cuzk.r1cs import ConstraintSystem
@@ -84,9 +85,8 @@ class FallbackPoStCircuit:
         if self.openings is None:
             return self.sectors
         o = self.openings
-        ints = _limb_ints
-        return [PoStSector(ints(o.comm_r[i]), ints(o.comm_c[i]), ints(o.comm_r_last[i]),
-                           [ints(leaf) for leaf in o.leaves[i]],
+        return [PoStSector(limbs_to_int(o.comm_r[i]), limbs_to_int(o.comm_c[i]), limbs_to_int(o.comm_r_last[i]),
+                           limbs_to_ints(o.leaves[i]),
                            [_path_levels(self.config, o.siblings[i, n], o.positions[i, n])
                             for n in range(o.challenges)])
                 for i in range(o.count)]
@@ -141,14 +141,10 @@ class FallbackPoStCircuit:
                              "sector")
 
 
-def _limb_ints(row: np.ndarray) -> int:
-    return int.from_bytes(np.ascontiguousarray(row, dtype="<u8").tobytes(), "little")
-
-
 def _path_levels(config: FallbackPoStConfig, siblings: np.ndarray, positions: np.ndarray) -> list[PathLevel]:
     out, at = [], 0
     for arity, position in zip(config.tree_r.arities, positions, strict=True):
-        out.append(PathLevel([_limb_ints(v) for v in siblings[at:at + arity - 1]], int(position)))
+        out.append(PathLevel(limbs_to_ints(siblings[at:at + arity - 1]), int(position)))
         at += arity - 1
     return out
 
