@@ -19,6 +19,8 @@ card, only of the plan's streaming within that much memory.
 from __future__ import annotations
 
 import argparse
+import gc
+import json
 import statistics
 import sys
 import threading
@@ -71,6 +73,50 @@ class DriverPeak:
         self._thread.join()
 
 
+def live_allocations(threshold: int = 16 << 20) -> Any:
+    """A CuPy memory hook (this thread's pool allocations) that keeps every live allocation of at least
+    `threshold` bytes with the cuzk frames that made it. When a request that needs more than the
+    pool's limit leaves (its malloc never returned: out of memory), `report()["first_failed"]` has
+    the pool and the large live arrays as they were at that request: what the failure is made of."""
+    import traceback
+
+    import cupy as cp
+
+    class Live(cp.cuda.MemoryHook):
+        name = "cuzk-live-allocations"
+
+        def __init__(self) -> None:
+            self.live: dict[int, tuple[int, str]] = {}
+            self.pool = cp.get_default_memory_pool()
+            self.pending: dict[str, Any] | None = None  # a request over the limit, until it returns
+            self.failed: dict[str, Any] | None = None
+
+        def malloc_preprocess(self, device_id: int, size: int, mem_size: int) -> None:
+            if self.pending is not None and self.failed is None:
+                self.failed = self.pending  # the last request never returned
+            self.pending = None
+            limit = self.pool.get_limit()
+            if limit and self.pool.total_bytes() + mem_size > limit:
+                large = [{"bytes": n, "where": w} for n, w in sorted(self.live.values(), reverse=True)]
+                self.pending = {"request": mem_size, "pool_total": self.pool.total_bytes(),
+                                "pool_used": self.pool.used_bytes(), "limit": limit, "large": large}
+
+        def malloc_postprocess(self, device_id: int, size: int, mem_size: int, mem_ptr: int, pmem_id: int) -> None:
+            self.pending = None
+            if mem_size >= threshold:
+                frames = [f for f in traceback.extract_stack()[:-1] if "/cuzk/" in f.filename]
+                where = " < ".join(f"{Path(f.filename).name}:{f.lineno} {f.name}" for f in reversed(frames[-4:]))
+                self.live[mem_ptr] = (mem_size, where)
+
+        def free_postprocess(self, device_id: int, mem_size: int, mem_ptr: int, pmem_id: int) -> None:
+            self.live.pop(mem_ptr, None)
+
+        def report(self) -> dict[str, Any]:
+            return {"first_failed": self.failed or self.pending}
+
+    return Live()
+
+
 def parse_cap(text: str) -> int | None:
     from cuzk.config import parse_size
 
@@ -85,15 +131,28 @@ def run_cap(cap: int | None, pk: Any, asg: Any, host: dict[str, np.ndarray], arg
 
     pool = cp.get_default_memory_pool()
     pool.set_limit(size=0)
+    gc.collect()  # an earlier cap's failure may have left its arrays in reference cycles
     pool.free_all_blocks()
     idle = sampler.reset()
+    pool_at_start = pool.used_bytes()
     backend = CudaBackend(0, memory_limit=cap)
     start = time.monotonic()
     backend.load_key(pk, device_bases=host)
     load_s = time.monotonic() - start
     plan = backend.key_plan(pk)
     shape = backend._keys[pk].shape
-    backend.prove(pk, asg, r=1, s=2)  # warm-up
+    hook = live_allocations()
+    try:
+        with hook:  # the warm-up proof, whose allocations a failure report lists
+            backend.prove(pk, asg, r=1, s=2)
+    except Exception as exc:
+        backend.unload_key(pk)
+        del backend
+        pool.free_all_blocks()
+        return {"memory_limit": cap, "mode": plan.mode, "resident": list(plan.resident), "msm_batch": plan.batch,
+                "tree_group_bytes": plan.tree_bytes, "working_reserve": plan.reserve, "budget": plan.budget,
+                "phases": plan.phases, "error": f"{type(exc).__name__}: {exc}", "pool_used_at_start": pool_at_start,
+                "at_failure": hook.report()}
     alone = []
     for _ in range(args.reps):
         t: dict[str, float] = {}
@@ -103,7 +162,8 @@ def run_cap(cap: int | None, pk: Any, asg: Any, host: dict[str, np.ndarray], arg
     steady, handoffs = steady_state(by_start)
     report = backend.memory_plan()
     out = {
-        "memory_limit": cap, "mode": plan.mode, "resident": list(plan.resident), "streamed": list(plan.streamed),
+        "memory_limit": cap, "mode": plan.mode, "resident": list(plan.resident),
+        "streamed": list(plan.streamed),
         "msm_batch": plan.batch, "tree_group_bytes": plan.tree_bytes, "working_reserve": plan.reserve,
         "budget": plan.budget, "streamed_bytes_per_partition": plan.streamed_bytes(shape),
         "resident_bytes": plan.resident_bytes(shape), "load_s": round(load_s, 2),
@@ -113,6 +173,7 @@ def run_cap(cap: int | None, pk: Any, asg: Any, host: dict[str, np.ndarray], arg
                         "handoffs_ms": [round(h * 1e3, 1) for h in handoffs],
                         "staged_ahead": sum(t.get("stage_ahead", 0.0) > 0 for t in by_start)},
         "peak_pool_bytes": report["peak_pool_bytes"], "device_used_before_bytes": idle,
+        "pool_used_at_start": pool_at_start, "first_failed": hook.report()["first_failed"],
         "peak_device_used_bytes": sampler.peak, "oom_retries": report["oom_retries"],
     }
     if cap is not None:
@@ -122,6 +183,14 @@ def run_cap(cap: int | None, pk: Any, asg: Any, host: dict[str, np.ndarray], arg
     pool.set_limit(size=0)
     pool.free_all_blocks()
     return out
+
+
+def print_failed(failed: dict[str, Any] | None) -> None:
+    if failed is not None:
+        print(f"  a request of {failed['request'] / 1e9:.3f} GB failed with the pool at "
+              f"{failed['pool_total'] / 1e9:.2f} GB ({failed['pool_used'] / 1e9:.2f} in use); large live arrays:")
+        for row in failed["large"]:
+            print(f"  | {row['bytes'] / 1e9:7.3f} GB  {row['where']}")
 
 
 def main() -> None:
@@ -140,6 +209,7 @@ def main() -> None:
 
     from cuzk.backends.cuda import CudaBackend
 
+    began = time.monotonic()
     shape = POREP_32G if args.scale >= 1 else POREP_32G.scaled(max(1024, int(POREP_32G.constraints * args.scale)))
     rng = np.random.default_rng(32)
     asg, stats = synthetic_assignment(shape, rng)
@@ -152,23 +222,33 @@ def main() -> None:
     for name, arr in dev.items():
         host[name] = cupyx.empty_pinned(arr.shape, dtype=np.uint32)
         arr.get(out=host[name])
-    del dev, maker
+    del dev, maker, arr  # the loop's last array too: 6.4 GB of B_G2 bases that every cap would count
     cp.get_default_memory_pool().free_all_blocks()
 
+    print(f"synthetic key and partition ready in {time.monotonic() - began:.1f} s", flush=True)
     sampler = DriverPeak()
     results = []
     for cap in caps:
         r = run_cap(cap, pk, asg, host, args, sampler)
         results.append(r)
+        if "error" in r:
+            print(f"cap {r['memory_limit'] or 'none':>12}: {r['mode']} plan, reserve "
+                  f"{r['working_reserve'] / 1e9:.2f} GB within {r['budget'] / 1e9:.2f}: {r['error']}", flush=True)
+            print_failed(r["at_failure"]["first_failed"])
+            continue
         print(f"cap {r['memory_limit'] or 'none':>12}: {r['mode']:9s} resident {','.join(r['resident']) or '-':22s} "
               f"batch {r['msm_batch'] or '-'}  device {r['alone_ms']['device']:8.1f} ms  two workers "
               f"{r['two_workers']['steady_s_per_partition'] * 1e3:8.1f} ms/partition  peak used "
               f"{r['peak_device_used_bytes'] / 2**30:6.2f} GiB  pool {r['peak_pool_bytes'] / 2**30:6.2f} GiB  "
               f"oom {r['oom_retries']}", flush=True)
+        print_failed(r["first_failed"])
     sampler.stop()
-    base = next((r for r in results if r["memory_limit"] is None), None)
+    base = next((r for r in results if r["memory_limit"] is None and "error" not in r), None)
+    print(json.dumps([{k: r.get(k) for k in ("memory_limit", "alone_ms", "device_phase_ms_each",
+                                             "two_workers", "peak_pool_bytes", "peak_device_used_bytes")}
+                      for r in results]), flush=True)
     if base is not None:
-        for r in results:
+        for r in (r for r in results if "error" not in r):
             r["steady_vs_uncapped"] = round(r["two_workers"]["steady_s_per_partition"]
                                             / base["two_workers"]["steady_s_per_partition"], 3)
     path = write("cuda-capped", envelope("bench_cuda_capped", results, shape=shape.__dict__, witness_classes=stats,

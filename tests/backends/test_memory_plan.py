@@ -123,6 +123,29 @@ def test_phases_grow_with_the_batch() -> None:
     assert small["h"] == large["h"]  # a, b, c: the batch does not change them
 
 
+def test_a_streamed_vector_in_one_batch_is_counted_with_one_buffer() -> None:
+    # CudaBackend._msm_batches uploads a vector that fits one batch into one buffer, two in turn
+    # otherwise: the plan counts what it allocates (B_G2 of PoRep-32GiB: 33.1M bases).
+    shape = shape_of("porep-32g")
+    b_g2 = shape.base_bytes("b_g2")
+    assert shape.b_g2 <= 1 << 25 < 2 * shape.b_g2
+    phases = {name: streaming_phases(shape, 1 << 25, 6 << 30, frozenset(names))["msm_b_g2"]
+              for name, names in (("resident", ()), ("streamed", ("b_g2",)))}
+    assert phases["streamed"] - phases["resident"] == b_g2
+    halves = {name: streaming_phases(shape, 1 << 24, 6 << 30, frozenset(names))["msm_b_g2"]
+              for name, names in (("resident", ()), ("streamed", ("b_g2",)))}
+    assert halves["streamed"] - halves["resident"] == 2 * (1 << 24) * 192
+
+
+def test_half_an_h200_keeps_the_h_bases_resident() -> None:
+    # Two logical devices on one H200 (devices = [0, 0]) get ~69 GiB each: H's 12.9 GB stay on the
+    # device, and only B_G2, one buffer of it, goes up per proof.
+    shape = shape_of("porep-32g")
+    plan = plan_device(shape, budget(69))
+    assert plan.mode == "streaming" and plan.streamed == ("b_g2",)
+    assert plan.resident_bytes(shape) + plan.reserve <= budget(69)
+
+
 # -- the out-of-memory retry, with stand-ins for CuPy ------------------------------------------------
 
 class _FakeOomError(Exception):

@@ -686,6 +686,7 @@ class CudaBackend(ProverBackend):
                     traceback.clear_frames(exc.__traceback__)
                     gc.collect()
                     if attempt or not self._retry_smaller(pk, exc):
+                        self.plan.release_cached()  # the failed attempts' blocks, for the next proof
                         raise CudaDeviceError(f"CUDA error on device {self.device_id}: {exc}") from exc
                 except (self._cp.cuda.runtime.CUDARuntimeError, self._cp.cuda.driver.CUDADriverError) as exc:
                     raise CudaDeviceError(f"CUDA error on device {self.device_id}: {exc}") from exc
@@ -884,6 +885,14 @@ class CudaBackend(ProverBackend):
                 self.current_job = job
                 self.msm.tree_group_bytes = dk.plan.tree_bytes
                 try:
+                    if streaming:
+                        # The last proof's blocks, cached by the pool, go back to the driver first: the
+                        # pool carves a request out of any larger free block, so a, b, c and the witness
+                        # would land inside the blocks of its tree rounds, and the free rest of those,
+                        # counted against the cap, could not serve this proof's own tree rounds. Under a
+                        # 24 GiB cap a later proof of a synthetic PoRep-32GiB partition ran out of memory
+                        # where the first, on an empty pool, had fit (benchmarks/HISTORY.md, small cards).
+                        self.plan.release_cached()
                     if staged is None:
                         # Streaming mode allocates on the compute stream: its MSMs then reuse that memory.
                         staged = self._stage(asg, m, lane, witness=witness,

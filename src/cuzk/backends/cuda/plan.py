@@ -115,8 +115,11 @@ def streaming_phases(shape: KeyShape, batch: int, tree_bytes: int, streamed: fro
 
     def msm(name: str, split: bool) -> int:
         group = dict(QUERIES)[name]
-        k = min(batch, max(shape.length(name), 1))
-        bufs = 2 * k * POINT_BYTES[group] if name in streamed else 0  # the double buffer
+        n = shape.length(name)
+        k = min(batch, max(n, 1))
+        # Two buffers in turn when there are several batches; a vector that fits one batch goes up into
+        # one (CudaBackend._msm_batches).
+        bufs = (2 if n > k else 1) * k * POINT_BYTES[group] if name in streamed else 0
         return working_bytes(group, k, tree_bytes) + bufs + (_split_bytes(k) if split else 0)
 
     phases = {
