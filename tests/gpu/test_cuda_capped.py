@@ -128,6 +128,32 @@ def test_an_out_of_memory_error_is_retried_with_a_smaller_plan(capped, bits_para
     assert (retried.batch, retried.tree_bytes) == (first.batch, first.tree_bytes // 2)
 
 
+def test_a_streaming_proof_takes_the_device_with_no_blocks_cached(capped, bits_params, monkeypatch) -> None:
+    """The pool's free blocks, left by the proof before, go back to the driver before a streaming proof
+    allocates: none of its arrays is carved out of another proof's blocks. (A reserve larger than any
+    card keeps the proof from staging ahead, before it holds the device.)"""
+    import cupy
+
+    pk = bits_params.pk
+    backend = capped(None)
+    backend.load_key(pk, plan=DevicePlan(budget=1 << 50, mode="streaming", resident=(), reserve=1 << 49,
+                                         batch=1 << 8, tree_bytes=1 << 26))
+    asg = _assignment(bits_params.circuit_id, 47)
+    backend.prove(pk, asg, r=3, s=5)
+    pool = cupy.get_default_memory_pool()
+    assert pool.free_bytes() > 0  # the first proof's blocks, cached
+    release, cached = backend.plan.release_cached, []
+
+    def watched() -> None:
+        release()
+        cached.append(pool.free_bytes())
+
+    monkeypatch.setattr(backend.plan, "release_cached", watched)
+    proof = backend.prove(pk, asg, r=3, s=5)
+    assert cached and cached[0] == 0
+    assert proof == CpuBackend().prove(pk, asg, r=3, s=5)
+
+
 def test_streamed_bases_left_unpinned_give_the_resident_proof(capped, bits_params, monkeypatch) -> None:
     """A host without memory to spare for the pinned copies: the streamed vectors stay unpinned and
     each batch is converted from the key's bytes on the device; the proof is the same."""
