@@ -123,6 +123,38 @@ def parse_cap(text: str) -> int | None:
     return None if text in ("none", "auto") else parse_size(text, what="--caps")
 
 
+def profiled_proof(backend: Any, pk: Any, asg: Any) -> dict[str, dict[str, float]]:
+    """One proof with its MSMs' device steps timed (`DeviceMsm.profile`: every step synchronised, so
+    slower than the others), by MSM: "wait" is the stream's time since the step before (a streamed
+    batch's bases arriving, the host's work between MSMs), then split, ones, sort, tree, accumulate,
+    combine, reduce, summed over the batches. B's G2 MSM runs after the G1 ones while profiled."""
+    per: dict[str, dict[str, float]] = {}
+    g1_order = iter(("h", "l", "a", "b_g1"))
+    real_batches, real_msm = backend._msm_batches, backend._msm
+
+    def attributed(name: str, call: Any) -> Any:
+        before = dict(backend.msm.profile)
+        out = call()
+        after = backend.msm.profile
+        per[name] = {k: round(v - before.get(k, 0.0), 2) for k, v in after.items() if v != before.get(k, 0.0)}
+        return out
+
+    def batches(name: str, *args: Any, **kwargs: Any) -> Any:
+        return attributed(name, lambda: real_batches(name, *args, **kwargs))
+
+    def msm(group: str, *args: Any, **kwargs: Any) -> Any:
+        return attributed("b_g2" if group == "g2" else next(g1_order), lambda: real_msm(group, *args, **kwargs))
+
+    backend._msm_batches, backend._msm = batches, msm
+    backend.msm.profile = {}
+    try:
+        backend.prove(pk, asg, r=1, s=2)
+    finally:
+        backend.msm.profile = None
+        del backend._msm_batches, backend._msm
+    return per
+
+
 def run_cap(cap: int | None, pk: Any, asg: Any, host: dict[str, np.ndarray], args: argparse.Namespace,
             sampler: DriverPeak) -> dict[str, Any]:
     import cupy as cp
@@ -158,6 +190,7 @@ def run_cap(cap: int | None, pk: Any, asg: Any, host: dict[str, np.ndarray], arg
         t: dict[str, float] = {}
         backend.prove(pk, asg, r=1, s=2, timings=t)
         alone.append(t)
+    profile = profiled_proof(backend, pk, asg) if args.profile else None
     by_start, _, wall = prove_in_threads(backend, pk, asg, 2, args.pair_reps)
     steady, handoffs = steady_state(by_start)
     report = backend.memory_plan()
@@ -173,7 +206,7 @@ def run_cap(cap: int | None, pk: Any, asg: Any, host: dict[str, np.ndarray], arg
                         "handoffs_ms": [round(h * 1e3, 1) for h in handoffs],
                         "staged_ahead": sum(t.get("stage_ahead", 0.0) > 0 for t in by_start)},
         "peak_pool_bytes": report["peak_pool_bytes"], "device_used_before_bytes": idle,
-        "pool_used_at_start": pool_at_start, "first_failed": hook.report()["first_failed"],
+        "pool_used_at_start": pool_at_start, "first_failed": hook.report()["first_failed"], "profile_ms": profile,
         "peak_device_used_bytes": sampler.peak, "oom_retries": report["oom_retries"],
     }
     if cap is not None:
@@ -200,6 +233,8 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--pair-reps", type=int, default=3, help="proofs per thread in the two-worker run")
     ap.add_argument("--distinct", type=int, default=4096)
+    ap.add_argument("--profile", action="store_true",
+                    help="one more proof per cap with each MSM's device steps timed (profile_ms in the record)")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
     caps = [parse_cap(c.strip()) for c in args.caps.split(",") if c.strip()]
@@ -242,6 +277,8 @@ def main() -> None:
               f"{r['peak_device_used_bytes'] / 2**30:6.2f} GiB  pool {r['peak_pool_bytes'] / 2**30:6.2f} GiB  "
               f"oom {r['oom_retries']}", flush=True)
         print_failed(r["first_failed"])
+        for name, steps in (r["profile_ms"] or {}).items():
+            print(f"  {name:5s} " + "  ".join(f"{k} {v:.1f}" for k, v in steps.items()), flush=True)
     sampler.stop()
     base = next((r for r in results if r["memory_limit"] is None and "error" not in r), None)
     print(json.dumps([{k: r.get(k) for k in ("memory_limit", "alone_ms", "device_phase_ms_each",

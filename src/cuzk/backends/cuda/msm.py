@@ -204,9 +204,19 @@ class DeviceMsm:
         #: The first tree round's output per window group (bytes): a memory plan lowers it on small
         #: devices (`working_bytes` counts two rounds of one group).
         self.tree_group_bytes = TREE_GROUP_BYTES
-        #: When a dict (CUDA only), device time per MSM phase is added to it, in ms (for benchmarks).
-        self.profile: dict[str, float] | None = None
         self._marks: list[tuple[str, Any]] = []
+        self.profile = None
+
+    @property
+    def profile(self) -> dict[str, float] | None:
+        """When a dict (CUDA only), device time per MSM phase is added to it, in ms (for benchmarks);
+        each phase runs from the step before it, so a profile starts at its first step."""
+        return self._profile
+
+    @profile.setter
+    def profile(self, value: dict[str, float] | None) -> None:
+        self._profile = value
+        self._marks.clear()
 
     def _mark(self, phase: str) -> None:
         """Record a CUDA event ending `phase` (no-op unless profiling)."""
@@ -354,7 +364,7 @@ class DeviceMsm:
         nkeys = w << (c - 1)
         words = XYZZ_WORDS[group]
 
-        self._mark("")
+        self._mark("wait")
         sorted_pairs = self._sort(scalars, c, w, index_map)
         if sorted_pairs is None:
             return self.zero(group)
@@ -540,8 +550,13 @@ class DeviceMsm:
             return self.zero(group)
         if bases.shape[0] < scalars.shape[0]:
             raise ValueError(f"MSM length mismatch: {bases.shape[0]} bases, {scalars.shape[0]} scalars")
+        # Profiled: "wait" is the stream's time since the last MSM step (a streamed batch's bases
+        # arriving, the host's launches), "split" and "ones" the 0/1 split and the plain sum.
+        self._mark("wait")
         split = self.split(scalars) if split is None else split
+        self._mark("split")
         ones = self.sum_ones(group, bases, split.flags)
+        self._mark("ones")
         if split.tail_index.shape[0] == 0:
             return ones
         tail = self.msm(group, bases, split.tail_scalars, split.tail_index)
