@@ -77,7 +77,8 @@ def live_allocations(threshold: int = 16 << 20) -> Any:
     """A CuPy memory hook (this thread's pool allocations) that keeps every live allocation of at least
     `threshold` bytes with the cuzk frames that made it. When a request that needs more than the
     pool's limit leaves (its malloc never returned: out of memory), `report()["first_failed"]` has
-    the pool and the large live arrays as they were at that request: what the failure is made of."""
+    the pool and the large live arrays as they were at that request: what the failure is made of,
+    whether the proof then failed or its retry went on."""
     import traceback
 
     import cupy as cp
@@ -174,9 +175,14 @@ def run_cap(cap: int | None, pk: Any, asg: Any, host: dict[str, np.ndarray], arg
     plan = backend.key_plan(pk)
     shape = backend._keys[pk].shape
     hook = live_allocations()
+    alone = []
     try:
-        with hook:  # the warm-up proof, whose allocations a failure report lists
-            backend.prove(pk, asg, r=1, s=2)
+        with hook:  # the proofs of this thread: a failure report lists their allocations
+            backend.prove(pk, asg, r=1, s=2)  # warm-up
+            for _ in range(args.reps):
+                t: dict[str, float] = {}
+                backend.prove(pk, asg, r=1, s=2, timings=t)
+                alone.append(t)
     except Exception as exc:
         backend.unload_key(pk)
         del backend
@@ -185,11 +191,6 @@ def run_cap(cap: int | None, pk: Any, asg: Any, host: dict[str, np.ndarray], arg
                 "tree_group_bytes": plan.tree_bytes, "working_reserve": plan.reserve, "budget": plan.budget,
                 "phases": plan.phases, "error": f"{type(exc).__name__}: {exc}", "pool_used_at_start": pool_at_start,
                 "at_failure": hook.report()}
-    alone = []
-    for _ in range(args.reps):
-        t: dict[str, float] = {}
-        backend.prove(pk, asg, r=1, s=2, timings=t)
-        alone.append(t)
     profile = profiled_proof(backend, pk, asg) if args.profile else None
     by_start, _, wall = prove_in_threads(backend, pk, asg, 2, args.pair_reps)
     steady, handoffs = steady_state(by_start)
