@@ -174,6 +174,10 @@ def run_cap(cap: int | None, pk: Any, asg: Any, host: dict[str, np.ndarray], arg
     load_s = time.monotonic() - start
     plan = backend.key_plan(pk)
     shape = backend._keys[pk].shape
+    planned = {"memory_limit": cap, "mode": plan.mode, "resident": list(plan.resident), "streamed": list(plan.streamed),
+               "msm_batch": plan.batch, "tree_group_bytes": plan.tree_bytes, "working_reserve": plan.reserve,
+               "budget": plan.budget, "streamed_bytes_per_partition": plan.streamed_bytes(shape),
+               "resident_bytes": plan.resident_bytes(shape), "pool_used_at_start": pool_at_start}
     hook = live_allocations()
     alone = []
     try:
@@ -187,27 +191,21 @@ def run_cap(cap: int | None, pk: Any, asg: Any, host: dict[str, np.ndarray], arg
         backend.unload_key(pk)
         del backend
         pool.free_all_blocks()
-        return {"memory_limit": cap, "mode": plan.mode, "resident": list(plan.resident), "msm_batch": plan.batch,
-                "tree_group_bytes": plan.tree_bytes, "working_reserve": plan.reserve, "budget": plan.budget,
-                "phases": plan.phases, "error": f"{type(exc).__name__}: {exc}", "pool_used_at_start": pool_at_start,
+        return {**planned, "phases": plan.phases, "error": f"{type(exc).__name__}: {exc}",
                 "at_failure": hook.report()}
     profile = profiled_proof(backend, pk, asg) if args.profile else None
     by_start, _, wall = prove_in_threads(backend, pk, asg, 2, args.pair_reps)
     steady, handoffs = steady_state(by_start)
     report = backend.memory_plan()
     out = {
-        "memory_limit": cap, "mode": plan.mode, "resident": list(plan.resident),
-        "streamed": list(plan.streamed),
-        "msm_batch": plan.batch, "tree_group_bytes": plan.tree_bytes, "working_reserve": plan.reserve,
-        "budget": plan.budget, "streamed_bytes_per_partition": plan.streamed_bytes(shape),
-        "resident_bytes": plan.resident_bytes(shape), "load_s": round(load_s, 2),
+        **planned, "load_s": round(load_s, 2),
         "alone_ms": {k: round(statistics.median(t.get(k, 0.0) for t in alone) * 1e3, 1) for k in PHASES},
         "device_phase_ms_each": [round(t["device"] * 1e3, 1) for t in alone],
         "two_workers": {"proofs": len(by_start), "wall_s": round(wall, 3), "steady_s_per_partition": round(steady, 4),
                         "handoffs_ms": [round(h * 1e3, 1) for h in handoffs],
                         "staged_ahead": sum(t.get("stage_ahead", 0.0) > 0 for t in by_start)},
         "peak_pool_bytes": report["peak_pool_bytes"], "device_used_before_bytes": idle,
-        "pool_used_at_start": pool_at_start, "first_failed": hook.report()["first_failed"], "profile_ms": profile,
+        "first_failed": hook.report()["first_failed"], "profile_ms": profile,
         "peak_device_used_bytes": sampler.peak, "oom_retries": report["oom_retries"],
     }
     if cap is not None:

@@ -130,7 +130,7 @@ def decode_sector_proofs(blobs: Sequence[bytes], layout: TreeLayout, challenges:
     fixed[:8] = False  # the sector id
     fixed[fr_bytes] = False
     fixed[pos_bytes] = False
-    # np.take rather than raw[:, columns]: the same gather, ~9x faster on a partition's 58 MB
+    # np.take: gathers of columns from a partition's 58 MB ~9x faster than fancy indexing (benchmarks/HISTORY.md)
     fixed_at = np.flatnonzero(fixed)
     if not (np.take(raw, fixed_at, axis=1) == template[fixed_at]).all():
         return None

@@ -536,11 +536,11 @@ class CudaBackend(ProverBackend):
 
     def prepare_kernels(self) -> dict[str, float]:
         """The units a proof may reach besides "curve" (loaded at construction): compiled circuits'
-        products, and the SHA-256 and Poseidon witness kernels of deferred openings. Compiled on
-        first use, the Poseidon unit kept the device lock for its whole NVRTC compile inside a
-        WindowPoSt partition's device phase: 115 s on a fresh H200 host, a deadline missed
-        (benchmarks/HISTORY.md, "Kernels before ready"). The units compile side by
-        side, one NVRTC thread each; a kernel cache or ahead-of-time cubins make this a load."""
+        products, and the SHA-256 and Poseidon witness kernels of deferred openings. Left to first
+        use, a unit's NVRTC compile (the Poseidon unit's takes minutes) would run inside a device
+        phase, holding the device lock past a WindowPoSt deadline (benchmarks/HISTORY.md, "kernels
+        before ready"). The units compile side by side, one NVRTC thread each; a kernel cache or
+        ahead-of-time cubins make this a load."""
         units = {"synthesis": lambda: self.spmv, "witness": lambda: self.sha256_witness,
                  "poseidon": lambda: self.poseidon_paths}
 
@@ -889,9 +889,8 @@ class CudaBackend(ProverBackend):
                         # The last proof's blocks, cached by the pool, go back to the driver first: the
                         # pool carves a request out of any larger free block, so a, b, c and the witness
                         # would land inside the blocks of its tree rounds, and the free rest of those,
-                        # counted against the cap, could not serve this proof's own tree rounds. Under a
-                        # 24 GiB cap a later proof of a synthetic PoRep-32GiB partition ran out of memory
-                        # where the first, on an empty pool, had fit (benchmarks/HISTORY.md, small cards).
+                        # counted against the cap, could not serve this proof's own tree rounds
+                        # (benchmarks/HISTORY.md, small cards).
                         self.plan.release_cached()
                     if staged is None:
                         # Streaming mode allocates on the compute stream: its MSMs then reuse that memory.
