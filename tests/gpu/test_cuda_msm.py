@@ -223,6 +223,33 @@ def test_batched_msm_and_index_map(kernels, emulated: bool) -> None:
 
 
 @pytest.mark.parametrize("group", ["g1", "g2"])
+@pytest.mark.parametrize("resident", [False, True])
+def test_merged_tails_give_the_split_msm(kernels, emulated: bool, group: str, resident: bool) -> None:
+    """MergedTails (a split MSM in batches, as streaming plans run it): each batch's 1s summed, the
+    other scalars of all batches gathered into MSMs of `capacity`, flushed within a batch when full,
+    the bases copied out of each batch's own or indexed in the whole vector. Any batch and capacity
+    gives the vector's sum, crowded buckets (equal scalars) included."""
+    cls, enc = GROUPS[group]
+    rng = random.Random(f"tails{group}{resident}")
+    n = 300 if emulated else 20000
+    pts = _points(cls, n, 3)
+    same = rng.randrange(2, R_MODULUS)
+    scalars = [rng.choice([0, 0, 1, 1, 1, same, rng.randrange(R_MODULUS)]) for _ in range(n)]
+    want = cpu_msm(pts, ints_to_limbs(scalars), group=cls)
+    eng = DeviceMsm(kernels, threads_per_sm=4 if emulated else 1024)
+    bases = eng.upload_bases(group, enc(pts))
+    sc = kernels.to_device(ints_to_limbs(scalars).view(np.uint32).reshape(-1, 8))
+    for batch, capacity in ((n, n), (n // 3 + 1, n // 5), (n // 7 + 3, 17), (n // 2, 1)):
+        tails = msm_module.MergedTails(eng, group, capacity, whole=bases if resident else None)
+        for lo in range(0, n, batch):
+            tails.add(lo, bases[lo:lo + batch], sc[lo:lo + batch])
+        assert eng.to_points(group, [tails.finish()])[0] == want, (batch, capacity)
+    empty = msm_module.MergedTails(eng, group, 8, whole=bases if resident else None)
+    empty.add(0, bases[:4], kernels.to_device(np.zeros((4, 8), np.uint32)))
+    assert eng.to_points(group, [empty.finish()])[0] == cls.identity()
+
+
+@pytest.mark.parametrize("group", ["g1", "g2"])
 def test_bases_uploaded_beside_the_sort(kernels, needs_gpu: None, group: str) -> None:
     """`bases_ready`: bases copied from pinned memory on another stream while the scalars are sorted;
     the sum is the one of the bases already resident, batched or not."""

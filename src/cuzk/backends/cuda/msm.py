@@ -524,14 +524,18 @@ class DeviceMsm:
 
     # -- the 0/1 split ----------------------------------------------------------------------------------
 
-    def split(self, scalars: Any) -> ScalarSplit:
-        """Classify scalars as 0, 1 or other, and gather the others (with their indices)."""
+    def classify(self, scalars: Any) -> tuple[Any, Any]:
+        """Flags (u8 per scalar: 0, 1 or 2 for other) and the u32 indices of the others."""
         xp = self.xp
         n = scalars.shape[0]
         flags = xp.empty(n, dtype=xp.uint8)
         self.k.launch1d("msm_classify", n, (scalars, n, flags), _BLOCK)
-        idx = self.k.flatnonzero(flags == 2).astype(xp.uint32)
-        return ScalarSplit(flags=flags, tail_index=idx, tail_scalars=xp.ascontiguousarray(scalars[idx]))
+        return flags, self.k.flatnonzero(flags == 2).astype(xp.uint32)
+
+    def split(self, scalars: Any) -> ScalarSplit:
+        """Classify scalars as 0, 1 or other, and gather the others (with their indices)."""
+        flags, idx = self.classify(scalars)
+        return ScalarSplit(flags=flags, tail_index=idx, tail_scalars=self.xp.ascontiguousarray(scalars[idx]))
 
     def sum_ones(self, group: str, bases: Any, flags: Any) -> Partial:
         """The sum of the bases whose flag is 1, by plain (mixed) additions in parallel chunks."""
@@ -595,3 +599,66 @@ def _to_point(group: str, row: np.ndarray) -> G1Point | G2Point:
     x, y = div(fp2(X), zz), div(fp2(Y), fp2(ZZZ))
     raw = b"".join(v.to_bytes(_FP_BYTES, "big") for v in (x[1], x[0], y[1], y[0]))
     return g2_from_uncompressed(raw, checked=False)
+
+
+class MergedTails:
+    """One MSM of `msm_split`'s kind taken in batches: each batch's 1s are summed at once, and its other
+    scalars (with their bases) are gathered into one buffer of `capacity` whose MSM runs when it is
+    full and at the end. A witness's batch has few other scalars (a few percent), and an MSM that small
+    pays its fixed steps (sort, bucket reduction) each time and runs no tree rounds, so that a bucket
+    that many of them share (equal scalars) is summed by one long serial chain in msm_combine; merged,
+    the tails cost about what the whole vector's tail does in one MSM (docs/memory.md).
+
+    `whole`: the vector's bases when they are all on the device (the tail keeps indices into them);
+    None when each batch brings its own bases (the tail's bases are copied out of the batch)."""
+
+    def __init__(self, msm: DeviceMsm, group: str, capacity: int, whole: Any = None) -> None:
+        xp = msm.xp
+        self.msm, self.group, self.capacity, self.whole = msm, group, max(1, capacity), whole
+        self.scalars = xp.empty((self.capacity, 8), dtype=xp.uint32)
+        self.bases = None if whole is not None else xp.empty((self.capacity, AFFINE_WORDS[group]), dtype=xp.uint32)
+        self.index = xp.empty(self.capacity, dtype=xp.uint32) if whole is not None else None
+        self.filled = 0
+        self.parts: list[Partial] = []
+
+    def add(self, lo: int, bases: Any, scalars: Any, bases_ready: Any = None) -> None:
+        """The batch of scalars[i] * bases[i], the vector's entries lo, lo + 1, ... `bases_ready`: an
+        event the batch's upload records on another stream; only the sums wait for it, the split needs
+        the scalars alone."""
+        m, xp = self.msm, self.msm.xp
+        m._mark("wait")
+        flags, idx = m.classify(scalars)
+        m._mark("split")
+        if bases_ready is not None:
+            xp.cuda.get_current_stream().wait_event(bases_ready)
+        self.parts.append(m.sum_ones(self.group, bases, flags))
+        m._mark("ones")
+        del flags
+        pos, count = 0, idx.shape[0]
+        while pos < count:
+            take = min(self.capacity - self.filled, count - pos)
+            part, dst = idx[pos:pos + take], slice(self.filled, self.filled + take)
+            xp.take(scalars, part, axis=0, out=self.scalars[dst])
+            if self.bases is not None:
+                xp.take(bases, part, axis=0, out=self.bases[dst])
+            else:
+                self.index[dst] = part + xp.uint32(lo)
+            self.filled += take
+            pos += take
+            if self.filled == self.capacity:
+                self._flush()
+
+    def _flush(self) -> None:
+        if self.filled:
+            k = self.filled
+            if self.bases is not None:
+                self.parts.append(self.msm.msm(self.group, self.bases[:k], self.scalars[:k]))
+            else:
+                self.parts.append(self.msm.msm(self.group, self.whole, self.scalars[:k], self.index[:k]))
+            self.filled = 0
+
+    def finish(self) -> Partial:
+        """The sum of every batch added (the buffers are dropped)."""
+        self._flush()
+        self.scalars = self.bases = self.index = None
+        return self.msm.add(self.parts) if self.parts else self.msm.zero(self.group)
