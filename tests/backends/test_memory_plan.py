@@ -11,10 +11,13 @@ from types import SimpleNamespace
 import pytest
 
 from cuzk.backends.cuda.backend import CudaBackend, CudaDeviceError, _DeviceKey
+from cuzk.backends.cuda.msm import working_bytes
 from cuzk.backends.cuda.plan import (
     BATCHES,
     CONTEXT_BYTES,
     GIB,
+    PHASE_SLACK,
+    PHASES,
     QUERIES,
     DeviceTooSmallError,
     KeyShape,
@@ -22,7 +25,10 @@ from cuzk.backends.cuda.plan import (
     minimum_bytes,
     plan_device,
     products_fit,
+    stream_buffers,
+    stream_rows,
     streaming_phases,
+    tail_capacity,
 )
 from cuzk.cli.circuit_cmd import resolve_shape
 
@@ -123,18 +129,49 @@ def test_phases_grow_with_the_batch() -> None:
     assert small["h"] == large["h"]  # a, b, c: the batch does not change them
 
 
-def test_a_streamed_vector_in_one_batch_is_counted_with_one_buffer() -> None:
-    # CudaBackend._msm_batches uploads a vector that fits one batch into one buffer, two in turn
-    # otherwise: the plan counts what it allocates (B_G2 of PoRep-32GiB: 33.1M bases).
+def test_the_streamed_bases_buffers_are_counted_from_the_first_streamed_msm_on() -> None:
+    # CudaBackend's _BaseStream holds two buffers of the largest streamed batch (one when all that is
+    # streamed is one batch) from the first streamed vector's MSM to the proof's end, so that each
+    # vector's first batch goes up while the vector before it computes.
     shape = shape_of("porep-32g")
-    b_g2 = shape.base_bytes("b_g2")
-    assert shape.b_g2 <= 1 << 25 < 2 * shape.b_g2
-    phases = {name: streaming_phases(shape, 1 << 25, 6 << 30, frozenset(names))["msm_b_g2"]
-              for name, names in (("resident", ()), ("streamed", ("b_g2",)))}
-    assert phases["streamed"] - phases["resident"] == b_g2
-    halves = {name: streaming_phases(shape, 1 << 24, 6 << 30, frozenset(names))["msm_b_g2"]
-              for name, names in (("resident", ()), ("streamed", ("b_g2",)))}
-    assert halves["streamed"] - halves["resident"] == 2 * (1 << 24) * 192
+    batch, tree = 1 << 25, 6 << 30
+    assert shape.b_g1 <= batch and stream_rows("g2", batch) == batch // 2 < shape.b_g2
+    everything = frozenset(name for name, _ in QUERIES)
+    assert stream_buffers(shape, batch, frozenset({"b_g1"})) == shape.base_bytes("b_g1")
+    assert stream_buffers(shape, batch, frozenset({"b_g2"})) == 2 * (batch // 2) * 192
+    assert stream_buffers(shape, batch, everything) == 2 * batch * 96
+    assert stream_buffers(shape, batch, frozenset()) == 0
+
+    resident = streaming_phases(shape, batch, tree, frozenset())
+    only_b_g2 = streaming_phases(shape, batch, tree, frozenset({"b_g2"}))
+    assert all(only_b_g2[k] == resident[k] for k in PHASES[:-1])
+    # Streamed, B_G2 goes in batches of half as many bases, its merged tail holding bases (192 bytes)
+    # instead of indices into them (4).
+    def b_g2(rows: int, point: int) -> int:
+        cap = tail_capacity(rows)
+        return 14 * rows + cap * (32 + point) + working_bytes("g2", cap, tree)
+
+    b_sc = 32 * shape.b_g1 + PHASE_SLACK
+    assert resident["msm_b_g2"] == b_sc + b_g2(shape.b_g2, 4)
+    assert only_b_g2["msm_b_g2"] == b_sc + b_g2(batch // 2, 192) + 2 * (batch // 2) * 192
+
+    streamed = streaming_phases(shape, batch, tree, everything)
+    assert streamed["h"] == resident["h"]  # allocated after H, once a, b, c are freed
+    assert all(streamed[k] - resident[k] >= 2 * batch * 96 for k in PHASES[1:])
+
+
+def test_a_split_msm_holds_half_a_batch_of_merged_tail() -> None:
+    # MergedTails: a batch's split (14 bytes a scalar), the tail's scalars and bases, and the MSM of half
+    # a batch, whose working memory is what the plan counts (not a whole batch's).
+    shape = shape_of("porep-32g")
+    batch, tree = 1 << 24, 3 << 28
+    l_streamed = streaming_phases(shape, batch, tree, frozenset({"l"}))["msm_l"]
+    wit, b_sc = shape.witness_bytes, 32 * shape.b_g1
+    cap = tail_capacity(batch)
+    assert cap == batch // 2
+    bufs = stream_buffers(shape, batch, frozenset({"l"}))
+    want = wit + b_sc + 14 * batch + cap * (32 + 96) + working_bytes("g1", cap, tree) + bufs + PHASE_SLACK
+    assert l_streamed == want
 
 
 def test_half_an_h200_keeps_the_h_bases_resident() -> None:

@@ -28,8 +28,9 @@ Keys: `load_key` plans the key within the device's memory (`cuzk.backends.cuda.p
 `[gpus] memory_limit` a cap) and converts the five base vectors to device form once. In the plan's
 resident mode all stay on the device and a proof runs as above. In its streaming mode (small cards)
 the vectors that do not fit are kept in pinned host memory in device form, every MSM runs in
-batches whose working memory fits, each batch's bases going up on a copy stream of their own while
-the previous batch computes (two device buffers), the witness goes up only after H has freed
+batches whose working memory fits (the split MSMs merge their batches' other scalars into few
+MSMs), the streamed batches go up on a copy stream of their own, each while the batch before it
+computes, across vectors (two device buffers), the witness goes up only after H has freed
 a, b, c, and B's G2 MSM runs after the G1 ones. A key the plan cannot fit is refused when it is
 loaded (`DeviceTooSmallError`), and a proof that still meets an out-of-memory error is retried
 once with a plan that holds less (`DevicePlan.smaller`), counted in `oom_retries`.
@@ -63,7 +64,7 @@ from cuzk.backends.cuda.deferred import complete_on_device
 from cuzk.backends.cuda.device import MemoryPlan, ahead_fits, memory_info, properties
 from cuzk.backends.cuda.fixed_base import DeviceFixedBase
 from cuzk.backends.cuda.module import get_module
-from cuzk.backends.cuda.msm import AFFINE_WORDS, DeviceMsm, HostPartial
+from cuzk.backends.cuda.msm import AFFINE_WORDS, DeviceMsm, HostPartial, MergedTails
 from cuzk.backends.cuda.ntt import DeviceNtt
 from cuzk.backends.cuda.plan import (
     CONTEXT_BYTES,
@@ -74,6 +75,8 @@ from cuzk.backends.cuda.plan import (
     plan_device,
     products_fit,
     resident_reserve,
+    stream_rows,
+    tail_capacity,
 )
 from cuzk.backends.cuda.poseidon_witness import DevicePoseidonPaths
 from cuzk.backends.cuda.sha256_witness import DeviceSha256Witness
@@ -137,6 +140,107 @@ def _empty_pinned(backend: Any, specs: list[tuple[tuple[int, ...], np.dtype]], w
         log.warning("device %d: no pinned host memory for %s of %s (%s): %s", backend.device_id, format_gib(need),
                     what, err, otherwise)
         return None
+
+
+class _BaseStream:
+    """The streamed vectors' bases of one proof, batch after batch in the order its MSMs take them,
+    through two device buffers in turn (`plan.stream_buffers` counts them). Each batch's upload is
+    queued on the bases' copy stream when the batch before it is taken, behind the release of the
+    batch that last used its buffer: so each batch goes up while the one before computes, and the
+    next vector's first batch while this vector's last does. A vector without a pinned copy is
+    converted from the key's bytes (`raw`) on the compute stream when taken instead."""
+
+    def __init__(self, backend: CudaBackend, dk: _DeviceKey, raw: Mapping[str, np.ndarray] | np.ndarray,
+                 names: tuple[str, ...]) -> None:
+        cp = backend._cp
+        self.cp, self.msm, self.dk, self.copy = cp, backend.msm, dk, backend._bases_copy
+        self.raw = raw if isinstance(raw, Mapping) else {names[0]: raw}
+        self.compute = cp.cuda.get_current_stream()
+        self.batches: list[tuple[str, int, int]] = []
+        for name in names:
+            n, rows = dk.shape.length(name), stream_rows(dict(_QUERIES)[name], dk.plan.batch or dk.shape.length(name))
+            self.batches += [(name, lo, min(n, lo + rows)) for lo in range(0, n, rows)]
+        nbytes = max((self._bytes(j) for j in range(len(self.batches))), default=0)
+        self.bufs = [cp.empty(nbytes, dtype=cp.uint8) for _ in range(min(2, len(self.batches)))]
+        self.copy.wait_event(self.compute.record())  # the buffers' memory may have been in use on this stream
+        self.released: list[Any] = [None] * len(self.bufs)
+        self.ready: dict[int, Any] = {}
+        self.taken = self.queued = 0
+        self._queue()
+
+    def _bytes(self, j: int) -> int:
+        name, lo, hi = self.batches[j]
+        return (hi - lo) * AFFINE_WORDS[dict(_QUERIES)[name]] * 4
+
+    def _view(self, j: int) -> Any:
+        name, lo, hi = self.batches[j]
+        words = AFFINE_WORDS[dict(_QUERIES)[name]]
+        return self.bufs[j % len(self.bufs)][: self._bytes(j)].view(self.cp.uint32).reshape(hi - lo, words)
+
+    def _queue(self) -> None:
+        """Queue the next batch's upload (none for a vector without a pinned copy)."""
+        j = self.queued
+        if j >= len(self.batches):
+            return
+        self.queued += 1
+        name, lo, hi = self.batches[j]
+        host = self.dk.host.get(name)
+        if host is None:
+            self.ready[j] = None
+            return
+        slot = j % len(self.bufs)
+        if self.released[slot] is not None:
+            self.copy.wait_event(self.released[slot])
+        runtime = self.cp.cuda.runtime
+        runtime.memcpyAsync(self.bufs[slot].data.ptr, host[lo:hi].ctypes.data, self._bytes(j),
+                            runtime.memcpyHostToDevice, self.copy.ptr)
+        self.ready[j] = self.copy.record()
+
+    def take(self, name: str, lo: int, hi: int) -> tuple[Any, Any]:
+        """The next batch, which must be `name`'s [lo, hi): its bases on the device and the event of
+        their upload (None when already there)."""
+        j = self.taken
+        if j >= len(self.batches) or self.batches[j] != (name, lo, hi):
+            got = self.batches[j] if j < len(self.batches) else "none"
+            raise ValueError(f"streamed bases taken out of order: {name} [{lo}, {hi}) asked, {got} next")
+        self.taken += 1
+        if self.queued == j + 1:  # its buffer's last batch, j - 1, has been released
+            self._queue()
+        view, ready = self._view(j), self.ready.pop(j)
+        if self.dk.host.get(name) is None:
+            self.msm.upload_bases(dict(_QUERIES)[name], self.raw[name][lo:hi], out=view)
+        return view, ready
+
+    def release(self) -> None:
+        """The batch last taken has all its work queued on the compute stream."""
+        self.released[(self.taken - 1) % len(self.bufs)] = self.compute.record()
+
+    def close(self) -> None:
+        """Wait for the uploads still queued (a proof that failed midway), so that no copy writes into
+        the buffers once the pool has given their memory to another allocation."""
+        self.copy.synchronize()
+
+
+class _BatchSelect:
+    """The scalars of a density-filtered MSM over all inputs (A's: inputs, then aux[mask]), gathered
+    for each batch when sliced: rows [lo, hi) of what `CudaBackend._select` would make whole. Holds
+    the selection's u32 indices (4 bytes an entry)."""
+
+    def __init__(self, cp: Any, inputs: Any, aux: Any, mask: Any, kernels: Any) -> None:
+        self.cp, self.inputs, self.aux = cp, inputs, aux
+        self.index = kernels.flatnonzero(mask).astype(cp.uint32)
+        self.shape = (inputs.shape[0] + self.index.shape[0], 8)
+
+    def __getitem__(self, rows: slice) -> Any:
+        cp, head = self.cp, self.inputs.shape[0]
+        lo, hi = max(0, rows.start or 0), min(self.shape[0], rows.stop)
+        out = cp.empty((max(0, hi - lo), 8), dtype=cp.uint32)
+        k = max(0, min(hi, head) - lo)
+        if k:
+            out[:k] = self.inputs[lo:lo + k]
+        if hi > max(lo, head):
+            cp.take(self.aux, self.index[max(lo, head) - head:hi - head], axis=0, out=out[k:])
+        return out
 
 
 class CudaUnavailableError(CuzkError):
@@ -1159,8 +1263,9 @@ class CudaBackend(ProverBackend):
                                 t: MutableMapping[str, float]) -> dict[str, list[HostPartial]]:
         """`_device_phase` within a streaming plan (the module docstring): the same sums, with every
         allocation on the compute stream, the witness uploaded after H, each MSM in the plan's batches
-        (`_msm_batches`) and the MSMs one after the other, so that no two phases' buffers coexist."""
-        cp, clock = self._cp, time.perf_counter
+        (`_msm_batches`) and the MSMs one after the other, so that no two phases' buffers coexist
+        (only the streamed bases' two buffers, `_BaseStream`, last from the H MSM to the end)."""
+        cp = self._cp
         compiled = isinstance(asg, _CompiledWitness)
         wit, host_wit = staged.wit, staged.host_wit
         compute = self._compute
@@ -1175,16 +1280,36 @@ class CudaBackend(ProverBackend):
                 lane.copy.wait_event(h_end)
             upload = self._upload_witness(lane, host_wit, wit, compiled)
             sums: dict[str, Any] = {}
+            streamed = tuple(name for name, _ in _QUERIES if dk.bases[name] is None)
+            bases: _BaseStream | None = None
             try:
-                sums["h"] = self._msm_batches("h", dk, pk.h.raw, h[: len(pk.h)], split=False)
+                if streamed:
+                    bases = _BaseStream(self, dk, {name: getattr(pk, name).raw for name in streamed}, streamed)
+                sums["h"] = self._msm_batches("h", dk, pk.h.raw, h[: len(pk.h)], split=False, stream=bases)
                 msm_h_end = compute.record()
                 compute.synchronize()
                 self._sample_peak()
                 del h
                 t["msm_h"] = cp.cuda.get_elapsed_time(h_end, msm_h_end) / 1e3
                 t["h"] = cp.cuda.get_elapsed_time(h_begin, h_end) / 1e3
+            except BaseException:
+                if bases is not None:
+                    bases.close()
+                raise
             finally:
                 upload.join()
+            try:
+                return self._msms_after_h(pk, dk, staged, wit, sums, bases, h_begin, h_end, upload, t)
+            finally:
+                if bases is not None:
+                    bases.close()
+
+    def _msms_after_h(self, pk: ProvingKey, dk: _DeviceKey, staged: _Staged, wit: dict[str, Any],
+                      sums: dict[str, Any], bases: _BaseStream | None, h_begin: Any, h_end: Any,
+                      upload: _WitnessUpload, t: MutableMapping[str, float]) -> dict[str, list[HostPartial]]:
+        """`_device_phase_streaming` once the H MSM is done: the selections and the other four MSMs."""
+        clock, compute = time.perf_counter, self._compute
+        with compute:
             self._witness_uploaded(upload, staged, h_end, t)
 
             start = clock()
@@ -1193,69 +1318,54 @@ class CudaBackend(ProverBackend):
             t["gather"] = clock() - start
             for name in ("l", "a", "b_g1", "b_g2"):
                 if name == "a":
+                    # A's scalars are gathered batch by batch from the witness: the whole selection
+                    # would be one more array of the witness's size, allocated once the pool's large
+                    # blocks have been split by the arrays of H and L (docs/memory.md).
                     start = clock()
-                    scalars = self._select(wit["inputs"], None, wit["aux"], wit["a_mask"])
-                    wit.clear()  # the witness goes back to the pool before A's MSM
+                    scalars = _BatchSelect(self._cp, wit["inputs"], wit["aux"], wit["a_mask"], self.kernels)
                     compute.synchronize()
                     t["gather"] += clock() - start
                 else:  # no other reference to them is held, so each goes back to the pool after its MSM
                     scalars = wit["aux"] if name == "l" else b_scalars
                 start = clock()
-                sums[name] = self._msm_batches(name, dk, getattr(pk, name).raw, scalars, split=True)
+                sums[name] = self._msm_batches(name, dk, getattr(pk, name).raw, scalars, split=True, stream=bases)
                 compute.synchronize()
                 self._sample_peak()
                 t[f"msm_{name}"] = clock() - start
                 del scalars
+                if name == "a":
+                    wit.clear()  # the witness goes back to the pool
             del b_scalars
             return self._fetch_sums(sums, h_begin, t)
 
-    def _msm_batches(self, name: str, dk: _DeviceKey, raw: np.ndarray, scalars: Any, *, split: bool) -> Any:
-        """One of the key's MSMs in the plan's batches on the current stream, each batch with its own
-        0/1 split when `split`. A streamed vector's batches go up from its pinned copy on the bases'
-        copy stream into two buffers in turn: batch i + 1's upload is queued before batch i computes,
-        after the batch that last used its buffer."""
-        cp = self._cp
+    def _msm_batches(self, name: str, dk: _DeviceKey, raw: np.ndarray, scalars: Any, *, split: bool,
+                     stream: _BaseStream | None = None) -> Any:
+        """One of the key's MSMs in the plan's batches on the current stream; a split MSM sums each
+        batch's 1s and merges the batches' other scalars (`MergedTails`). A streamed vector's batches
+        come from `stream` (`_BaseStream`; one of this vector alone when None)."""
         group = dict(_QUERIES)[name]
         n = scalars.shape[0]
         if n == 0:
             return self.msm.zero(group)
-        batch = min(dk.plan.batch or n, n)
-        one = self.msm.msm_split if split else self.msm.msm
-        bases, host = dk.bases[name], dk.host.get(name)
-        if bases is not None:
-            return self.msm.add([one(group, bases[lo:lo + batch], scalars[lo:lo + batch]) for lo in range(0, n, batch)])
-        stream = cp.cuda.get_current_stream()
-        copy, runtime = self._bases_copy, cp.cuda.runtime
-        bufs = [cp.empty((batch, AFFINE_WORDS[group]), dtype=cp.uint32) for _ in range(2 if n > batch else 1)]
-        copy.wait_event(stream.record())  # the buffers' memory may have been in use on this stream
-        released: list[Any] = [None] * len(bufs)
-        count = -(-n // batch)
-
-        def queue(i: int) -> Any:
-            lo, hi = i * batch, min(n, (i + 1) * batch)
-            buf = bufs[i % len(bufs)]
-            if host is None:  # no pinned copy: converted from the key's bytes on this stream
-                self.msm.upload_bases(group, raw[lo:hi], out=buf[: hi - lo])
-                return None
-            if released[i % len(bufs)] is not None:
-                copy.wait_event(released[i % len(bufs)])
-            runtime.memcpyAsync(buf.data.ptr, host[lo:hi].ctypes.data, (hi - lo) * buf.shape[1] * 4,
-                                runtime.memcpyHostToDevice, copy.ptr)
-            return copy.record()
-
+        bases = dk.bases[name]
+        if bases is None and stream is None:
+            stream = _BaseStream(self, dk, raw, (name,))
+        rows = min(n, dk.plan.batch or n) if bases is not None else stream_rows(group, dk.plan.batch or n)
+        tails = MergedTails(self.msm, group, tail_capacity(min(rows, n)), whole=bases) if split else None
         parts = []
-        ready = queue(0)
-        for i in range(count):
-            lo, hi = i * batch, min(n, (i + 1) * batch)
-            following = queue(i + 1) if i + 1 < count and host is not None else None
-            if ready is not None:
-                stream.wait_event(ready)
-            elif host is None and i > 0:
-                self.msm.upload_bases(group, raw[lo:hi], out=bufs[i % len(bufs)][: hi - lo])
-            parts.append(one(group, bufs[i % len(bufs)][: hi - lo], scalars[lo:hi]))
-            released[i % len(bufs)] = stream.record()
-            ready = following
-        return self.msm.add(parts)
+        for lo in range(0, n, rows):
+            hi = min(n, lo + rows)
+            if bases is not None:
+                view, ready = bases[lo:hi], None
+            else:
+                view, ready = stream.take(name, lo, hi)
+            if tails is not None:
+                tails.add(lo, view, scalars[lo:hi], ready)
+            else:
+                parts.append(self.msm.msm(group, view, scalars[lo:hi], bases_ready=ready))
+            if bases is None:
+                stream.release()
+        return tails.finish() if tails is not None else self.msm.add(parts)
 
     def _select(self, inputs: Any, input_mask: Any, aux: Any, aux_mask: Any) -> Any:
         """The scalars of a density-filtered MSM: inputs[input_mask] (all inputs when None) followed by

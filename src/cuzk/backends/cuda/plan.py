@@ -8,9 +8,10 @@ Two modes:
   MSM in one batch, the witness uploaded during H, B's G2 MSM beside the G1 ones). Chosen whenever
   the key and that proof's working memory fit together.
 * streaming: MSMs run in batches of `batch` scalars whose working memory fits, each batch with its
-  own 0/1 split; the witness goes up after H, once a, b, c are freed. Base vectors that do not fit
-  stay in pinned host memory in device form and each batch's bases go up on a copy stream into one
-  of two device buffers while the previous batch computes.
+  own 0/1 split and the batches' other scalars merged into MSMs of half a batch; the witness goes up
+  after H, once a, b, c are freed. Base vectors that do not fit stay in pinned host memory in device
+  form, and their batches go up on a copy stream into two device buffers in turn while the batch
+  before computes, the next vector's first batch during this vector's last.
 
 Which vectors stay resident in streaming mode follows what streaming a vector costs: bytes over
 the link against the MSM work they overlap. On an H200 (benchmarks/results/cuda-partition-h200-2026-12-01h.json,
@@ -103,36 +104,69 @@ def resident_reserve(shape: KeyShape) -> int:
 
 
 def _split_bytes(n: int) -> int:
-    """One batch's 0/1 split at worst (every scalar "other"): flags, the comparison, int64 and u32
-    indices, the gathered scalars."""
-    return n * (1 + 1 + 8 + 4 + FR_BYTES)
+    """One batch's 0/1 split: flags, the comparison, the int64 and the u32 indices of the others (their
+    scalars go straight into the merged tail, `MergedTails`)."""
+    return n * (1 + 1 + 8 + 4)
+
+
+def stream_rows(group: str, batch: int) -> int:
+    """Bases of `group` per streamed batch: the stream's buffers hold `batch` G1 bases' bytes each, so
+    a G2 batch has half as many (its MSM's size does not matter: a split MSM merges its batches' tails)."""
+    return max(1, batch * POINT_BYTES["g1"] // POINT_BYTES[group])
+
+
+def tail_capacity(batch: int) -> int:
+    """Scalars of a split MSM's merged tail (`MergedTails`): half a batch, so that its buffers and its
+    MSM's working memory take no more than one whole batch's MSM would."""
+    return max(1, batch // 2)
+
+
+#: The phases of a streaming-mode proof in the order they run.
+PHASES = ("h", "msm_h", "select_b", "msm_l", "select_a", "msm_a", "msm_b_g1", "msm_b_g2")
+
+
+def stream_buffers(shape: KeyShape, batch: int, streamed: frozenset[str]) -> int:
+    """Bytes of the streamed bases' two buffers (`_BaseStream`): each as large as the largest streamed
+    batch; one when everything streamed is a single batch."""
+    rows = {name: min(shape.length(name), stream_rows(group, batch)) for name, group in QUERIES
+            if name in streamed and shape.length(name)}
+    batches = sum(-(-shape.length(name) // r) for name, r in rows.items())
+    largest = max((r * POINT_BYTES[dict(QUERIES)[name]] for name, r in rows.items()), default=0)
+    return min(2, batches) * largest
 
 
 def streaming_phases(shape: KeyShape, batch: int, tree_bytes: int, streamed: frozenset[str]) -> dict[str, int]:
     """Peak device bytes of each phase of a streaming-mode proof (the bases' residency aside)."""
     m, wit = shape.domain, shape.witness_bytes
-    b_sc, a_sc = FR_BYTES * shape.b_g1, FR_BYTES * shape.a
+    b_sc = FR_BYTES * shape.b_g1
 
     def msm(name: str, split: bool) -> int:
         group = dict(QUERIES)[name]
-        n = shape.length(name)
-        k = min(batch, max(n, 1))
-        # Two buffers in turn when there are several batches; a vector that fits one batch goes up into
-        # one (CudaBackend._msm_batches).
-        bufs = (2 if n > k else 1) * k * POINT_BYTES[group] if name in streamed else 0
-        return working_bytes(group, k, tree_bytes) + bufs + (_split_bytes(k) if split else 0)
+        n = max(shape.length(name), 1)
+        k = min(stream_rows(group, batch) if name in streamed else batch, n)
+        if not split:
+            return working_bytes(group, k, tree_bytes)
+        # A batch's split, the merged tail's scalars and bases (indices into resident bases), its MSM.
+        cap = tail_capacity(k)
+        tail = cap * (FR_BYTES + (POINT_BYTES[group] if name in streamed else 4))
+        return _split_bytes(k) + tail + working_bytes(group, cap, tree_bytes)
 
     phases = {
         "h": 3 * FR_BYTES * m,
         "msm_h": FR_BYTES * m + wit + msm("h", split=False),
         "select_b": wit + b_sc + 8 * shape.b_g1,
         "msm_l": wit + b_sc + msm("l", split=True),
-        "select_a": wit + b_sc + a_sc + 8 * shape.a,
-        "msm_a": b_sc + a_sc + msm("a", split=True),
+        # A's scalars are gathered per batch from the witness (`_BatchSelect`): u32 indices, made from
+        # int64 ones.
+        "select_a": wit + b_sc + 12 * shape.a,
+        "msm_a": wit + b_sc + 4 * shape.a + FR_BYTES * min(batch, max(shape.a, 1)) + msm("a", split=True),
         "msm_b_g1": b_sc + msm("b_g1", split=True),
         "msm_b_g2": b_sc + msm("b_g2", split=True),
     }
-    return {k: v + PHASE_SLACK for k, v in phases.items()}
+    # The stream's buffers are held from the first streamed vector's MSM to the end of the proof.
+    first = next((PHASES.index(f"msm_{name}") for name, _ in QUERIES if name in streamed), len(PHASES))
+    bufs = stream_buffers(shape, batch, streamed)
+    return {k: v + PHASE_SLACK + (bufs if PHASES.index(k) >= first else 0) for k, v in phases.items()}
 
 
 @dataclass(frozen=True)
@@ -214,7 +248,9 @@ def estimated_seconds(shape: KeyShape, plan: DevicePlan) -> float:
     for name, _ in QUERIES:
         n = shape.length(name)
         batch = min(plan.batch or n, n) or 1
-        grow = BATCH_OVERHEAD.get(max(18, min(27, batch.bit_length() - 1)), 0.0) if plan.batch else 0.0
+        # Split MSMs merge their batches' tails into MSMs of half a batch or more (`MergedTails`): only
+        # the H MSM runs in batches.
+        grow = BATCH_OVERHEAD.get(max(18, min(27, batch.bit_length() - 1)), 0.0) if plan.batch and name == "h" else 0.0
         compute = NS_PER_POINT[name] * 1e-9 * n * (1 + grow)
         link = shape.base_bytes(name) / LINK_BYTES_PER_S if name not in plan.resident else 0.0
         total += max(compute, link)
