@@ -118,10 +118,21 @@ def live_allocations(threshold: int = 16 << 20) -> Any:
     return Live()
 
 
-def parse_cap(text: str) -> int | None:
+def parse_cap(text: str) -> tuple[int | None, int | None, int | None]:
+    """A --caps entry: "none", a size ("24GiB"), or a size with the streaming plan's MSM batch and
+    tree-group bytes forced ("16GiB@2^23/1.5GiB"; the plan's resident vectors are kept)."""
     from cuzk.config import parse_size
 
-    return None if text in ("none", "auto") else parse_size(text, what="--caps")
+    cap, _, forced = text.partition("@")
+    limit = None if cap in ("none", "auto") else parse_size(cap, what="--caps")
+    if not forced:
+        return limit, None, None
+    batch, _, tree = forced.partition("/")
+    if not batch.startswith("2^") or not batch[2:].isdigit() or not tree:
+        raise SystemExit(f"--caps: {text!r}: a forced plan is written SIZE@2^K/TREE_BYTES, e.g. 16GiB@2^23/1.5GiB")
+    if limit is None:
+        raise SystemExit(f"--caps: {text!r}: only a capped (streaming) plan can be forced")
+    return limit, 1 << int(batch[2:]), parse_size(tree, what="--caps tree groups")
 
 
 def profiled_proof(backend: Any, pk: Any, asg: Any) -> dict[str, dict[str, float]]:
@@ -156,11 +167,14 @@ def profiled_proof(backend: Any, pk: Any, asg: Any) -> dict[str, dict[str, float
     return per
 
 
-def run_cap(cap: int | None, pk: Any, asg: Any, host: dict[str, np.ndarray], args: argparse.Namespace,
-            sampler: DriverPeak) -> dict[str, Any]:
+def run_cap(spec: tuple[int | None, int | None, int | None], pk: Any, asg: Any, host: dict[str, np.ndarray],
+            args: argparse.Namespace, sampler: DriverPeak) -> dict[str, Any]:
     import cupy as cp
 
     from cuzk.backends.cuda import CudaBackend
+    from cuzk.backends.cuda.plan import DevicePlan, streaming_phases
+
+    cap, forced_batch, forced_tree = spec
 
     pool = cp.get_default_memory_pool()
     pool.set_limit(size=0)
@@ -174,10 +188,18 @@ def run_cap(cap: int | None, pk: Any, asg: Any, host: dict[str, np.ndarray], arg
     load_s = time.monotonic() - start
     plan = backend.key_plan(pk)
     shape = backend._keys[pk].shape
+    forced = forced_batch is not None
+    if forced:
+        phases = streaming_phases(shape, forced_batch, forced_tree, frozenset(plan.streamed))
+        plan = DevicePlan(plan.budget, "streaming", plan.resident, max(phases.values()), forced_batch, forced_tree,
+                          phases)
+        backend.unload_key(pk)
+        backend.load_key(pk, device_bases=host, plan=plan)
     planned = {"memory_limit": cap, "mode": plan.mode, "resident": list(plan.resident), "streamed": list(plan.streamed),
                "msm_batch": plan.batch, "tree_group_bytes": plan.tree_bytes, "working_reserve": plan.reserve,
                "budget": plan.budget, "streamed_bytes_per_partition": plan.streamed_bytes(shape),
-               "resident_bytes": plan.resident_bytes(shape), "pool_used_at_start": pool_at_start}
+               "resident_bytes": plan.resident_bytes(shape), "pool_used_at_start": pool_at_start,
+               "forced_plan": forced, "plan_fits": plan.resident_bytes(shape) + plan.reserve <= plan.budget}
     hook = live_allocations()
     alone = []
     try:
@@ -227,7 +249,9 @@ def print_failed(failed: dict[str, Any] | None) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--caps", default="none,32GiB,24GiB,16GiB", help="comma-separated memory_limit values ('none')")
+    ap.add_argument("--caps", default="none,32GiB,24GiB,16GiB",
+                    help="comma-separated memory_limit values ('none'); SIZE@2^K/TREE forces a streaming plan's "
+                         "MSM batch and tree-group bytes, e.g. 16GiB@2^23/1.5GiB")
     ap.add_argument("--scale", type=float, default=1.0, help="fraction of the 32 GiB partition's constraints")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--pair-reps", type=int, default=3, help="proofs per thread in the two-worker run")
@@ -262,8 +286,8 @@ def main() -> None:
     print(f"synthetic key and partition ready in {time.monotonic() - began:.1f} s", flush=True)
     sampler = DriverPeak()
     results = []
-    for cap in caps:
-        r = run_cap(cap, pk, asg, host, args, sampler)
+    for spec in caps:
+        r = run_cap(spec, pk, asg, host, args, sampler)
         results.append(r)
         if "error" in r:
             print(f"cap {r['memory_limit'] or 'none':>12}: {r['mode']} plan, reserve "
@@ -271,7 +295,8 @@ def main() -> None:
             print_failed(r["at_failure"]["first_failed"])
             continue
         print(f"cap {r['memory_limit'] or 'none':>12}: {r['mode']:9s} resident {','.join(r['resident']) or '-':22s} "
-              f"batch {r['msm_batch'] or '-'}  device {r['alone_ms']['device']:8.1f} ms  two workers "
+              f"batch {r['msm_batch'] or '-'} tree {r['tree_group_bytes'] / 2**30:.2f} GiB"
+              f"{' (forced)' if r['forced_plan'] else ''}  device {r['alone_ms']['device']:8.1f} ms  two workers "
               f"{r['two_workers']['steady_s_per_partition'] * 1e3:8.1f} ms/partition  peak used "
               f"{r['peak_device_used_bytes'] / 2**30:6.2f} GiB  pool {r['peak_pool_bytes'] / 2**30:6.2f} GiB  "
               f"oom {r['oom_retries']}", flush=True)
