@@ -83,6 +83,17 @@ def test_porep_32g_on_each_card() -> None:
     assert times == sorted(times, reverse=True)
 
 
+def test_a_smaller_batch_is_taken_over_tree_groups_below_one_and_a_half_gib() -> None:
+    # At 16 GiB the H MSM ran 1,356 ms in batches of 2^24 with 768 MiB tree groups and 1,141 in 2^23
+    # with 1.5 GiB (TREE_OVERHEAD): the plan takes the second, which also fits.
+    shape = shape_of("porep-32g")
+    plan = plan_device(shape, budget(16))
+    assert (plan.batch, plan.tree_bytes) == (1 << 23, 3 << 29)
+    everything = frozenset(name for name, _ in QUERIES)
+    assert max(streaming_phases(shape, 1 << 24, 3 << 28, everything).values()) <= budget(16)  # it fit too
+    assert plan_device(shape, budget(24)).tree_bytes >= 3 << 29
+
+
 def test_the_streamed_vectors_are_the_ones_whose_uploads_their_msm_hides() -> None:
     # The H and B_G2 MSMs do the most work per base: they are streamed before A, B_G1 and L.
     shape = shape_of("porep-32g")

@@ -19,8 +19,9 @@ PoRep-32GiB) the H MSM computes ~880 ms over 12.9 GB of bases, B_G2 ~230 ms over
 their uploads hide behind their own work. A (~77 ms over 12.5 GB), B_G1 (~30 ms over 3.2 GB) and
 L (~156 ms over 12.5 GB) have mostly 0/1 scalars, so little work per base: streamed, they wait on
 the link. Among the plans that fit, `plan_device` takes the one with the least estimated device
-time: each MSM's work (ns per base from those figures, `NS_PER_POINT`) grown by its batch's
-overhead (`BATCH_OVERHEAD`, from the G1 MSM's time per point at each size), and for a streamed
+time: each MSM's work (ns per base from those figures, `NS_PER_POINT`), the H MSM's grown by its
+batch's overhead (`BATCH_OVERHEAD`, from the G1 MSM's time per point at each size) and its tree
+groups' (`TREE_OVERHEAD`), and for a streamed
 vector the part of its upload (`LINK_BYTES_PER_S`) that its MSM does not hide.
 """
 
@@ -45,6 +46,13 @@ NS_PER_POINT = {"h": 6.6, "l": 1.2, "a": 0.6, "b_g1": 0.9, "b_g2": 6.8}
 #: Extra time per point of a G1 MSM batch of 2^k scalars against one of 2^27 (resident, H200:
 #: benchmarks/results/cuda-h200-2026-12-01e.json; odd sizes interpolated).
 BATCH_OVERHEAD = {27: 0.0, 26: 0.02, 25: 0.05, 24: 0.095, 23: 0.13, 22: 0.166, 21: 0.35, 20: 0.62, 19: 1.0, 18: 1.5}
+#: Extra time of the H MSM in batches whose tree rounds run in window groups of these bytes, against
+#: groups of 1.5 GiB or more: fewer rounds run per group, which leaves more to the serial accumulation
+#: (H200, the synthetic partition at 16 GiB, side by side: H 1,356 ms in batches of 2^24 with 768 MiB
+#: groups, 1,141 in 2^23 with 1.5 GiB, 1,094 in 2^22 with 6 GiB;
+#: benchmarks/results/cuda-capped-16g-plans-h200-2026-12-03.json). 384 MiB is not measured and taken as
+#: 768 MiB's: smaller groups are not faster.
+TREE_OVERHEAD = {3 << 28: 0.33, 3 << 27: 0.33, 3 << 26: 0.33}
 #: Host-to-device bytes per second from pinned memory that the estimate assumes (PCIe 5 x16).
 LINK_BYTES_PER_S = 40e9
 #: Tree-round group sizes tried for each batch, largest first (smaller groups: more launches).
@@ -250,7 +258,10 @@ def estimated_seconds(shape: KeyShape, plan: DevicePlan) -> float:
         batch = min(plan.batch or n, n) or 1
         # Split MSMs merge their batches' tails into MSMs of half a batch or more (`MergedTails`): only
         # the H MSM runs in batches.
-        grow = BATCH_OVERHEAD.get(max(18, min(27, batch.bit_length() - 1)), 0.0) if plan.batch and name == "h" else 0.0
+        grow = 0.0
+        if plan.batch and name == "h":
+            grow = (BATCH_OVERHEAD.get(max(18, min(27, batch.bit_length() - 1)), 0.0)
+                    + TREE_OVERHEAD.get(plan.tree_bytes, 0.0))
         compute = NS_PER_POINT[name] * 1e-9 * n * (1 + grow)
         link = shape.base_bytes(name) / LINK_BYTES_PER_S if name not in plan.resident else 0.0
         total += max(compute, link)
