@@ -172,3 +172,28 @@ def test_streamed_bases_left_unpinned_give_the_resident_proof(capped, bits_param
     proof = backend.prove(pk, asg, r=7, s=9)
     assert proof == want and verify_proof(pk.vk, proof, asg.public_inputs())
     backend.unload_key(pk)
+
+
+@pytest.mark.parametrize("resident", [(), ("a", "b_g1")])
+def test_compiled_proofs_under_a_streaming_plan_give_the_resident_proof(capped, bits_params, resident) -> None:
+    """prove_compiled (a, b, c by the sparse products, the witness staged first) within a streaming
+    plan: the stream of bases across the MSMs, the merged tails and A's scalars gathered per batch
+    give the resident plan's proof."""
+    from cuzk.field.limbs import ints_to_limbs
+    from cuzk.groth16.synthesis import compile_circuit, synthesize_witness
+
+    pk = bits_params.pk
+    spec = lookup(bits_params.circuit_id)
+    compiled = compile_circuit(spec.blank(), bits_params.circuit_id)
+    witness = synthesize_witness(spec.example(random.Random(46)))
+    inputs, aux = ints_to_limbs(witness.input_assignment), ints_to_limbs(witness.aux_assignment)
+    backend = capped(None)
+    backend.load_key(pk)
+    want = backend.prove_compiled(pk, compiled, inputs, aux, r=8, s=10)
+    backend.unload_compiled(compiled)
+    backend.unload_key(pk)
+    backend.load_key(pk, plan=DevicePlan(budget=1 << 40, mode="streaming", resident=resident, reserve=0,
+                                         batch=1 << 9, tree_bytes=1 << 26))
+    assert backend.prove_compiled(pk, compiled, inputs, aux, r=8, s=10) == want
+    assert verify_proof(pk.vk, want, Assignment.from_compiled(compiled, (inputs, aux)).public_inputs())
+    backend.unload_key(pk)
