@@ -192,3 +192,12 @@ def test_a_scalars_gathered_per_batch_are_the_whole_selection() -> None:
     for batch in (1, 5, 7, 8, 64, whole.shape[0], whole.shape[0] + 10):
         got = np.concatenate([select[lo:lo + batch] for lo in range(0, whole.shape[0], batch)])
         assert np.array_equal(got, whole), batch
+
+
+def test_a_vector_alone_gets_a_stream_of_its_own_closed_after_it() -> None:
+    fake, dk, host, rec, buffers = _setup(64, {"l": 100})
+    fake._msm_batches = lambda *a, **k: CudaBackend._msm_batches(fake, *a, **k)
+    parts = CudaBackend._msm_batches(fake, "l", dk, host["l"], _Scalars(100), split=False)
+    assert parts == ["part 0", "part 64"] and len(buffers) == 2
+    assert [op[2:4] for op in rec.ops if op[0] == "upload"] == [("l", 0), ("l", 64)]
+    assert rec.ops[-1] == ("sync", "copy")

@@ -1349,7 +1349,11 @@ class CudaBackend(ProverBackend):
             return self.msm.zero(group)
         bases = dk.bases[name]
         if bases is None and stream is None:
-            stream = _BaseStream(self, dk, raw, (name,))
+            own = _BaseStream(self, dk, raw, (name,))
+            try:
+                return self._msm_batches(name, dk, raw, scalars, split=split, stream=own)
+            finally:
+                own.close()
         rows = min(n, dk.plan.batch or n) if bases is not None else stream_rows(group, dk.plan.batch or n)
         tails = MergedTails(self.msm, group, tail_capacity(min(rows, n)), whole=bases) if split else None
         parts = []
