@@ -106,6 +106,7 @@ _STAGE_BYTES = 64 << 20
 PREEMPT_POLL_S = 0.0005
 _STAGE_THREADS = 8
 _QUERIES = (("h", "g1"), ("l", "g1"), ("a", "g1"), ("b_g1", "g1"), ("b_g2", "g2"))
+_GROUP = dict(_QUERIES)
 
 
 #: Host memory a streaming plan's pinned copies must leave free (pinned pages cannot be swapped or
@@ -150,15 +151,15 @@ class _BaseStream:
     next vector's first batch while this vector's last does. A vector without a pinned copy is
     converted from the key's bytes (`raw`) on the compute stream when taken instead."""
 
-    def __init__(self, backend: CudaBackend, dk: _DeviceKey, raw: Mapping[str, np.ndarray] | np.ndarray,
+    def __init__(self, backend: CudaBackend, dk: _DeviceKey, raw: Mapping[str, np.ndarray],
                  names: tuple[str, ...]) -> None:
         cp = backend._cp
-        self.cp, self.msm, self.dk, self.copy = cp, backend.msm, dk, backend._bases_copy
-        self.raw = raw if isinstance(raw, Mapping) else {names[0]: raw}
+        self.cp, self.msm, self.dk, self.copy, self.raw = cp, backend.msm, dk, backend._bases_copy, raw
         self.compute = cp.cuda.get_current_stream()
         self.batches: list[tuple[str, int, int]] = []
         for name in names:
-            n, rows = dk.shape.length(name), stream_rows(dict(_QUERIES)[name], dk.plan.batch or dk.shape.length(name))
+            n = dk.shape.length(name)
+            rows = stream_rows(_GROUP[name], dk.plan.batch or n)
             self.batches += [(name, lo, min(n, lo + rows)) for lo in range(0, n, rows)]
         nbytes = max((self._bytes(j) for j in range(len(self.batches))), default=0)
         self.bufs = [cp.empty(nbytes, dtype=cp.uint8) for _ in range(min(2, len(self.batches)))]
@@ -170,11 +171,11 @@ class _BaseStream:
 
     def _bytes(self, j: int) -> int:
         name, lo, hi = self.batches[j]
-        return (hi - lo) * AFFINE_WORDS[dict(_QUERIES)[name]] * 4
+        return (hi - lo) * AFFINE_WORDS[_GROUP[name]] * 4
 
     def _view(self, j: int) -> Any:
         name, lo, hi = self.batches[j]
-        words = AFFINE_WORDS[dict(_QUERIES)[name]]
+        words = AFFINE_WORDS[_GROUP[name]]
         return self.bufs[j % len(self.bufs)][: self._bytes(j)].view(self.cp.uint32).reshape(hi - lo, words)
 
     def _queue(self) -> None:
@@ -208,7 +209,7 @@ class _BaseStream:
             self._queue()
         view, ready = self._view(j), self.ready.pop(j)
         if self.dk.host.get(name) is None:
-            self.msm.upload_bases(dict(_QUERIES)[name], self.raw[name][lo:hi], out=view)
+            self.msm.upload_bases(_GROUP[name], self.raw[name][lo:hi], out=view)
         return view, ready
 
     def release(self) -> None:
@@ -1343,13 +1344,13 @@ class CudaBackend(ProverBackend):
         """One of the key's MSMs in the plan's batches on the current stream; a split MSM sums each
         batch's 1s and merges the batches' other scalars (`MergedTails`). A streamed vector's batches
         come from `stream` (`_BaseStream`; one of this vector alone when None)."""
-        group = dict(_QUERIES)[name]
+        group = _GROUP[name]
         n = scalars.shape[0]
         if n == 0:
             return self.msm.zero(group)
         bases = dk.bases[name]
         if bases is None and stream is None:
-            own = _BaseStream(self, dk, raw, (name,))
+            own = _BaseStream(self, dk, {name: raw}, (name,))
             try:
                 return self._msm_batches(name, dk, raw, scalars, split=split, stream=own)
             finally:
