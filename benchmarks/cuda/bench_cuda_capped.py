@@ -172,8 +172,6 @@ def run_cap(spec: tuple[int | None, int | None, int | None], pk: Any, asg: Any, 
     import cupy as cp
 
     from cuzk.backends.cuda import CudaBackend
-    from cuzk.backends.cuda.plan import DevicePlan, streaming_phases
-
     cap, forced_batch, forced_tree = spec
 
     pool = cp.get_default_memory_pool()
@@ -190,9 +188,7 @@ def run_cap(spec: tuple[int | None, int | None, int | None], pk: Any, asg: Any, 
     shape = backend._keys[pk].shape
     forced = forced_batch is not None
     if forced:
-        phases = streaming_phases(shape, forced_batch, forced_tree, frozenset(plan.streamed))
-        plan = DevicePlan(plan.budget, "streaming", plan.resident, max(phases.values()), forced_batch, forced_tree,
-                          phases)
+        plan = plan.streaming_with(shape, forced_batch, forced_tree)
         backend.unload_key(pk)
         backend.load_key(pk, device_bases=host, plan=plan)
     planned = {"memory_limit": cap, "mode": plan.mode, "resident": list(plan.resident), "streamed": list(plan.streamed),

@@ -206,10 +206,15 @@ class DevicePlan:
         batch = self.batch if self.batch is not None else max(shape.h, shape.l, shape.a, shape.b_g1, 1)
         for b, t in ((batch, self.tree_bytes // 2), (batch // 2, self.tree_bytes // 2), (batch // 2, self.tree_bytes)):
             if b >= BATCHES[-1] and t >= TREE_BYTES[-1] and (b, t) != (batch, self.tree_bytes):
-                phases = streaming_phases(shape, b, t, frozenset(self.streamed))
-                return replace(self, mode="streaming", batch=b, tree_bytes=t, reserve=max(phases.values()),
-                               phases=phases)
+                return self.streaming_with(shape, b, t)
         return None
+
+    def streaming_with(self, shape: KeyShape, batch: int, tree_bytes: int) -> DevicePlan:
+        """This plan's resident vectors in streaming mode with these MSM batches and tree groups, its
+        phases and reserve counted again (whether it fits the budget is the caller's question)."""
+        phases = streaming_phases(shape, batch, tree_bytes, frozenset(self.streamed))
+        return replace(self, mode="streaming", batch=batch, tree_bytes=tree_bytes, reserve=max(phases.values()),
+                       phases=phases)
 
 
 def minimum_bytes(shape: KeyShape) -> int:
