@@ -122,6 +122,25 @@ def test_the_device_process_reports_what_it_pinned_for_a_hot_key() -> None:
     assert "file_read_bytes" not in reply  # warm: the file is all there is
 
 
+def test_the_witness_staging_a_device_process_pinned_is_not_counted_as_the_keys_bases() -> None:
+    from cuzk.engine.device_worker import _DeviceState
+
+    class Streaming:
+        def load_key(self, pk: object) -> None:
+            pass
+
+        def memory_plan(self, names: dict) -> dict:
+            return {"keys": [{"circuit_id": names.get(pk, ""), "host_pinned_bytes": 13 << 30,
+                              "host_pinned_compiled_bytes": 2 << 30, "host_pinned_staging_bytes": 4 << 30,
+                              "streamed_bytes": 10 << 30} for pk in names]}
+
+    state = _DeviceState(Streaming())
+    state.keys["porep-32g"], state.prepared["porep-32g"] = object(), object()
+    reply = state.load("porep-32g", "/unused", True)
+    assert (reply["pinned_bytes"], reply["pinned_key_bytes"]) == (13 << 30, 7 << 30)
+    assert reply["file_read_bytes"] == 3 << 30
+
+
 def test_a_backend_without_a_memory_plan_says_nothing_of_the_file() -> None:
     from cuzk.engine.device_worker import _DeviceState
 

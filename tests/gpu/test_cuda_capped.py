@@ -197,3 +197,32 @@ def test_compiled_proofs_under_a_streaming_plan_give_the_resident_proof(capped, 
     assert backend.prove_compiled(pk, compiled, inputs, aux, r=8, s=10) == want
     assert verify_proof(pk.vk, want, Assignment.from_compiled(compiled, (inputs, aux)).public_inputs())
     backend.unload_key(pk)
+
+
+def test_a_witness_copied_into_the_pinned_staging_first_gives_the_same_proof(capped, bits_params, monkeypatch) -> None:
+    """Under a streaming plan with no room to stage ahead on the device, a compiled proof copies its
+    witness into the circuit's pinned buffer before it takes the device and uploads from there
+    (`cuzk.backends.cuda.staging`): the same proof, the buffer used by each proof in turn."""
+    from cuzk.field.limbs import ints_to_limbs
+    from cuzk.groth16.synthesis import compile_circuit, synthesize_witness
+
+    pk = bits_params.pk
+    spec = lookup(bits_params.circuit_id)
+    compiled = compile_circuit(spec.blank(), bits_params.circuit_id)
+    witness = synthesize_witness(spec.example(random.Random(47)))
+    inputs, aux = ints_to_limbs(witness.input_assignment), ints_to_limbs(witness.aux_assignment)
+    backend = capped(None)
+    backend.load_key(pk)
+    want = backend.prove_compiled(pk, compiled, inputs, aux, r=3, s=4)
+    backend.unload_compiled(compiled)
+    backend.unload_key(pk)
+    backend.load_key(pk, plan=DevicePlan(budget=1 << 40, mode="streaming", resident=(), reserve=0,
+                                         batch=1 << 9, tree_bytes=1 << 26))
+    monkeypatch.setattr(backend, "_stage_ahead", lambda *args, **kwargs: (None, 0))
+    assert [backend.prove_compiled(pk, compiled, inputs, aux, r=3, s=4) for _ in range(2)] == [want, want]
+    entry = backend.memory_plan()["keys"][0]
+    assert entry["witness_prestaged"] == 2 and entry["witness_prestage_missed"] == 0
+    assert entry["host_pinned_staging_bytes"] > 0
+    backend.unload_compiled(compiled)
+    assert backend.memory_plan()["keys"][0]["host_pinned_staging_bytes"] == 0
+    backend.unload_key(pk)

@@ -10,7 +10,9 @@ the CPU backend's. Per proof:
    before the proof takes the device (`_lock`) when the memory plan leaves room for it next to a
    whole reserve for the proof holding the device (or, when none does, the next one to take it), so
    that two prover workers sharing a GPU stage one proof while the other's kernels run; otherwise
-   (or when the memory went meanwhile) it happens with the device held;
+   (or when the memory went meanwhile) it happens with the device held, and a compiled circuit's
+   witness is then copied into a pinned buffer before the lock, so that only the copy engine's
+   transfer is left to do with the device held (`cuzk.backends.cuda.staging`);
 2. the compute stream waits only for a, b, c, computes H (7 NTTs) and the H MSM while another
    thread stages the witness upload;
 3. the A and B scalars are selected from the witness on the device (the host only checks sizes);
@@ -81,6 +83,7 @@ from cuzk.backends.cuda.plan import (
 from cuzk.backends.cuda.poseidon_witness import DevicePoseidonPaths
 from cuzk.backends.cuda.sha256_witness import DeviceSha256Witness
 from cuzk.backends.cuda.spmv import DeviceCompiled, DeviceSpmv, largest_matrix_bytes, matrix_bytes
+from cuzk.backends.cuda.staging import ALIGN, Filled, HostStaging
 from cuzk.backends.device_lock import PriorityLock, current_priority
 from cuzk.curve.points import G1Point, G2Point
 from cuzk.errors import CuzkError
@@ -317,7 +320,8 @@ class _PinnedUploader:
         self._pool = ThreadPoolExecutor(max_workers=self._parts, thread_name_prefix="cuzk-stage") \
             if self._parts > 1 else None
 
-    def _stage(self, dst: np.ndarray, src: np.ndarray) -> None:
+    def host_copy(self, dst: np.ndarray, src: np.ndarray) -> None:
+        """dst[:] = src (1-D, same dtype) split over the uploader's threads."""
         size = src.shape[0]
         if self._pool is None or size < (1 << 20):
             dst[:size] = src
@@ -340,7 +344,7 @@ class _PinnedUploader:
             if self._done[slot] is not None:
                 self._done[slot].synchronize()
             size = min(self.chunk, flat.nbytes - off)
-            self._stage(self._host[slot], flat[off:off + size])
+            self.host_copy(self._host[slot], flat[off:off + size])
             runtime.memcpyAsync(dst.data.ptr + off, self._host[slot].ctypes.data, size,
                                 runtime.memcpyHostToDevice, self.stream.ptr)
             self._done[slot] = self.stream.record()
@@ -425,6 +429,8 @@ class CudaBackend(ProverBackend):
         self._fixed_base: DeviceFixedBase | None = None
         #: Compiled circuits by fingerprint (CompiledCircuit holds arrays: it cannot be a dict key itself).
         self._compiled: dict[str, DeviceCompiled] = {}
+        #: Pinned witness staging of compiled circuits proven under a streaming plan, by fingerprint.
+        self._staging: dict[str, HostStaging] = {}
         self._lock = PriorityLock()  # device work: keys, compiled circuits, a proof's device phase
         self._lanes: list[_Lane] = []  # idle lanes, reused by later proofs
         self._lanes_lock = threading.Lock()  # the lanes and the two byte counts below
@@ -465,11 +471,17 @@ class CudaBackend(ProverBackend):
         keys = []
         for pk, dk in list(self._keys.items()):
             p = dk.plan
-            matrices = sum(c.host_bytes for c in list(self._compiled.values()) if c.owner is pk)
+            owned = [k for k, c in list(self._compiled.items()) if c.owner is pk]
+            matrices = sum(self._compiled[k].host_bytes for k in owned if k in self._compiled)
+            staging = [self._staging[k] for k in owned if k in self._staging]
             keys.append({"circuit_id": (names or {}).get(pk, ""), "mode": p.mode, "resident": list(p.resident),
                          "streamed": list(p.streamed),
                          "resident_bytes": p.resident_bytes(dk.shape), "streamed_bytes": p.streamed_bytes(dk.shape),
-                         "host_pinned_bytes": dk.host_bytes() + matrices, "host_pinned_compiled_bytes": matrices,
+                         "host_pinned_bytes": dk.host_bytes() + matrices + sum(b.nbytes for b in staging),
+                         "host_pinned_compiled_bytes": matrices,
+                         "host_pinned_staging_bytes": sum(b.nbytes for b in staging),
+                         "witness_prestaged": sum(b.fills for b in staging),
+                         "witness_prestage_missed": sum(b.missed for b in staging),
                          "working_reserve": p.reserve,
                          "msm_batch": p.batch, "domain": dk.shape.domain})
         return {"memory_limit": self.plan.limit, "budget": self.plan.budget(), "margin": self.plan.margin,
@@ -683,12 +695,26 @@ class CudaBackend(ProverBackend):
                 self._cp.cuda.Device().synchronize()  # the long-row lists were made on the default stream
                 # Pinned copies only where proofs will upload them: a plan whose products do not fit
                 # computes them on the host, from the compiled file.
-                if not resident and (dk is None or products_fit(dk.plan, dk.shape, largest_matrix_bytes(compiled))):
+                on_device = dk is None or products_fit(dk.plan, dk.shape, largest_matrix_bytes(compiled))
+                if not resident and on_device:
                     prepared.host = [self._pinned_matrix(m, name) for m, name in
                                      zip((compiled.a, compiled.b, compiled.c), "ABC", strict=True)]
+                if dk is not None and dk.plan.mode == "streaming" and on_device:
+                    staging = self._host_staging(compiled)
+                    if staging is not None:
+                        self._staging[key] = staging
                 prepared.owner = pk
                 self._compiled[key] = prepared
             return prepared.resident  # type: ignore[return-value]
+
+    def _host_staging(self, compiled: CompiledCircuit) -> HostStaging | None:
+        """The pinned buffer a streaming plan's proofs of `compiled` copy their witness into before
+        they take the device (`cuzk.backends.cuda.staging`); None when it cannot be pinned."""
+        nin, naux = compiled.num_inputs, compiled.num_aux
+        nbytes = 32 * (nin + naux) + 2 * naux + nin + 5 * ALIGN
+        arrays = _empty_pinned(self, [((nbytes,), np.dtype(np.uint8))], "witness staging",
+                               "each proof copies its witness with the device held")
+        return HostStaging(arrays[0]) if arrays is not None else None
 
     def _pinned_matrix(self, mat: CompiledMatrix, name: str) -> CompiledMatrix | None:
         """A copy of a matrix that each proof uploads, in pinned host memory; None when it cannot be
@@ -705,6 +731,7 @@ class CudaBackend(ProverBackend):
     def unload_compiled(self, compiled: CompiledCircuit) -> None:
         """Release what `load_compiled` made resident."""
         with self._lock, self._device:
+            self._staging.pop(self._compiled_key(compiled), None)
             if self._compiled.pop(self._compiled_key(compiled), None) is not None:
                 self.plan.release_cached()
 
@@ -863,24 +890,45 @@ class CudaBackend(ProverBackend):
         from a, b, c uploads it once H has freed them (a compiled circuit needs it for a, b, c)."""
         return dk.plan.mode != "streaming" or isinstance(asg, _CompiledWitness)
 
+    @staticmethod
+    def _host_witness(asg: Assignment | _CompiledWitness) -> dict[str, np.ndarray]:
+        """The witness as it goes up: inputs and aux as (n, 8) u32 words, the density masks."""
+        def words(v: np.ndarray) -> np.ndarray:
+            return np.ascontiguousarray(v).view(np.uint32).reshape(-1, 8)
+
+        return {"inputs": words(asg.inputs), "aux": words(asg.aux), "a_mask": asg.a_aux_density,
+                "b_mask": asg.b_aux_density, "b_in_mask": asg.b_input_density}
+
+    def _prestage(self, asg: Assignment | _CompiledWitness, lane: _Lane) -> Filled | None:
+        """A compiled proof's witness copied into its circuit's pinned staging buffer (`HostStaging`)
+        before it takes the device; None when it has none or another proof holds it. Aux that the
+        device writes (deferred gadgets) is left out: it goes up its own way."""
+        if not isinstance(asg, _CompiledWitness):
+            return None
+        staging = self._staging.get(self._compiled_key(asg.compiled))
+        if staging is None:
+            return None
+        arrays = self._host_witness(asg)
+        if asg.deferred is not None:
+            del arrays["aux"]
+        return staging.fill(arrays, lane.uploader.host_copy)
+
     def _stage(self, asg: Assignment | _CompiledWitness, m: int, lane: _Lane, *, witness: bool = True,
-               stream: Any = None) -> _Staged:
+               stream: Any = None, pinned: Filled | None = None) -> _Staged:
         """Allocate a proof's device inputs on `stream` (default: the lane's) and queue their upload on
         the lane's stream: a, b, c (compiled circuits: the witness, from which a, b, c are made on the
         device), and with `witness` the witness too. With the lane's stream nothing here touches the
-        compute stream, so it can run while another proof's kernels do."""
+        compute stream, so it can run while another proof's kernels do. A compiled witness already in
+        `pinned` (`_prestage`) goes up from there by the copy engine alone, and the buffer is handed
+        back once that is queued."""
         cp, clock = self._cp, time.perf_counter
-
-        def words(v: np.ndarray) -> np.ndarray:
-            return np.ascontiguousarray(v).view(np.uint32).reshape(-1, 8)
 
         start = clock()
         nc = asg.num_constraints
         alloc = stream if stream is not None else lane.copy
+        host_wit = self._host_witness(asg)
         with alloc:
             abc = [cp.zeros((m, 8), dtype=cp.uint32) for _ in range(3)]
-            host_wit = {"inputs": words(asg.inputs), "aux": words(asg.aux), "a_mask": asg.a_aux_density,
-                        "b_mask": asg.b_aux_density, "b_in_mask": asg.b_input_density}
             wit = {name: cp.empty(v.shape, dtype=cp.bool_ if v.dtype == np.bool_ else cp.uint32)
                    for name, v in host_wit.items()} if witness else {}
         if alloc is not lane.copy:  # memory that stream freed may still be in use there
@@ -888,17 +936,27 @@ class CudaBackend(ProverBackend):
         with lane.copy:
             copy_begin = lane.copy.record()
             if isinstance(asg, _CompiledWitness):
+                runtime = cp.cuda.runtime
                 for name, v in host_wit.items():
+                    src = pinned.views.get(name) if pinned is not None else None
                     if name == "aux" and asg.deferred is not None:
                         complete_on_device(asg.deferred, asg.aux, wit[name], self.kernels,
                                            lambda: self.sha256_witness, lambda: self.poseidon_paths)
+                    elif src is not None:
+                        if src.nbytes != wit[name].nbytes:
+                            raise ValueError(f"staged {name}: {src.nbytes} bytes for {wit[name].nbytes} on the device")
+                        if src.nbytes:
+                            runtime.memcpyAsync(wit[name].data.ptr, src.ctypes.data, src.nbytes,
+                                                runtime.memcpyHostToDevice, lane.copy.ptr)
                     else:
                         lane.uploader.upload(wit[name], v)
             else:
                 for dst, src in zip(abc, (asg.a, asg.b, asg.c), strict=True):
                     if nc:
-                        lane.uploader.upload(dst[:nc], words(src))
+                        lane.uploader.upload(dst[:nc], np.ascontiguousarray(src).view(np.uint32).reshape(-1, 8))
             abc_done = lane.copy.record()
+        if pinned is not None:
+            pinned.release(abc_done)
         return _Staged(abc, wit, host_wit, copy_begin, abc_done, clock() - start)
 
     def _stage_ahead(self, pk: ProvingKey, asg: Assignment | _CompiledWitness, lane: _Lane,
@@ -970,10 +1028,15 @@ class CudaBackend(ProverBackend):
         streamed = matrix_bytes(prepared.compiled) if prepared is not None and not all(prepared.resident) else 0
         reserve = dk.plan.reserve + streamed
         lane = self._take_lane()
+        pinned: Filled | None = None
         try:
             start = clock()
             staged, ahead = self._stage_ahead(pk, asg, lane, witness, reserve)
             t["stage_ahead"] = clock() - start if staged is not None else 0.0
+            if staged is None and streaming:
+                start = clock()
+                pinned = self._prestage(asg, lane)
+                t["prestage"] = clock() - start if pinned is not None else 0.0
             start = clock()
             me = threading.get_ident()
             with self._lanes_lock:  # for a holder deciding whether it can let this proof through
@@ -1000,7 +1063,7 @@ class CudaBackend(ProverBackend):
                     if staged is None:
                         # Streaming mode allocates on the compute stream: its MSMs then reuse that memory.
                         staged = self._stage(asg, m, lane, witness=witness,
-                                             stream=self._compute if streaming else None)
+                                             stream=self._compute if streaming else None, pinned=pinned)
                     phase = self._device_phase_streaming if streaming else self._device_phase
                     fetched = phase(pk, asg, dk, prepared, staged, lane, t)
                     self._sample_peak()
@@ -1009,6 +1072,9 @@ class CudaBackend(ProverBackend):
                     with self._lanes_lock:
                         self._running_reserve = 0
         finally:
+            if pinned is not None and not pinned.released:  # the proof failed before its witness went up
+                lane.copy.synchronize()
+                pinned.release(None)
             with self._lanes_lock:
                 self._waiting_need.pop(threading.get_ident(), None)
             self._give_lane(lane)

@@ -1,0 +1,189 @@
+"""The pinned witness staging of streaming plans (`cuzk.backends.cuda.staging`, and how
+`CudaBackend._stage` uploads from it), with stand-ins for CuPy's streams, events and copies. No GPU
+needed: what is checked is which bytes go where and when the buffer may be written again."""
+
+from __future__ import annotations
+
+import threading
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import pytest
+
+from cuzk.backends.cuda.backend import CudaBackend, _CompiledWitness
+from cuzk.backends.cuda.staging import ALIGN, HostStaging, staging_bytes
+
+
+class _Event:
+    def __init__(self, log: list[str], name: str) -> None:
+        self.log, self.name = log, name
+
+    def synchronize(self) -> None:
+        self.log.append(f"sync {self.name}")
+
+
+def _arrays(seed: int = 0) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return {"inputs": rng.integers(0, 2**32, (3, 8), dtype=np.uint32),
+            "aux": rng.integers(0, 2**32, (5, 8), dtype=np.uint32),
+            "a_mask": rng.integers(0, 2, 5).astype(np.bool_)}
+
+
+def test_arrays_are_copied_each_at_an_aligned_offset_and_read_back_whole() -> None:
+    arrays = _arrays()
+    staging = HostStaging(np.zeros(staging_bytes([v.nbytes for v in arrays.values()]), dtype=np.uint8))
+    filled = staging.fill(arrays)
+    assert filled is not None and list(filled.views) == list(arrays)
+    base = staging._buffer.ctypes.data
+    for name, v in arrays.items():
+        view = filled.views[name]
+        assert (view.ctypes.data - base) % ALIGN == 0
+        assert view.tobytes() == v.tobytes()
+    assert staging.fills == 1 and staging.missed == 0
+
+
+def test_the_buffer_is_refused_while_a_proof_holds_it_and_taken_again_after_its_transfer() -> None:
+    log: list[str] = []
+    staging = HostStaging(np.zeros(4096, dtype=np.uint8))
+    first = staging.fill(_arrays(1))
+    assert first is not None
+    assert staging.fill(_arrays(2)) is None  # held: the second proof stages the old way
+    assert staging.missed == 1
+    first.release(_Event(log, "first's upload"))
+    first.release(_Event(log, "again"))  # a second release changes nothing
+    assert log == []
+    second = staging.fill(_arrays(2))
+    assert second is not None
+    assert log == ["sync first's upload"]  # waited for the transfer that read the bytes it overwrites
+    assert second.views["aux"].tobytes() == _arrays(2)["aux"].tobytes()
+
+
+def test_arrays_that_do_not_fit_are_refused_and_leave_the_buffer_free() -> None:
+    arrays = _arrays()
+    staging = HostStaging(np.zeros(staging_bytes([v.nbytes for v in arrays.values()]) - 1, dtype=np.uint8))
+    assert staging.fill(arrays) is None and staging.missed == 1
+    assert staging.fill({"inputs": arrays["inputs"]}) is not None
+
+
+def test_a_failed_copy_hands_the_buffer_back() -> None:
+    staging = HostStaging(np.zeros(4096, dtype=np.uint8))
+
+    def broken(dst: np.ndarray, src: np.ndarray) -> None:
+        raise OSError("no")
+
+    with pytest.raises(OSError):
+        staging.fill(_arrays(), broken)
+    assert staging.fill(_arrays()) is not None
+
+
+def test_one_buffer_goes_to_one_of_two_proofs_staging_at_once() -> None:
+    staging = HostStaging(np.zeros(1 << 16, dtype=np.uint8))
+    gate = threading.Barrier(2)
+    got: list[Any] = []
+
+    def stage(seed: int) -> None:
+        gate.wait()
+        got.append(staging.fill(_arrays(seed)))
+
+    threads = [threading.Thread(target=stage, args=(k,)) for k in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sum(f is not None for f in got) == 1 and staging.missed == 1
+
+
+# -- CudaBackend._stage with a staged witness -----------------------------------------------------------
+
+
+class _Stream:
+    def __init__(self, log: list[Any], name: str) -> None:
+        self.log, self.name, self.ptr = log, name, id(self)
+
+    def __enter__(self) -> _Stream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+    def record(self) -> _Event:
+        self.log.append(("record", self.name))
+        return _Event(self.log, f"{self.name} {len(self.log)}")
+
+    def wait_event(self, ev: Any) -> None:
+        self.log.append(("wait", self.name))
+
+
+class _DeviceArray:
+    def __init__(self, shape: tuple[int, ...], dtype: Any) -> None:
+        self.shape, self.dtype = shape, np.dtype(dtype)
+        self.nbytes = int(np.prod(shape)) * self.dtype.itemsize
+        self.data = SimpleNamespace(ptr=id(self))
+
+
+def _witness(num_inputs: int = 2, num_aux: int = 6) -> _CompiledWitness:
+    compiled = SimpleNamespace(num_constraints=4, circuit_id="t", fingerprint="f",
+                               a_aux_density=np.ones(num_aux, dtype=np.bool_),
+                               b_input_density=np.ones(num_inputs, dtype=np.bool_),
+                               b_aux_density=np.zeros(num_aux, dtype=np.bool_))
+    rng = np.random.default_rng(5)
+    return _CompiledWitness(compiled, rng.integers(0, 2**63, (num_inputs, 4), dtype=np.uint64),
+                            rng.integers(0, 2**63, (num_aux, 4), dtype=np.uint64), True, None)
+
+
+def _fake_backend(log: list[Any]) -> Any:
+    copies: list[tuple[int, int, int]] = []
+
+    def memcpy(dst: int, src: int, nbytes: int, kind: int, stream: int) -> None:
+        copies.append((dst, src, nbytes))
+        log.append(("memcpy", nbytes))
+
+    cp = SimpleNamespace(uint32=np.uint32, bool_=np.bool_,
+                         zeros=lambda shape, dtype: _DeviceArray(shape, dtype),
+                         empty=lambda shape, dtype: _DeviceArray(shape, dtype),
+                         cuda=SimpleNamespace(runtime=SimpleNamespace(memcpyAsync=memcpy, memcpyHostToDevice=1)))
+    uploads: list[str] = []
+    lane = SimpleNamespace(copy=_Stream(log, "copy"),
+                           uploader=SimpleNamespace(upload=lambda dst, src: uploads.append(src.nbytes),
+                                                    host_copy=np.copyto))
+    fake = SimpleNamespace(_cp=cp, _host_witness=CudaBackend._host_witness, _staging={},
+                           _compiled_key=lambda compiled: compiled.fingerprint)
+    return fake, lane, copies, uploads
+
+
+def test_a_staged_witness_goes_up_from_the_pinned_buffer_and_the_buffer_is_handed_back_after_queuing() -> None:
+    log: list[Any] = []
+    fake, lane, copies, uploads = _fake_backend(log)
+    asg = _witness()
+    arrays = CudaBackend._host_witness(asg)
+    fake._staging["f"] = HostStaging(np.zeros(staging_bytes([v.nbytes for v in arrays.values()]), dtype=np.uint8))
+    pinned = CudaBackend._prestage(fake, asg, lane)
+    assert pinned is not None
+    staged = CudaBackend._stage(fake, asg, 8, lane, pinned=pinned)
+    assert uploads == []  # nothing through the uploader's small buffers with the device held
+    assert [n for _, _, n in copies] == [v.nbytes for v in arrays.values()]
+    for (dst, src, _n), name in zip(copies, arrays, strict=True):
+        assert dst == staged.wit[name].data.ptr and src == pinned.views[name].ctypes.data
+    # Handed back with the event recorded after the last transfer was queued, which a later fill waits for.
+    last_copy = max(i for i, op in enumerate(log) if op[0] == "memcpy")
+    assert log[last_copy + 1] == ("record", "copy") and pinned.released
+    assert fake._staging["f"]._read_done is staged.abc_done
+    assert fake._staging["f"].fill(arrays) is not None
+    assert log[-1] == f"sync {staged.abc_done.name}"
+
+
+def test_without_a_staged_witness_the_uploader_stages_it_as_before() -> None:
+    log: list[Any] = []
+    fake, lane, copies, uploads = _fake_backend(log)
+    asg = _witness()
+    assert CudaBackend._prestage(fake, asg, lane) is None  # no buffer for this circuit
+    CudaBackend._stage(fake, asg, 8, lane)
+    assert copies == [] and uploads == [v.nbytes for v in CudaBackend._host_witness(asg).values()]
+
+
+def test_a_proof_from_a_b_c_is_not_prestaged() -> None:
+    fake, lane, _, _ = _fake_backend([])
+    fake._staging["f"] = HostStaging(np.zeros(1 << 16, dtype=np.uint8))
+    asg = SimpleNamespace(inputs=np.zeros((1, 4), np.uint64))
+    assert CudaBackend._prestage(fake, asg, lane) is None
