@@ -121,6 +121,12 @@ class _DeviceArray:
         self.nbytes = int(np.prod(shape)) * self.dtype.itemsize
         self.data = SimpleNamespace(ptr=id(self))
 
+    def __getitem__(self, rows: slice) -> _DeviceArray:
+        assert rows.start is None and rows.step is None  # a leading view: the same pointer
+        view = _DeviceArray((min(rows.stop, self.shape[0]), *self.shape[1:]), self.dtype)
+        view.data = self.data
+        return view
+
 
 def _witness(num_inputs: int = 2, num_aux: int = 6) -> _CompiledWitness:
     compiled = SimpleNamespace(num_constraints=4, circuit_id="t", fingerprint="f",
@@ -147,8 +153,8 @@ def _fake_backend(log: list[Any]) -> Any:
     lane = SimpleNamespace(copy=_Stream(log, "copy"),
                            uploader=SimpleNamespace(upload=lambda dst, src: uploads.append(src.nbytes),
                                                     host_copy=np.copyto))
-    fake = SimpleNamespace(_cp=cp, _host_witness=CudaBackend._host_witness, _staging={},
-                           _compiled_key=lambda compiled: compiled.fingerprint)
+    fake = SimpleNamespace(_cp=cp, _host_witness=CudaBackend._host_witness)
+    fake._upload_staged = lambda *args: CudaBackend._upload_staged(fake, *args)
     return fake, lane, copies, uploads
 
 
@@ -157,8 +163,9 @@ def test_a_staged_witness_goes_up_from_the_pinned_buffer_and_the_buffer_is_hande
     fake, lane, copies, uploads = _fake_backend(log)
     asg = _witness()
     arrays = CudaBackend._host_witness(asg)
-    fake._staging["f"] = HostStaging(np.zeros(staging_bytes([v.nbytes for v in arrays.values()]), dtype=np.uint8))
-    pinned = CudaBackend._prestage(fake, asg, lane)
+    dk = SimpleNamespace(staging=HostStaging(np.zeros(staging_bytes([v.nbytes for v in arrays.values()]),
+                                                      dtype=np.uint8)))
+    pinned = CudaBackend._prestage(fake, asg, dk, lane)
     assert pinned is not None
     staged = CudaBackend._stage(fake, asg, 8, lane, pinned=pinned)
     assert uploads == []  # nothing through the uploader's small buffers with the device held
@@ -168,8 +175,8 @@ def test_a_staged_witness_goes_up_from_the_pinned_buffer_and_the_buffer_is_hande
     # Handed back with the event recorded after the last transfer was queued, which a later fill waits for.
     last_copy = max(i for i, op in enumerate(log) if op[0] == "memcpy")
     assert log[last_copy + 1] == ("record", "copy") and pinned.released
-    assert fake._staging["f"]._read_done is staged.abc_done
-    assert fake._staging["f"].fill(arrays) is not None
+    assert dk.staging._read_done is staged.abc_done
+    assert dk.staging.fill(arrays) is not None
     assert log[-1] == f"sync {staged.abc_done.name}"
 
 
@@ -177,13 +184,38 @@ def test_without_a_staged_witness_the_uploader_stages_it_as_before() -> None:
     log: list[Any] = []
     fake, lane, copies, uploads = _fake_backend(log)
     asg = _witness()
-    assert CudaBackend._prestage(fake, asg, lane) is None  # no buffer for this circuit
+    assert CudaBackend._prestage(fake, asg, SimpleNamespace(staging=None), lane) is None  # the key has no buffer
     CudaBackend._stage(fake, asg, 8, lane)
     assert copies == [] and uploads == [v.nbytes for v in CudaBackend._host_witness(asg).values()]
 
 
-def test_a_proof_from_a_b_c_is_not_prestaged() -> None:
-    fake, lane, _, _ = _fake_backend([])
-    fake._staging["f"] = HostStaging(np.zeros(1 << 16, dtype=np.uint8))
-    asg = SimpleNamespace(inputs=np.zeros((1, 4), np.uint64))
-    assert CudaBackend._prestage(fake, asg, lane) is None
+def _abc_assignment(rows: int = 4, num_aux: int = 6) -> Any:
+    rng = np.random.default_rng(9)
+    vec = {name: rng.integers(0, 2**63, (rows, 4), dtype=np.uint64) for name in "abc"}
+    return SimpleNamespace(num_constraints=rows, inputs=np.zeros((1, 4), np.uint64),
+                           aux=np.zeros((num_aux, 4), np.uint64), a_aux_density=np.ones(num_aux, np.bool_),
+                           b_aux_density=np.ones(num_aux, np.bool_), b_input_density=np.ones(1, np.bool_), **vec)
+
+
+def test_a_b_c_from_the_host_products_go_up_from_the_pinned_buffer() -> None:
+    log: list[Any] = []
+    fake, lane, copies, uploads = _fake_backend(log)
+    asg = _abc_assignment()
+    dk = SimpleNamespace(staging=HostStaging(np.zeros(staging_bytes([asg.a.nbytes] * 3), dtype=np.uint8)))
+    pinned = CudaBackend._prestage(fake, asg, dk, lane)
+    assert pinned is not None and list(pinned.views) == ["a", "b", "c"]
+    staged = CudaBackend._stage(fake, asg, 8, lane, witness=False, pinned=pinned)
+    assert uploads == [] and [n for _, _, n in copies] == [asg.a.nbytes] * 3
+    for (dst, src, _n), name, dev in zip(copies, "abc", staged.abc, strict=True):
+        assert src == pinned.views[name].ctypes.data and pinned.views[name].tobytes() == getattr(asg, name).tobytes()
+        assert dst == dev.data.ptr
+    assert pinned.released and dk.staging._read_done is staged.abc_done
+
+
+def test_a_buffer_too_small_for_the_proof_leaves_it_to_the_uploader() -> None:
+    fake, lane, copies, uploads = _fake_backend([])
+    asg = _abc_assignment()
+    dk = SimpleNamespace(staging=HostStaging(np.zeros(asg.a.nbytes, dtype=np.uint8)))
+    assert CudaBackend._prestage(fake, asg, dk, lane) is None and dk.staging.missed == 1
+    CudaBackend._stage(fake, asg, 8, lane, witness=False)
+    assert copies == [] and uploads == [asg.a.nbytes] * 3

@@ -201,8 +201,9 @@ def test_compiled_proofs_under_a_streaming_plan_give_the_resident_proof(capped, 
 
 def test_a_witness_copied_into_the_pinned_staging_first_gives_the_same_proof(capped, bits_params, monkeypatch) -> None:
     """Under a streaming plan with no room to stage ahead on the device, a compiled proof copies its
-    witness into the circuit's pinned buffer before it takes the device and uploads from there
-    (`cuzk.backends.cuda.staging`): the same proof, the buffer used by each proof in turn."""
+    witness into the key's pinned buffer before it takes the device and uploads from there
+    (`cuzk.backends.cuda.staging`), and a proof from a, b, c (the host products') its a, b, c: the
+    same proofs, the buffer used by each proof in turn."""
     from cuzk.field.limbs import ints_to_limbs
     from cuzk.groth16.synthesis import compile_circuit, synthesize_witness
 
@@ -223,6 +224,9 @@ def test_a_witness_copied_into_the_pinned_staging_first_gives_the_same_proof(cap
     entry = backend.memory_plan()["keys"][0]
     assert entry["witness_prestaged"] == 2 and entry["witness_prestage_missed"] == 0
     assert entry["host_pinned_staging_bytes"] > 0
-    backend.unload_compiled(compiled)
-    assert backend.memory_plan()["keys"][0]["host_pinned_staging_bytes"] == 0
+    backend._host_staging(backend._keys[pk], compiled, on_device=False)  # the host products' buffer
+    asg = Assignment.from_compiled(compiled, (inputs, aux))
+    assert backend.prove(pk, asg, r=3, s=4) == want
+    entry = backend.memory_plan()["keys"][0]
+    assert entry["witness_prestaged"] == 1 and entry["host_pinned_staging_bytes"] >= 3 * 32 * asg.num_constraints
     backend.unload_key(pk)

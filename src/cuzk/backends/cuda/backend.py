@@ -10,9 +10,10 @@ the CPU backend's. Per proof:
    before the proof takes the device (`_lock`) when the memory plan leaves room for it next to a
    whole reserve for the proof holding the device (or, when none does, the next one to take it), so
    that two prover workers sharing a GPU stage one proof while the other's kernels run; otherwise
-   (or when the memory went meanwhile) it happens with the device held, and a compiled circuit's
-   witness is then copied into a pinned buffer before the lock, so that only the copy engine's
-   transfer is left to do with the device held (`cuzk.backends.cuda.staging`);
+   (or when the memory went meanwhile) it happens with the device held, and under a streaming plan
+   what it uploads first (a compiled proof's witness, else a, b, c) is then copied into the key's
+   pinned buffer before the lock, so that only the copy engine's transfer is left to do with the
+   device held (`cuzk.backends.cuda.staging`);
 2. the compute stream waits only for a, b, c, computes H (7 NTTs) and the H MSM while another
    thread stages the witness upload;
 3. the A and B scalars are selected from the witness on the device (the host only checks sizes);
@@ -83,7 +84,7 @@ from cuzk.backends.cuda.plan import (
 from cuzk.backends.cuda.poseidon_witness import DevicePoseidonPaths
 from cuzk.backends.cuda.sha256_witness import DeviceSha256Witness
 from cuzk.backends.cuda.spmv import DeviceCompiled, DeviceSpmv, largest_matrix_bytes, matrix_bytes
-from cuzk.backends.cuda.staging import ALIGN, Filled, HostStaging
+from cuzk.backends.cuda.staging import Filled, HostStaging, staging_bytes
 from cuzk.backends.device_lock import PriorityLock, current_priority
 from cuzk.curve.points import G1Point, G2Point
 from cuzk.errors import CuzkError
@@ -259,12 +260,14 @@ class CudaDeviceError(CuzkError):
 class _DeviceKey:
     """A proving key's bases in device form (None for a vector that is streamed per MSM), the
     streamed ones' pinned host copies in device form (None: converted from the key's bytes per
-    batch, when pinned memory could not be had), and the key's memory plan."""
+    batch, when pinned memory could not be had), the key's memory plan, and under a streaming plan the
+    pinned buffer its proofs copy their inputs into before they take the device (`_prestage`)."""
 
     plan: DevicePlan
     shape: KeyShape
     bases: dict[str, Any] = field(default_factory=dict)
     host: dict[str, Any] = field(default_factory=dict)
+    staging: HostStaging | None = None
 
     def nbytes(self) -> int:
         return sum(int(b.nbytes) for b in self.bases.values() if b is not None)
@@ -429,8 +432,6 @@ class CudaBackend(ProverBackend):
         self._fixed_base: DeviceFixedBase | None = None
         #: Compiled circuits by fingerprint (CompiledCircuit holds arrays: it cannot be a dict key itself).
         self._compiled: dict[str, DeviceCompiled] = {}
-        #: Pinned witness staging of compiled circuits proven under a streaming plan, by fingerprint.
-        self._staging: dict[str, HostStaging] = {}
         self._lock = PriorityLock()  # device work: keys, compiled circuits, a proof's device phase
         self._lanes: list[_Lane] = []  # idle lanes, reused by later proofs
         self._lanes_lock = threading.Lock()  # the lanes and the two byte counts below
@@ -471,9 +472,8 @@ class CudaBackend(ProverBackend):
         keys = []
         for pk, dk in list(self._keys.items()):
             p = dk.plan
-            owned = [k for k, c in list(self._compiled.items()) if c.owner is pk]
-            matrices = sum(self._compiled[k].host_bytes for k in owned if k in self._compiled)
-            staging = [self._staging[k] for k in owned if k in self._staging]
+            matrices = sum(c.host_bytes for c in list(self._compiled.values()) if c.owner is pk)
+            staging = [dk.staging] if dk.staging is not None else []
             keys.append({"circuit_id": (names or {}).get(pk, ""), "mode": p.mode, "resident": list(p.resident),
                          "streamed": list(p.streamed),
                          "resident_bytes": p.resident_bytes(dk.shape), "streamed_bytes": p.streamed_bytes(dk.shape),
@@ -699,22 +699,27 @@ class CudaBackend(ProverBackend):
                 if not resident and on_device:
                     prepared.host = [self._pinned_matrix(m, name) for m, name in
                                      zip((compiled.a, compiled.b, compiled.c), "ABC", strict=True)]
-                if dk is not None and dk.plan.mode == "streaming" and on_device:
-                    staging = self._host_staging(compiled)
-                    if staging is not None:
-                        self._staging[key] = staging
+                if dk is not None and dk.plan.mode == "streaming":
+                    self._host_staging(dk, compiled, on_device)
                 prepared.owner = pk
                 self._compiled[key] = prepared
             return prepared.resident  # type: ignore[return-value]
 
-    def _host_staging(self, compiled: CompiledCircuit) -> HostStaging | None:
-        """The pinned buffer a streaming plan's proofs of `compiled` copy their witness into before
-        they take the device (`cuzk.backends.cuda.staging`); None when it cannot be pinned."""
-        nin, naux = compiled.num_inputs, compiled.num_aux
-        nbytes = 32 * (nin + naux) + 2 * naux + nin + 5 * ALIGN
-        arrays = _empty_pinned(self, [((nbytes,), np.dtype(np.uint8))], "witness staging",
-                               "each proof copies its witness with the device held")
-        return HostStaging(arrays[0]) if arrays is not None else None
+    def _host_staging(self, dk: _DeviceKey, compiled: CompiledCircuit, on_device: bool) -> None:
+        """Give a streaming key the pinned buffer its proofs of `compiled` copy their inputs into
+        before they take the device (`cuzk.backends.cuda.staging`): the witness when the products run
+        on the device (`on_device`), else the a, b, c the host computed. Kept when the key has one
+        large enough; none when it cannot be pinned (proofs then stage with the device held)."""
+        nin, naux, rows = compiled.num_inputs, compiled.num_aux, compiled.num_constraints
+        sizes = [32 * nin, 32 * naux, naux, naux, nin] if on_device else [32 * rows] * 3
+        nbytes = staging_bytes(sizes)
+        if dk.staging is not None and dk.staging.nbytes >= nbytes:
+            return
+        what = "witness" if on_device else "a, b, c"
+        arrays = _empty_pinned(self, [((nbytes,), np.dtype(np.uint8))], f"{what} staging",
+                               f"each proof copies its {what} with the device held")
+        if arrays is not None:
+            dk.staging = HostStaging(arrays[0])
 
     def _pinned_matrix(self, mat: CompiledMatrix, name: str) -> CompiledMatrix | None:
         """A copy of a matrix that each proof uploads, in pinned host memory; None when it cannot be
@@ -731,7 +736,6 @@ class CudaBackend(ProverBackend):
     def unload_compiled(self, compiled: CompiledCircuit) -> None:
         """Release what `load_compiled` made resident."""
         with self._lock, self._device:
-            self._staging.pop(self._compiled_key(compiled), None)
             if self._compiled.pop(self._compiled_key(compiled), None) is not None:
                 self.plan.release_cached()
 
@@ -899,19 +903,20 @@ class CudaBackend(ProverBackend):
         return {"inputs": words(asg.inputs), "aux": words(asg.aux), "a_mask": asg.a_aux_density,
                 "b_mask": asg.b_aux_density, "b_in_mask": asg.b_input_density}
 
-    def _prestage(self, asg: Assignment | _CompiledWitness, lane: _Lane) -> Filled | None:
-        """A compiled proof's witness copied into its circuit's pinned staging buffer (`HostStaging`)
-        before it takes the device; None when it has none or another proof holds it. Aux that the
-        device writes (deferred gadgets) is left out: it goes up its own way."""
-        if not isinstance(asg, _CompiledWitness):
+    def _prestage(self, asg: Assignment | _CompiledWitness, dk: _DeviceKey, lane: _Lane) -> Filled | None:
+        """What `_stage` uploads first, copied into the key's pinned staging buffer (`HostStaging`)
+        before the proof takes the device: a compiled proof's witness (but aux that the device writes,
+        the deferred gadgets', which goes up its own way), else a, b, c. None when the key has no
+        buffer, another proof holds it, or it is too small."""
+        if dk.staging is None:
             return None
-        staging = self._staging.get(self._compiled_key(asg.compiled))
-        if staging is None:
-            return None
-        arrays = self._host_witness(asg)
-        if asg.deferred is not None:
-            del arrays["aux"]
-        return staging.fill(arrays, lane.uploader.host_copy)
+        if isinstance(asg, _CompiledWitness):
+            arrays = self._host_witness(asg)
+            if asg.deferred is not None:
+                del arrays["aux"]
+        else:
+            arrays = {name: v for name, v in zip("abc", (asg.a, asg.b, asg.c), strict=True)}
+        return dk.staging.fill(arrays, lane.uploader.host_copy)
 
     def _stage(self, asg: Assignment | _CompiledWitness, m: int, lane: _Lane, *, witness: bool = True,
                stream: Any = None, pinned: Filled | None = None) -> _Staged:
@@ -936,28 +941,34 @@ class CudaBackend(ProverBackend):
         with lane.copy:
             copy_begin = lane.copy.record()
             if isinstance(asg, _CompiledWitness):
-                runtime = cp.cuda.runtime
                 for name, v in host_wit.items():
-                    src = pinned.views.get(name) if pinned is not None else None
                     if name == "aux" and asg.deferred is not None:
                         complete_on_device(asg.deferred, asg.aux, wit[name], self.kernels,
                                            lambda: self.sha256_witness, lambda: self.poseidon_paths)
-                    elif src is not None:
-                        if src.nbytes != wit[name].nbytes:
-                            raise ValueError(f"staged {name}: {src.nbytes} bytes for {wit[name].nbytes} on the device")
-                        if src.nbytes:
-                            runtime.memcpyAsync(wit[name].data.ptr, src.ctypes.data, src.nbytes,
-                                                runtime.memcpyHostToDevice, lane.copy.ptr)
                     else:
-                        lane.uploader.upload(wit[name], v)
+                        self._upload_staged(lane, wit[name], pinned, name, v)
             else:
-                for dst, src in zip(abc, (asg.a, asg.b, asg.c), strict=True):
+                for name, dst, src in zip("abc", abc, (asg.a, asg.b, asg.c), strict=True):
                     if nc:
-                        lane.uploader.upload(dst[:nc], np.ascontiguousarray(src).view(np.uint32).reshape(-1, 8))
+                        self._upload_staged(lane, dst[:nc], pinned, name,
+                                            np.ascontiguousarray(src).view(np.uint32).reshape(-1, 8))
             abc_done = lane.copy.record()
         if pinned is not None:
             pinned.release(abc_done)
         return _Staged(abc, wit, host_wit, copy_begin, abc_done, clock() - start)
+
+    def _upload_staged(self, lane: _Lane, dst: Any, pinned: Filled | None, name: str, host: np.ndarray) -> None:
+        """Queue dst = host on the lane's stream: from `pinned`'s copy of it when it has one (the copy
+        engine alone), else through the uploader's staging buffers."""
+        src = pinned.views.get(name) if pinned is not None else None
+        if src is None:
+            lane.uploader.upload(dst, host)
+            return
+        if src.nbytes != dst.nbytes:
+            raise ValueError(f"staged {name}: {src.nbytes} bytes for {dst.nbytes} on the device")
+        if src.nbytes:
+            runtime = self._cp.cuda.runtime
+            runtime.memcpyAsync(dst.data.ptr, src.ctypes.data, src.nbytes, runtime.memcpyHostToDevice, lane.copy.ptr)
 
     def _stage_ahead(self, pk: ProvingKey, asg: Assignment | _CompiledWitness, lane: _Lane,
                      witness: bool = True, own_reserve: int = 0) -> tuple[_Staged | None, int]:
@@ -1035,7 +1046,7 @@ class CudaBackend(ProverBackend):
             t["stage_ahead"] = clock() - start if staged is not None else 0.0
             if staged is None and streaming:
                 start = clock()
-                pinned = self._prestage(asg, lane)
+                pinned = self._prestage(asg, dk, lane)
                 t["prestage"] = clock() - start if pinned is not None else 0.0
             start = clock()
             me = threading.get_ident()

@@ -5,8 +5,9 @@ proof holding it. A streaming plan's working reserve is most of its budget, so t
 cannot, and copying its witness through the pinned uploader's small buffers with the device held
 takes 517 ms a PoRep-32GiB partition at 24 GiB, against 212 ms staged ahead uncapped
 (benchmarks/results/porep-e2e-cuda-32g-cap24GiB-h200-2026-12-03.json). Host memory is not what the
-cap limits, so the host side of that copy is done here, before the lock: the witness goes into one
-pinned buffer, and with the device held only the copy engine's transfer from it remains.
+cap limits, so the host side of that copy is done here, before the lock: the witness (or, where the
+host computes a, b, c, those) goes into one pinned buffer of the key's, and with the device held
+only the copy engine's transfer from it remains.
 
 One buffer serves two workers of a device: the proof on the device hands it back as soon as its
 transfer is queued, before its kernels run, and the next proof's copy waits for that transfer
