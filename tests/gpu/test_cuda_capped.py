@@ -174,24 +174,30 @@ def test_streamed_bases_left_unpinned_give_the_resident_proof(capped, bits_param
     backend.unload_key(pk)
 
 
+def _resident_compiled_proof(backend, params, seed: int, r: int, s: int):
+    """The compiled circuit of `params`, a witness of it, and its proof by `backend` under the resident
+    plan; the key and the compiled circuit are unloaded after."""
+    from cuzk.field.limbs import ints_to_limbs
+    from cuzk.groth16.synthesis import compile_circuit, synthesize_witness
+
+    spec = lookup(params.circuit_id)
+    compiled = compile_circuit(spec.blank(), params.circuit_id)
+    witness = synthesize_witness(spec.example(random.Random(seed)))
+    inputs, aux = ints_to_limbs(witness.input_assignment), ints_to_limbs(witness.aux_assignment)
+    backend.load_key(params.pk)
+    want = backend.prove_compiled(params.pk, compiled, inputs, aux, r=r, s=s)
+    backend.unload_compiled(compiled)
+    backend.unload_key(params.pk)
+    return compiled, inputs, aux, want
+
+
 @pytest.mark.parametrize("resident", [(), ("a", "b_g1")])
 def test_compiled_proofs_under_a_streaming_plan_give_the_resident_proof(capped, bits_params, resident) -> None:
     """prove_compiled (a, b, c by the sparse products, the witness staged first) within a streaming
     plan: the stream of bases across the MSMs, the merged tails and A's scalars gathered per batch
     give the resident plan's proof."""
-    from cuzk.field.limbs import ints_to_limbs
-    from cuzk.groth16.synthesis import compile_circuit, synthesize_witness
-
-    pk = bits_params.pk
-    spec = lookup(bits_params.circuit_id)
-    compiled = compile_circuit(spec.blank(), bits_params.circuit_id)
-    witness = synthesize_witness(spec.example(random.Random(46)))
-    inputs, aux = ints_to_limbs(witness.input_assignment), ints_to_limbs(witness.aux_assignment)
-    backend = capped(None)
-    backend.load_key(pk)
-    want = backend.prove_compiled(pk, compiled, inputs, aux, r=8, s=10)
-    backend.unload_compiled(compiled)
-    backend.unload_key(pk)
+    pk, backend = bits_params.pk, capped(None)
+    compiled, inputs, aux, want = _resident_compiled_proof(backend, bits_params, 46, r=8, s=10)
     backend.load_key(pk, plan=DevicePlan(budget=1 << 40, mode="streaming", resident=resident, reserve=0,
                                          batch=1 << 9, tree_bytes=1 << 26))
     assert backend.prove_compiled(pk, compiled, inputs, aux, r=8, s=10) == want
@@ -204,19 +210,8 @@ def test_a_witness_copied_into_the_pinned_staging_first_gives_the_same_proof(cap
     witness into the key's pinned buffer before it takes the device and uploads from there
     (`cuzk.backends.cuda.staging`), and a proof from a, b, c (the host products') its a, b, c: the
     same proofs, the buffer used by each proof in turn."""
-    from cuzk.field.limbs import ints_to_limbs
-    from cuzk.groth16.synthesis import compile_circuit, synthesize_witness
-
-    pk = bits_params.pk
-    spec = lookup(bits_params.circuit_id)
-    compiled = compile_circuit(spec.blank(), bits_params.circuit_id)
-    witness = synthesize_witness(spec.example(random.Random(47)))
-    inputs, aux = ints_to_limbs(witness.input_assignment), ints_to_limbs(witness.aux_assignment)
-    backend = capped(None)
-    backend.load_key(pk)
-    want = backend.prove_compiled(pk, compiled, inputs, aux, r=3, s=4)
-    backend.unload_compiled(compiled)
-    backend.unload_key(pk)
+    pk, backend = bits_params.pk, capped(None)
+    compiled, inputs, aux, want = _resident_compiled_proof(backend, bits_params, 47, r=3, s=4)
     backend.load_key(pk, plan=DevicePlan(budget=1 << 40, mode="streaming", resident=(), reserve=0,
                                          batch=1 << 9, tree_bytes=1 << 26))
     monkeypatch.setattr(backend, "_stage_ahead", lambda *args, **kwargs: (None, 0))
