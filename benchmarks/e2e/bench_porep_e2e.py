@@ -11,7 +11,8 @@ Every step is a `cuzk` command, run the way a user would run it, and timed:
   5. `cuzk bench batch -t <kind> --inputs ...`       s/proof, latency, phases (JSON + timeline under --out)
   6. one proof checked by cuzk's verifier (all its partitions) and by the independent py_ecc verifier
      (the first and the last partition): the last proof the batch completed, fetched from the daemon's
-     retained results (`--verify-proof new`: one more proof through the daemon's client instead)
+     retained results (`--verify-proof new`: one more proof through the daemon's client instead, timed
+     alone: the isolated latency)
 A step whose output already exists under --root is not redone (the record says so), so a run that
 stopped part-way (or `--stop-after`) resumes. The record (JSON, hardware and date) goes to --out;
 each run writes its own (a resumed run's record holds the steps it ran). Steps 4-6 run once per
@@ -119,7 +120,8 @@ def main() -> int:
                    help="with --executor ray: the daemon's [executor] synthesis_ahead (default: the daemon's)")
     p.add_argument("--verify-proof", default="batch", choices=("batch", "new"),
                    help="step 6: verify the batch's last completed proof, from the daemon's retained results "
-                        "(no device time), or prove a new one through the client")
+                        "(no device time), or prove a new one through the client, which also times one proof "
+                        "alone on the daemon (the record's prove_one: the isolated latency)")
     p.add_argument("--status-listen", default="127.0.0.1:9876", help="the daemon's status endpoint, read at the end")
     p.add_argument("--tag", default="", help="file name tag (default: backend and sector size, '-dw' with "
                                              "--device-witness on)")
