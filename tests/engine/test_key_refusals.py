@@ -100,7 +100,8 @@ def test_a_device_that_refused_a_circuit_passes_over_its_partitions() -> None:
     assert Pipeline._next_for(fake, state, small) is None  # type: ignore[arg-type]
 
 
-def test_the_device_process_reports_what_it_pinned_for_a_hot_key() -> None:
+def _streaming_state(entry: dict) -> object:
+    """A device process whose backend reports `entry` for the key, beside another key's."""
     from cuzk.engine.device_worker import _DeviceState
 
     class Streaming:
@@ -108,12 +109,17 @@ def test_the_device_process_reports_what_it_pinned_for_a_hot_key() -> None:
             pass
 
         def memory_plan(self, names: dict) -> dict:
-            return {"keys": [{"circuit_id": names.get(pk, ""), "host_pinned_bytes": 9 << 30,
-                              "host_pinned_compiled_bytes": 2 << 30, "streamed_bytes": 10 << 30} for pk in names] +
+            return {"keys": [{"circuit_id": names.get(pk, ""), **entry} for pk in names] +
                             [{"circuit_id": "other", "host_pinned_bytes": 1 << 30}]}
 
     state = _DeviceState(Streaming())
     state.keys["porep-32g"], state.prepared["porep-32g"] = object(), object()
+    return state
+
+
+def test_the_device_process_reports_what_it_pinned_for_a_hot_key() -> None:
+    state = _streaming_state({"host_pinned_bytes": 9 << 30, "host_pinned_compiled_bytes": 2 << 30,
+                              "streamed_bytes": 10 << 30})
     reply = state.load("porep-32g", "/unused", True)
     assert (reply["pinned_bytes"], reply["pinned_key_bytes"]) == (9 << 30, 7 << 30)  # bases: all but the matrices
     assert reply["file_read_bytes"] == 3 << 30  # 10 GiB streamed, 7 of them from the pinned copy
@@ -123,19 +129,8 @@ def test_the_device_process_reports_what_it_pinned_for_a_hot_key() -> None:
 
 
 def test_the_witness_staging_a_device_process_pinned_is_not_counted_as_the_keys_bases() -> None:
-    from cuzk.engine.device_worker import _DeviceState
-
-    class Streaming:
-        def load_key(self, pk: object) -> None:
-            pass
-
-        def memory_plan(self, names: dict) -> dict:
-            return {"keys": [{"circuit_id": names.get(pk, ""), "host_pinned_bytes": 13 << 30,
-                              "host_pinned_compiled_bytes": 2 << 30, "host_pinned_staging_bytes": 4 << 30,
-                              "streamed_bytes": 10 << 30} for pk in names]}
-
-    state = _DeviceState(Streaming())
-    state.keys["porep-32g"], state.prepared["porep-32g"] = object(), object()
+    state = _streaming_state({"host_pinned_bytes": 13 << 30, "host_pinned_compiled_bytes": 2 << 30,
+                              "host_pinned_staging_bytes": 4 << 30, "streamed_bytes": 10 << 30})
     reply = state.load("porep-32g", "/unused", True)
     assert (reply["pinned_bytes"], reply["pinned_key_bytes"]) == (13 << 30, 7 << 30)
     assert reply["file_read_bytes"] == 3 << 30
