@@ -217,11 +217,11 @@ def test_a_witness_copied_into_the_pinned_staging_first_gives_the_same_proof(cap
     monkeypatch.setattr(backend, "_stage_ahead", lambda *args, **kwargs: (None, 0))
     assert [backend.prove_compiled(pk, compiled, inputs, aux, r=3, s=4) for _ in range(2)] == [want, want]
     entry = backend.memory_plan()["keys"][0]
-    assert entry["witness_prestaged"] == 2 and entry["witness_prestage_missed"] == 0
+    assert entry["inputs_prestaged"] == 2 and entry["inputs_prestage_missed"] == 0
     assert entry["host_pinned_staging_bytes"] > 0
     backend._host_staging(backend._keys[pk], compiled, on_device=False)  # the host products' buffer
     asg = Assignment.from_compiled(compiled, (inputs, aux))
     assert backend.prove(pk, asg, r=3, s=4) == want
     entry = backend.memory_plan()["keys"][0]
-    assert entry["witness_prestaged"] == 1 and entry["host_pinned_staging_bytes"] >= 3 * 32 * asg.num_constraints
+    assert entry["inputs_prestaged"] == 1 and entry["host_pinned_staging_bytes"] >= 3 * 32 * asg.num_constraints
     backend.unload_key(pk)

@@ -480,8 +480,8 @@ class CudaBackend(ProverBackend):
                          "host_pinned_bytes": dk.host_bytes() + matrices + sum(b.nbytes for b in staging),
                          "host_pinned_compiled_bytes": matrices,
                          "host_pinned_staging_bytes": sum(b.nbytes for b in staging),
-                         "witness_prestaged": sum(b.fills for b in staging),
-                         "witness_prestage_missed": sum(b.missed for b in staging),
+                         "inputs_prestaged": sum(b.fills for b in staging),
+                         "inputs_prestage_missed": sum(b.missed for b in staging),
                          "working_reserve": p.reserve,
                          "msm_batch": p.batch, "domain": dk.shape.domain})
         return {"memory_limit": self.plan.limit, "budget": self.plan.budget(), "margin": self.plan.margin,
@@ -923,9 +923,9 @@ class CudaBackend(ProverBackend):
         """Allocate a proof's device inputs on `stream` (default: the lane's) and queue their upload on
         the lane's stream: a, b, c (compiled circuits: the witness, from which a, b, c are made on the
         device), and with `witness` the witness too. With the lane's stream nothing here touches the
-        compute stream, so it can run while another proof's kernels do. A compiled witness already in
-        `pinned` (`_prestage`) goes up from there by the copy engine alone, and the buffer is handed
-        back once that is queued."""
+        compute stream, so it can run while another proof's kernels do. What `pinned` holds already
+        (`_prestage`) goes up from there by the copy engine alone, and the buffer is handed back once
+        that is queued."""
         cp, clock = self._cp, time.perf_counter
 
         start = clock()
