@@ -219,3 +219,41 @@ def test_a_buffer_too_small_for_the_proof_leaves_it_to_the_uploader() -> None:
     assert CudaBackend._prestage(fake, asg, dk, lane) is None and dk.staging.missed == 1
     CudaBackend._stage(fake, asg, 8, lane, witness=False)
     assert copies == [] and uploads == [asg.a.nbytes] * 3
+
+
+# -- the plan's status ----------------------------------------------------------------------------------
+
+
+def _status(budget: int, staging: HostStaging | None, compiled_rows: int | None) -> dict[str, Any]:
+    """CudaBackend.memory_plan of one streaming key (nothing resident) and, with `compiled_rows`, its
+    compiled circuit (one matrix of that many rows, a few KB)."""
+    from cuzk.backends.cuda.backend import _DeviceKey
+    from cuzk.backends.cuda.plan import DevicePlan, KeyShape
+    from cuzk.r1cs.compiled import CompiledMatrix
+
+    shape = KeyShape(domain=1 << 10, inputs=2, aux=500, h=1023, l=500, a=502, b_g1=300, b_g2=300)
+    pk = object()
+    dk = _DeviceKey(DevicePlan(budget, "streaming", (), reserve=1 << 20, batch=1 << 8), shape, staging=staging)
+    compiled = {}
+    if compiled_rows is not None:
+        mat = CompiledMatrix(np.zeros(compiled_rows + 1, np.uint32), np.zeros(3 * compiled_rows, np.uint32),
+                             np.zeros(3 * compiled_rows, np.uint32))
+        compiled["f"] = SimpleNamespace(owner=pk, host_bytes=0, compiled=SimpleNamespace(a=mat, b=mat, c=mat))
+    fake = SimpleNamespace(_keys={pk: dk}, _compiled=compiled, peak_pool=0, oom_retries=0, preemptions=0,
+                           preemptions_refused=0,
+                           plan=SimpleNamespace(limit=budget, budget=lambda: budget, margin=0, pool_total=lambda: 0))
+    return CudaBackend.memory_plan(fake, {pk: "t"})["keys"][0]
+
+
+def test_the_status_says_where_a_keys_products_run_and_what_its_staging_holds() -> None:
+    staging = HostStaging(np.zeros(4096, dtype=np.uint8))
+    filled = staging.fill({"a": np.ones(10, np.uint8)})
+    assert filled is not None
+    filled.release(None)
+    roomy = _status(1 << 30, staging, 8)
+    assert roomy["products"] == "device"
+    assert roomy["host_pinned_staging_bytes"] == 4096 and roomy["host_pinned_bytes"] == 4096
+    assert (roomy["inputs_prestaged"], roomy["inputs_prestage_missed"]) == (1, 0)
+    assert _status(1 << 20, None, 8)["products"] == "host"  # the witness, a, b, c and a matrix exceed it
+    none = _status(1 << 30, None, None)
+    assert none["products"] is None and none["host_pinned_staging_bytes"] == 0

@@ -468,12 +468,18 @@ class CudaBackend(ProverBackend):
         """The device's plan for the status: the limit, the budget, and per key (named by `names`,
         the device process's circuit ids) what is resident, what is streamed, the working reserve;
         the peak the pool reached, the OOM retries, and the device phases that let a proof of higher
-        priority through mid-phase (`preemptions`) or could not for memory (`preemptions_refused`)."""
+        priority through mid-phase (`preemptions`) or could not for memory (`preemptions_refused`).
+        A key's `products` says where its compiled circuit's a, b, c are computed ("device", "host",
+        None before one is loaded)."""
         keys = []
         for pk, dk in list(self._keys.items()):
             p = dk.plan
-            matrices = sum(c.host_bytes for c in list(self._compiled.values()) if c.owner is pk)
+            owned = [c for c in list(self._compiled.values()) if c.owner is pk]
+            matrices = sum(c.host_bytes for c in owned)
             staging = [dk.staging] if dk.staging is not None else []
+            # Where its compiled circuit's a, b, c are computed (prove_compiled's choice); None: none loaded.
+            products = None if not owned else "device" if all(
+                products_fit(p, dk.shape, largest_matrix_bytes(c.compiled)) for c in owned) else "host"
             keys.append({"circuit_id": (names or {}).get(pk, ""), "mode": p.mode, "resident": list(p.resident),
                          "streamed": list(p.streamed),
                          "resident_bytes": p.resident_bytes(dk.shape), "streamed_bytes": p.streamed_bytes(dk.shape),
@@ -482,7 +488,7 @@ class CudaBackend(ProverBackend):
                          "host_pinned_staging_bytes": sum(b.nbytes for b in staging),
                          "inputs_prestaged": sum(b.fills for b in staging),
                          "inputs_prestage_missed": sum(b.missed for b in staging),
-                         "working_reserve": p.reserve,
+                         "working_reserve": p.reserve, "products": products,
                          "msm_batch": p.batch, "domain": dk.shape.domain})
         return {"memory_limit": self.plan.limit, "budget": self.plan.budget(), "margin": self.plan.margin,
                 "context_reserve": CONTEXT_BYTES if self.plan.limit is not None else None,
