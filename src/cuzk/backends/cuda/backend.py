@@ -118,6 +118,11 @@ _GROUP = dict(_QUERIES)
 HOST_PIN_SPARE = 4 << 30
 
 
+def _words(v: np.ndarray) -> np.ndarray:
+    """Field elements (limb arrays) as the (n, 8) u32 words they go up as."""
+    return np.ascontiguousarray(v).view(np.uint32).reshape(-1, 8)
+
+
 def _host_available() -> int:
     """Host memory that may still be pinned: MemAvailable less `HOST_PIN_SPARE`."""
     import psutil
@@ -476,18 +481,18 @@ class CudaBackend(ProverBackend):
             p = dk.plan
             owned = [c for c in list(self._compiled.values()) if c.owner is pk]
             matrices = sum(c.host_bytes for c in owned)
-            staging = [dk.staging] if dk.staging is not None else []
+            staging = dk.staging
             # Where its compiled circuit's a, b, c are computed (prove_compiled's choice); None: none loaded.
             products = None if not owned else "device" if all(
                 products_fit(p, dk.shape, largest_matrix_bytes(c.compiled)) for c in owned) else "host"
             keys.append({"circuit_id": (names or {}).get(pk, ""), "mode": p.mode, "resident": list(p.resident),
                          "streamed": list(p.streamed),
                          "resident_bytes": p.resident_bytes(dk.shape), "streamed_bytes": p.streamed_bytes(dk.shape),
-                         "host_pinned_bytes": dk.host_bytes() + matrices + sum(b.nbytes for b in staging),
+                         "host_pinned_bytes": dk.host_bytes() + matrices + (staging.nbytes if staging else 0),
                          "host_pinned_compiled_bytes": matrices,
-                         "host_pinned_staging_bytes": sum(b.nbytes for b in staging),
-                         "inputs_prestaged": sum(b.fills for b in staging),
-                         "inputs_prestage_missed": sum(b.missed for b in staging),
+                         "host_pinned_staging_bytes": staging.nbytes if staging else 0,
+                         "inputs_prestaged": staging.fills if staging else 0,
+                         "inputs_prestage_missed": staging.missed if staging else 0,
                          "working_reserve": p.reserve, "products": products,
                          "msm_batch": p.batch, "domain": dk.shape.domain})
         return {"memory_limit": self.plan.limit, "budget": self.plan.budget(), "margin": self.plan.margin,
@@ -903,10 +908,7 @@ class CudaBackend(ProverBackend):
     @staticmethod
     def _host_witness(asg: Assignment | _CompiledWitness) -> dict[str, np.ndarray]:
         """The witness as it goes up: inputs and aux as (n, 8) u32 words, the density masks."""
-        def words(v: np.ndarray) -> np.ndarray:
-            return np.ascontiguousarray(v).view(np.uint32).reshape(-1, 8)
-
-        return {"inputs": words(asg.inputs), "aux": words(asg.aux), "a_mask": asg.a_aux_density,
+        return {"inputs": _words(asg.inputs), "aux": _words(asg.aux), "a_mask": asg.a_aux_density,
                 "b_mask": asg.b_aux_density, "b_in_mask": asg.b_input_density}
 
     def _prestage(self, asg: Assignment | _CompiledWitness, dk: _DeviceKey, lane: _Lane) -> Filled | None:
@@ -956,8 +958,7 @@ class CudaBackend(ProverBackend):
             else:
                 for name, dst, src in zip("abc", abc, (asg.a, asg.b, asg.c), strict=True):
                     if nc:
-                        self._upload_staged(lane, dst[:nc], pinned, name,
-                                            np.ascontiguousarray(src).view(np.uint32).reshape(-1, 8))
+                        self._upload_staged(lane, dst[:nc], pinned, name, _words(src))
             abc_done = lane.copy.record()
         if pinned is not None:
             pinned.release(abc_done)
@@ -1367,22 +1368,18 @@ class CudaBackend(ProverBackend):
             streamed = tuple(name for name, _ in _QUERIES if dk.bases[name] is None)
             bases: _BaseStream | None = None
             try:
-                if streamed:
-                    bases = _BaseStream(self, dk, {name: getattr(pk, name).raw for name in streamed}, streamed)
-                sums["h"] = self._msm_batches("h", dk, pk.h.raw, h[: len(pk.h)], split=False, stream=bases)
-                msm_h_end = compute.record()
-                compute.synchronize()
-                self._sample_peak()
-                del h
-                t["msm_h"] = cp.cuda.get_elapsed_time(h_end, msm_h_end) / 1e3
-                t["h"] = cp.cuda.get_elapsed_time(h_begin, h_end) / 1e3
-            except BaseException:
-                if bases is not None:
-                    bases.close()
-                raise
-            finally:
-                upload.join()
-            try:
+                try:
+                    if streamed:
+                        bases = _BaseStream(self, dk, {name: getattr(pk, name).raw for name in streamed}, streamed)
+                    sums["h"] = self._msm_batches("h", dk, pk.h.raw, h[: len(pk.h)], split=False, stream=bases)
+                    msm_h_end = compute.record()
+                    compute.synchronize()
+                    self._sample_peak()
+                    del h
+                    t["msm_h"] = cp.cuda.get_elapsed_time(h_end, msm_h_end) / 1e3
+                    t["h"] = cp.cuda.get_elapsed_time(h_begin, h_end) / 1e3
+                finally:
+                    upload.join()
                 return self._msms_after_h(pk, dk, staged, wit, sums, bases, h_begin, h_end, upload, t)
             finally:
                 if bases is not None:
