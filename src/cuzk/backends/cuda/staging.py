@@ -51,12 +51,11 @@ class Filled:
 
 
 class HostStaging:
-    """One pinned buffer (module docstring). `copy(dst, src)` fills it (the uploader's threaded host
-    copy); events are the device runtime's (anything with `synchronize()`)."""
+    """One pinned buffer (module docstring); events are the device runtime's (anything with
+    `synchronize()`)."""
 
-    def __init__(self, buffer: np.ndarray, copy: Callable[[np.ndarray, np.ndarray], None] | None = None) -> None:
+    def __init__(self, buffer: np.ndarray) -> None:
         self._buffer = buffer.reshape(-1).view(np.uint8)
-        self._copy = copy
         self._lock = threading.Lock()
         self._taken = False
         self._read_done: Any = None
@@ -70,7 +69,8 @@ class HostStaging:
     def fill(self, arrays: Mapping[str, np.ndarray],
              copy: Callable[[np.ndarray, np.ndarray], None] | None = None) -> Filled | None:
         """Take the buffer and copy `arrays` into it, each aligned, once the transfer that last read
-        it is done; None (nothing copied) when another proof holds it or they do not fit."""
+        it is done, by `copy(dst, src)` (the uploader's threaded host copy; default numpy's); None
+        (nothing copied) when another proof holds it or they do not fit."""
         flats = {name: np.ascontiguousarray(v).reshape(-1).view(np.uint8) for name, v in arrays.items()}
         with self._lock:
             if self._taken or staging_bytes([f.nbytes for f in flats.values()]) > self.nbytes:
@@ -82,7 +82,7 @@ class HostStaging:
         try:
             if read_done is not None:
                 read_done.synchronize()
-            do_copy = copy or self._copy or np.copyto
+            do_copy = copy or np.copyto
             offset = 0
             for name, flat in flats.items():
                 dst = self._buffer[offset: offset + flat.nbytes]
