@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import multiprocessing
+import signal
 import threading
 import time
 from collections.abc import Callable
@@ -36,7 +37,23 @@ class WorkerCrashedError(CuzkError):
 
     def __init__(self, name: str, exitcode: int | None) -> None:
         self.exitcode = exitcode
-        super().__init__(f"worker process {name} exited (code {exitcode}) while working on this request")
+        super().__init__(f"worker process {name} {_how_it_ended(exitcode)} while working on this request")
+
+
+def _how_it_ended(exitcode: int | None) -> str:
+    """A dead child's exit code in words. SIGKILL is named because nothing in the daemon sends it to a
+    working child: it is most often the kernel's out-of-memory killer (see the kernel log)."""
+    if exitcode is None:
+        return "closed its connection (not yet exited)"
+    if exitcode == -signal.SIGKILL:
+        return "was killed by SIGKILL (the kernel's out-of-memory killer, unless someone sent it)"
+    if exitcode < 0:
+        try:
+            name = signal.Signals(-exitcode).name
+        except ValueError:
+            name = "unknown"
+        return f"was killed by signal {-exitcode} ({name})"
+    return f"exited with code {exitcode}"
 
 
 class WorkerProcess:
@@ -115,10 +132,14 @@ class WorkerProcess:
             if self.alive:
                 return
             log.warning("restarting worker process %s (%s)", self.name, reason)
-            self._close_conns()
-            self.restarts += 1
-            self.start()
-            self.wait_ready()
+            # The control lock keeps other requests (the status's info) off the new control
+            # connection until the child's "ready" has been read from it: a request sent meanwhile
+            # would read "ready" as its reply, and `wait_ready` the request's reply as a failure.
+            with self._control_lock:
+                self._close_conns()
+                self.restarts += 1
+                self.start()
+                self.wait_ready()
         if self.on_restart is not None:
             self.on_restart(self)
 
@@ -174,7 +195,7 @@ class WorkerProcess:
                     proc.join(0.1)
                     raise WorkerCrashedError(self.name, proc.exitcode)
         except (EOFError, BrokenPipeError, ConnectionResetError, OSError):
-            proc.join(1.0)
+            proc.join(5.0)  # a killed child with much pinned memory takes seconds to exit
             raise WorkerCrashedError(self.name, proc.exitcode) from None
 
 
