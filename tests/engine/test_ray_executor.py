@@ -292,7 +292,7 @@ def test_lanes_synthesize_ahead_of_the_device_in_processes_on_its_node(tmp_path:
         engine.submit(make_request("crash", CIRCUIT, partitions=2, seed=30, fail_partition=0, fail_mode="crash"))
         crashed = engine.await_result("crash", timeout=60)
         assert crashed.status is ResultStatus.FAILED
-        assert "partition 0: synthesis on " in crashed.error and "exited (code 70)" in crashed.error, crashed.error
+        assert "partition 0: synthesis on " in crashed.error and "exited with code 70" in crashed.error, crashed.error
         # A partition for every regular lane, each holding its device a while: the crashed lane takes
         # one too, in a new synthesis process.
         engine.submit(make_request("after", CIRCUIT, partitions=regular, seed=40, device_delay_ms=200))

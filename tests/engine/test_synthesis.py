@@ -81,7 +81,7 @@ def test_failures_come_back_as_messages(worker: WorkerProcess) -> None:
 
 def test_a_crash_is_reported_and_the_worker_replaced(worker: WorkerProcess) -> None:
     pid = worker.pid
-    with pytest.raises(WorkerCrashedError, match=r"exited \(code 70\)"):
+    with pytest.raises(WorkerCrashedError, match=r"exited with code 70"):
         worker.request(("synth", DebugCircuitRecipe("mimc-3", 1, "crash", 0, "p0")))
     worker.restart("test")
     assert worker.pid != pid and worker.restarts == 1
