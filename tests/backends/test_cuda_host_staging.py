@@ -257,3 +257,81 @@ def test_the_status_says_where_a_keys_products_run_and_what_its_staging_holds() 
     assert _status(1 << 20, None, 8)["products"] == "host"  # the witness, a, b, c and a matrix exceed it
     none = _status(1 << 30, None, None)
     assert none["products"] is None and none["host_pinned_staging_bytes"] == 0
+
+
+def test_the_status_counts_the_compiled_pages_that_host_products_read() -> None:
+    host = _status(1 << 20, None, 8)
+    assert host["products"] == "host" and host["host_mapped_compiled_bytes"] == 3 * (9 + 24 + 24) * 4
+    assert _status(1 << 30, None, 8)["host_mapped_compiled_bytes"] == 0  # the device's products: pinned copies
+
+
+# -- host products written into the buffer --------------------------------------------------------------
+
+
+def test_a_proof_that_finds_the_buffer_taken_waits_for_it_when_asked_to() -> None:
+    log: list[str] = []
+    staging = HostStaging(np.zeros(4096, dtype=np.uint8))
+    first = staging.take({"a": 64, "b": 64}, wait=True)
+    assert first is not None and [v.nbytes for v in first.views.values()] == [64, 64]
+    assert (first.views["b"].ctypes.data - first.views["a"].ctypes.data) == ALIGN
+    assert staging.take({"a": 64}, wait=False) is None  # taken: refused at once
+    got: list[Any] = []
+    waiter = threading.Thread(target=lambda: got.append(staging.take({"a": 64, "b": 64}, wait=True)))
+    waiter.start()
+    waiter.join(0.2)
+    assert waiter.is_alive() and got == []  # still waiting
+    first.release(_Event(log, "first's upload"))
+    waiter.join(10)
+    assert got and got[0] is not None and log == ["sync first's upload"]
+    assert staging.take({"a": 8192}, wait=True) is None  # too large: refused, not waited for
+
+
+@pytest.fixture(scope="module")
+def mimc() -> tuple[Any, np.ndarray, np.ndarray, Any]:
+    from cuzk.circuits.examples import MimcCircuit
+    from cuzk.field.limbs import ints_to_limbs
+    from cuzk.groth16.synthesis import compile_circuit, synthesize_compiled, synthesize_witness
+
+    compiled = compile_circuit(MimcCircuit.with_total_constraints(64), "mimc-6")
+    instance = MimcCircuit.with_total_constraints(64, 5)
+    w = synthesize_witness(instance)
+    ref = synthesize_compiled(instance, compiled)
+    return compiled, ints_to_limbs(w.input_assignment), ints_to_limbs(w.aux_assignment), ref
+
+
+def test_host_products_are_written_into_the_keys_staging_and_it_is_held_for_the_upload(mimc: Any) -> None:
+    compiled, inputs, aux, ref = mimc
+    rows = compiled.num_constraints
+    dk = SimpleNamespace(staging=HostStaging(np.zeros(staging_bytes([32 * rows] * 3), dtype=np.uint8)))
+    t: dict[str, float] = {}
+    asg, filled = CudaBackend._host_products(dk, compiled, inputs, aux, True, t)
+    assert filled is not None and not filled.released and {"staging_wait", "host_products"} <= set(t)
+    for name in "abc":
+        assert np.array_equal(getattr(asg, name), getattr(ref, name))
+        assert getattr(asg, name).ctypes.data == filled.views[name].ctypes.data  # no pageable copy
+    assert dk.staging.take({"a": 32}, wait=False) is None  # held until its upload is queued
+    # What goes up with the device held is the buffer's bytes, not another copy.
+    log: list[Any] = []
+    fake, lane, copies, uploads = _fake_backend(log)
+    CudaBackend._stage(fake, asg, 1 << (rows - 1).bit_length(), lane, witness=False, pinned=filled)
+    assert uploads == [] and [src for _, src, _ in copies] == [filled.views[n].ctypes.data for n in "abc"]
+    assert filled.released
+
+
+def test_host_products_that_fail_their_check_hand_the_buffer_back(mimc: Any) -> None:
+    from cuzk.errors import SynthesisError
+
+    compiled, inputs, aux, _ = mimc
+    bad = aux.copy()
+    bad[len(bad) // 2, 0] ^= 1
+    dk = SimpleNamespace(staging=HostStaging(np.zeros(staging_bytes([32 * compiled.num_constraints] * 3),
+                                                      dtype=np.uint8)))
+    with pytest.raises(SynthesisError):
+        CudaBackend._host_products(dk, compiled, inputs, bad, True, {})
+    assert dk.staging.take({"a": 32}, wait=False) is not None  # free again
+
+
+def test_without_a_staging_buffer_host_products_get_their_own_arrays(mimc: Any) -> None:
+    compiled, inputs, aux, ref = mimc
+    asg, filled = CudaBackend._host_products(SimpleNamespace(staging=None), compiled, inputs, aux, True, {})
+    assert filled is None and np.array_equal(asg.c, ref.c)

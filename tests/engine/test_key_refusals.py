@@ -136,6 +136,16 @@ def test_the_witness_staging_a_device_process_pinned_is_not_counted_as_the_keys_
     assert reply["file_read_bytes"] == 3 << 30
 
 
+def test_the_compiled_pages_that_host_products_read_are_held_for_the_key() -> None:
+    """Host products read the compiled file's matrices on every proof: those pages count with the
+    key's pinned bytes (not as its bases), or synthesis would be given them and the host thrash."""
+    state = _streaming_state({"host_pinned_bytes": 13 << 30, "host_pinned_staging_bytes": 4 << 30,
+                              "host_mapped_compiled_bytes": 6 << 30, "streamed_bytes": 9 << 30})
+    reply = state.load("porep-32g", "/unused", True)
+    assert (reply["pinned_bytes"], reply["pinned_key_bytes"]) == (19 << 30, 9 << 30)
+    assert reply["file_read_bytes"] == 0
+
+
 def test_a_backend_without_a_memory_plan_says_nothing_of_the_file() -> None:
     from cuzk.engine.device_worker import _DeviceState
 

@@ -225,3 +225,38 @@ def test_a_witness_copied_into_the_pinned_staging_first_gives_the_same_proof(cap
     entry = backend.memory_plan()["keys"][0]
     assert entry["inputs_prestaged"] == 1 and entry["host_pinned_staging_bytes"] >= 3 * 32 * asg.num_constraints
     backend.unload_key(pk)
+
+
+def test_host_products_written_into_the_pinned_staging_give_the_resident_proof(capped, bits_params,
+                                                                               monkeypatch) -> None:
+    """A plan whose products do not fit the device computes a, b, c on the host, straight into the
+    key's pinned staging buffer: two threads' proofs take it in turn (the second waits for the
+    first's transfer) and give the resident proof; the status says the products run on the host and
+    counts the compiled matrices they read."""
+    import threading
+
+    from cuzk.backends.cuda import backend as backend_module
+
+    pk, backend = bits_params.pk, capped(None)
+    compiled, inputs, aux, want = _resident_compiled_proof(backend, bits_params, 48, r=3, s=4)
+    monkeypatch.setattr(backend_module, "products_fit", lambda *args: False)
+    backend.load_key(pk, plan=DevicePlan(budget=1 << 40, mode="streaming", resident=(), reserve=0,
+                                         batch=1 << 9, tree_bytes=1 << 26))
+    backend.load_compiled(compiled, pk)  # as the daemon does with the key: the staging buffer is made here
+    got: list[object] = [None, None]
+    timings: list[dict[str, float]] = [{}, {}]
+
+    def run(k: int) -> None:
+        got[k] = backend.prove_compiled(pk, compiled, inputs, aux, r=3, s=4, timings=timings[k])
+
+    threads = [threading.Thread(target=run, args=(k,)) for k in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert got == [want, want]
+    assert all("host_products" in t and "staging_wait" in t for t in timings)
+    entry = backend.memory_plan()["keys"][0]
+    assert entry["products"] == "host" and entry["host_mapped_compiled_bytes"] > 0
+    assert entry["inputs_prestaged"] == 2 and entry["host_pinned_staging_bytes"] >= 3 * 32 * compiled.num_constraints
+    backend.unload_key(pk)

@@ -122,16 +122,18 @@ class _DeviceState:
     def _host_bytes(self, circuit_id: str, pk: Any) -> dict[str, int]:
         """Host memory a hot key takes beside the device, which the daemon's budget must hold: the
         bytes the backend pinned for it (a streaming plan's copies of its streamed bases, of its
-        compiled circuit's matrices that proofs upload, and its proofs' witness staging), the part of
-        them that copies the key's bases, and the bytes of the key's file that proofs still read
-        (streamed bases left unpinned). A backend without a device memory plan says nothing of the
-        file: the daemon then counts all of it."""
+        compiled circuit's matrices that proofs upload, and its proofs' input staging) with the
+        compiled file's matrix pages that host products read on every proof, the part of them that
+        copies the key's bases, and the bytes of the key's file that proofs still read (streamed
+        bases left unpinned). A backend without a device memory plan says nothing of the file: the
+        daemon then counts all of it."""
         plan = getattr(self.backend, "memory_plan", None)
         if plan is None:
             return {"pinned_bytes": 0, "pinned_key_bytes": 0}
         keys = [k for k in plan({pk: circuit_id})["keys"] if k["circuit_id"] == circuit_id]
-        total = sum(k["host_pinned_bytes"] for k in keys)
-        other = sum(k.get("host_pinned_compiled_bytes", 0) + k.get("host_pinned_staging_bytes", 0) for k in keys)
+        total = sum(k["host_pinned_bytes"] + k.get("host_mapped_compiled_bytes", 0) for k in keys)
+        other = sum(k.get("host_pinned_compiled_bytes", 0) + k.get("host_pinned_staging_bytes", 0)
+                    + k.get("host_mapped_compiled_bytes", 0) for k in keys)
         bases = total - other
         streamed = sum(k.get("streamed_bytes", 0) for k in keys)
         return {"pinned_bytes": total, "pinned_key_bytes": bases, "file_read_bytes": max(0, streamed - bases)}

@@ -70,8 +70,9 @@ class Device:
         #: cold, so that a later load asks again.
         self.refused: dict[str, str] = {}
         #: circuit id -> host bytes the device pinned for its key (streamed bases of a small card's
-        #: plan, and the compiled matrices its proofs upload), held against the daemon's memory
-        #: budget by the SRS entry; `pinned_key` is the part that copies the key's own bases.
+        #: plan, the compiled matrices its proofs upload, its proofs' input staging) and the compiled
+        #: file's pages its host products read, held against the daemon's memory budget by the SRS
+        #: entry; `pinned_key` is the part that copies the key's own bases.
         self.pinned: dict[str, int] = {}
         self.pinned_key: dict[str, int] = {}
         #: circuit id -> bytes of the key's file the device still reads while the key is hot (its

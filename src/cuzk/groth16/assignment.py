@@ -53,10 +53,12 @@ class Assignment:
 
     @classmethod
     def from_compiled(cls, compiled: CompiledCircuit, witness: WitnessCS | tuple[np.ndarray, np.ndarray], *,
-                      check: bool = True) -> Assignment:
+                      check: bool = True, out: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+                      ) -> Assignment:
         """a, b, c by sparse products of a compiled circuit with a witness: a `WitnessCS` or
         (inputs, aux) canonical limb arrays. Identical to `from_proving_assignment` of the same
-        circuit and witness; `check` refuses rows with a·b != c (SynthesisError)."""
+        circuit and witness; `check` refuses rows with a·b != c (SynthesisError). `out`: three
+        (constraints, 4) uint64 arrays that a, b, c are written into."""
         if isinstance(witness, WitnessCS):
             inputs, aux = ints_to_limbs(witness.input_assignment), ints_to_limbs(witness.aux_assignment)
         else:
@@ -64,7 +66,7 @@ class Assignment:
             for arr, name in ((inputs, "inputs"), (aux, "aux")):
                 if (bad := check_canonical(arr)) >= 0:
                     raise ValueError(f"witness {name}[{bad}] is not a canonical field element")
-        a, b, c = compiled.evaluate(inputs, aux)
+        a, b, c = compiled.evaluate(inputs, aux, out)
         if check:
             compiled.check_satisfied(a, b, c)
         return cls(a=a, b=b, c=c, inputs=inputs, aux=aux, a_aux_density=compiled.a_aux_density.copy(),

@@ -216,12 +216,16 @@ class CompiledCircuit:
         check_witness_counts(self.circuit_id, want, (num_inputs, num_aux, want[2] if num_constraints is None
                                                      else num_constraints))
 
-    def evaluate(self, inputs: np.ndarray, aux: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """a, b, c (canonical (constraints, 4) uint64) for the witness (canonical limb arrays)."""
+    def evaluate(self, inputs: np.ndarray, aux: np.ndarray,
+                 out: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """a, b, c (canonical (constraints, 4) uint64) for the witness (canonical limb arrays),
+        written into `out` when given (a prover's pinned staging)."""
         self.check_witness(inputs.shape[0], aux.shape[0])
-        return tuple(spmv_table(mat.row_ptr, mat.cols, mat.coeff_idx, self.coeff_table, inputs, aux,
+        dsts = out if out is not None else (None, None, None)
+        return tuple(spmv_table(mat.row_ptr, mat.cols, mat.coeff_idx, self.coeff_table, inputs, aux, dst,
                                 table_canonical=self.coeff_table_canonical)
-                     for mat in (self.a, self.b, self.c))  # type: ignore[return-value]
+                     for mat, dst in zip((self.a, self.b, self.c), dsts, strict=True))  # type: ignore[return-value]
 
     def check_satisfied(self, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
         """Raise SynthesisError naming the first rows where a·b != c."""

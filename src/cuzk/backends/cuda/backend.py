@@ -54,7 +54,7 @@ import threading
 import time
 import traceback
 import weakref
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Callable, Mapping, MutableMapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -475,7 +475,8 @@ class CudaBackend(ProverBackend):
         the peak the pool reached, the OOM retries, and the device phases that let a proof of higher
         priority through mid-phase (`preemptions`) or could not for memory (`preemptions_refused`).
         A key's `products` says where its compiled circuit's a, b, c are computed ("device", "host",
-        None before one is loaded)."""
+        None before one is loaded); with "host", `host_mapped_compiled_bytes` are the compiled file's
+        matrices that the host products read."""
         keys = []
         for pk, dk in list(self._keys.items()):
             p = dk.plan
@@ -491,6 +492,10 @@ class CudaBackend(ProverBackend):
                          "host_pinned_bytes": dk.host_bytes() + matrices + (staging.nbytes if staging else 0),
                          "host_pinned_compiled_bytes": matrices,
                          "host_pinned_staging_bytes": staging.nbytes if staging else 0,
+                         # Host products read the compiled file's matrices on every proof: pages
+                         # the host must keep beside the pinned memory, or read again from disk.
+                         "host_mapped_compiled_bytes": sum(matrix_bytes(c.compiled) for c in owned)
+                         if products == "host" else 0,
                          "inputs_prestaged": staging.fills if staging else 0,
                          "inputs_prestage_missed": staging.missed if staging else 0,
                          "working_reserve": p.reserve, "products": products,
@@ -788,21 +793,41 @@ class CudaBackend(ProverBackend):
         if not products_fit(dk.plan, dk.shape, largest_matrix_bytes(compiled)):
             # The device cannot hold the witness, a, b, c and a matrix beside this key's resident
             # bases: the products are computed here on the host, and the proof streams from a, b, c.
+            t = timings if timings is not None else {}
             start = time.perf_counter()
             if deferred is not None:  # the rows left for the device are written here, before the products
                 if not aux.flags.writeable:
                     aux = aux.copy()
                 deferred.complete_on_host(aux)
-                if timings is not None:
-                    timings["host_witness"] = time.perf_counter() - start
-                start = time.perf_counter()
-            asg = Assignment.from_compiled(compiled, (inputs, aux), check=check)
-            if timings is not None:
-                timings["host_products"] = time.perf_counter() - start
-            return self._guarded(pk, asg, r, s, timings, f"prove: {asg.num_constraints} constraints "
-                                                         f"(compiled {compiled.circuit_id}, products on the host)")
+                t["host_witness"] = time.perf_counter() - start
+
+            def host_products() -> tuple[Assignment, Filled | None]:
+                return self._host_products(dk, compiled, inputs, aux, check, t)
+            return self._guarded(pk, host_products, r, s, t, f"prove: {compiled.num_constraints} constraints "
+                                                            f"(compiled {compiled.circuit_id}, products on the host)")
         return self._guarded(pk, _CompiledWitness(compiled, inputs, aux, check, deferred), r, s, timings,
                              f"prove: {compiled.num_constraints} constraints (compiled {compiled.circuit_id})")
+
+    @staticmethod
+    def _host_products(dk: _DeviceKey, compiled: CompiledCircuit, inputs: np.ndarray, aux: np.ndarray, check: bool,
+                       t: MutableMapping[str, float]) -> tuple[Assignment, Filled | None]:
+        """a, b, c computed here, written into the key's pinned staging (`HostStaging.take`, waiting
+        for another proof's transfer from it) when it has one, else into new arrays; the assignment
+        and the buffer it holds, which `_prove` hands back once a, b, c are on their way up."""
+        start = time.perf_counter()
+        rows = compiled.num_constraints
+        filled = dk.staging.take({name: 32 * rows for name in "abc"}, wait=True) if dk.staging is not None else None
+        t["staging_wait"] = time.perf_counter() - start
+        out = None if filled is None else tuple(filled.views[name].view(np.uint64).reshape(rows, 4) for name in "abc")
+        start = time.perf_counter()
+        try:
+            asg = Assignment.from_compiled(compiled, (inputs, aux), check=check, out=out)  # type: ignore[arg-type]
+        except BaseException:
+            if filled is not None:
+                filled.release(None)
+            raise
+        t["host_products"] = time.perf_counter() - start
+        return asg, filled
 
     def prove(self, pk: ProvingKey, asg: Assignment, *, r: int | None = None, s: int | None = None,
               timings: MutableMapping[str, float] | None = None) -> Proof:
@@ -820,13 +845,25 @@ class CudaBackend(ProverBackend):
         and device_begin (time.monotonic() when this proof took the device)."""
         return self._guarded(pk, asg, r, s, timings, f"prove: {asg.num_constraints} constraints")
 
-    def _guarded(self, pk: ProvingKey, asg: Assignment | _CompiledWitness, r: int | None, s: int | None,
-                 timings: MutableMapping[str, float] | None, job: str) -> Proof:
+    def _guarded(self, pk: ProvingKey,
+                 asg: Assignment | _CompiledWitness | Callable[[], tuple[Assignment, Filled | None]],
+                 r: int | None, s: int | None, timings: MutableMapping[str, float] | None, job: str) -> Proof:
+        """`_prove` with CUDA errors named and one retry on a smaller plan after running out of device
+        memory. `asg` may be a function making the assignment and the staging buffer holding it
+        (`_host_products`), called for each attempt: the buffer goes back once a, b, c are queued for
+        upload, so a retry computes them again."""
         t = timings if timings is not None else {}
         with self._device:
             for attempt in (0, 1):
                 try:
-                    return self._prove(pk, asg, r, s, t, job)
+                    if not callable(asg):
+                        return self._prove(pk, asg, r, s, t, job)
+                    made, filled = asg()
+                    try:
+                        return self._prove(pk, made, r, s, t, job, filled)
+                    finally:  # an attempt that failed before it queued any upload from the buffer
+                        if filled is not None and not filled.released:
+                            filled.release(None)
                 except self._cp.cuda.memory.OutOfMemoryError as exc:
                     # The failed attempt's frames hold its device arrays, possibly in reference
                     # cycles: cleared and collected, they go back to the pool before the retry allocates.
@@ -1018,7 +1055,9 @@ class CudaBackend(ProverBackend):
                 continue
 
     def _prove(self, pk: ProvingKey, asg: Assignment | _CompiledWitness, r: int | None, s: int | None,
-               t: MutableMapping[str, float], job: str) -> Proof:
+               t: MutableMapping[str, float], job: str, filled: Filled | None = None) -> Proof:
+        """One attempt at a proof. `filled`: the key's staging buffer, holding `asg`'s a, b, c
+        already; handed back once they are queued for upload, or when this attempt fails."""
         clock = time.perf_counter
         m = pk.domain_size
         if asg.num_constraints > m:
@@ -1046,12 +1085,12 @@ class CudaBackend(ProverBackend):
         streamed = matrix_bytes(prepared.compiled) if prepared is not None and not all(prepared.resident) else 0
         reserve = dk.plan.reserve + streamed
         lane = self._take_lane()
-        pinned: Filled | None = None
+        pinned = filled
         try:
             start = clock()
-            staged, ahead = self._stage_ahead(pk, asg, lane, witness, reserve)
+            staged, ahead = self._stage_ahead(pk, asg, lane, witness, reserve) if pinned is None else (None, 0)
             t["stage_ahead"] = clock() - start if staged is not None else 0.0
-            if staged is None and streaming:
+            if staged is None and streaming and pinned is None:
                 start = clock()
                 pinned = self._prestage(asg, dk, lane)
                 t["prestage"] = clock() - start if pinned is not None else 0.0

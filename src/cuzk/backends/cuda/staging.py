@@ -13,6 +13,12 @@ One buffer serves two workers of a device: the proof on the device hands it back
 transfer is queued, before its kernels run, and the next proof's copy waits for that transfer
 (an event) before it overwrites the bytes. A proof that finds the buffer taken, or too small, stages
 as before. Pure numpy with the copy and the pinned array given, so it is tested without a GPU.
+
+Where the host computes a, b, c, it writes them straight into the buffer (`take`, no copy), and a
+proof that finds it taken waits for it: a, b, c are 12.5 GB a PoRep-32GiB partition, which a second
+worker holding its own pageable copy would add to the device process beside the pinned key bases
+(the 16 GiB cap's device process was killed by the kernel's OOM killer so,
+benchmarks/results/porep-e2e-cuda-32g-cap16GiB-h200-2026-12-04.json).
 """
 
 from __future__ import annotations
@@ -57,6 +63,7 @@ class HostStaging:
     def __init__(self, buffer: np.ndarray) -> None:
         self._buffer = buffer.reshape(-1).view(np.uint8)
         self._lock = threading.Lock()
+        self._freed = threading.Condition(self._lock)
         self._taken = False
         self._read_done: Any = None
         self.fills = 0  #: proofs that staged through the buffer
@@ -72,27 +79,42 @@ class HostStaging:
         it is done, by `copy(dst, src)` (the uploader's threaded host copy; default numpy's); None
         (nothing copied) when another proof holds it or they do not fit."""
         flats = {name: np.ascontiguousarray(v).reshape(-1).view(np.uint8) for name, v in arrays.items()}
+        filled = self.take({name: f.nbytes for name, f in flats.items()}, wait=False)
+        if filled is None:
+            return None
+        try:
+            do_copy = copy or np.copyto
+            for name, flat in flats.items():
+                if flat.nbytes:
+                    do_copy(filled.views[name], flat)
+        except BaseException:
+            filled.release(None)
+            raise
+        return filled
+
+    def take(self, sizes: Mapping[str, int], *, wait: bool) -> Filled | None:
+        """Take the buffer for arrays of these byte sizes, once the transfer that last read it is
+        done: `views` to write them into (uninitialised), each aligned. None when they do not fit, or
+        when another proof holds it and not `wait` (else this waits for its release)."""
         with self._lock:
-            if self._taken or staging_bytes([f.nbytes for f in flats.values()]) > self.nbytes:
+            if staging_bytes(sizes) > self.nbytes or (self._taken and not wait):
                 self.missed += 1
                 return None
+            while self._taken:
+                self._freed.wait()
             self._taken = True
             read_done, self._read_done = self._read_done, None
         filled = Filled(self)
         try:
             if read_done is not None:
                 read_done.synchronize()
-            do_copy = copy or np.copyto
-            offset = 0
-            for name, flat in flats.items():
-                dst = self._buffer[offset: offset + flat.nbytes]
-                if flat.nbytes:
-                    do_copy(dst, flat)
-                filled.views[name] = dst
-                offset += staging_bytes([flat.nbytes])
         except BaseException:
             filled.release(None)
             raise
+        offset = 0
+        for name, nbytes in sizes.items():
+            filled.views[name] = self._buffer[offset: offset + nbytes]
+            offset += staging_bytes([nbytes])
         with self._lock:
             self.fills += 1
         return filled
@@ -101,3 +123,4 @@ class HostStaging:
         with self._lock:
             self._read_done = read_done
             self._taken = False
+            self._freed.notify()
