@@ -29,6 +29,11 @@ next one still runs.
     python benchmarks/e2e/bench_porep_e2e.py --kind winning --sector-size 32GiB --backend cuda --root /data/e2e-win \
         -c 20 -j 1 --warmup 2
 
+`--deadline SECONDS` fits the whole run into a wall-clock budget (a lent machine's call): each memory
+limit's batch stops submitting proofs (`cuzk bench batch --max-seconds`) so that its proofs in flight,
+the verification and the daemon's stop still fit, and is stopped outright only past the budget, so a
+short call still ends with a record and a verified proof.
+
 With `--device-witness on` the daemon writes PoRep's SHA-256 aux on the GPU (files tagged "-dw"): run it
 after a run without, on the same --root and machine, for a side-by-side comparison.
 """
@@ -98,6 +103,13 @@ def main() -> int:
     p.add_argument("--bench-max-seconds", type=float, default=None,
                    help="`cuzk bench batch --max-seconds`: submit no proof after this many seconds, keep the samples "
                         "(give --bench-timeout room for the proofs still in flight)")
+    p.add_argument("--deadline", type=float, default=None, metavar="SECONDS",
+                   help="wall-clock seconds for the whole run, from its start: each batch stops submitting when "
+                        "what is left, less --deadline-reserve, is used up (shared among the memory limits still "
+                        "to run), and is stopped at the deadline less 30 s")
+    p.add_argument("--deadline-reserve", type=float, default=90.0, metavar="SECONDS",
+                   help="with --deadline: seconds kept for the proofs in flight when a batch stops submitting, "
+                        "the verification and the daemon's stop (default 90)")
     p.add_argument("--stop-after", choices=("compile", "params", "vanilla"),
                    help="prepare only up to this step (a later run resumes from there)")
     p.add_argument("--device-witness", default="deadlines", choices=("off", "on", "deadlines"),
@@ -127,6 +139,9 @@ def main() -> int:
                                              "--device-witness on)")
     p.add_argument("--out", type=Path, default=RESULTS)
     args = p.parse_args()
+    if args.deadline is not None and args.deadline <= 0:
+        p.error(f"--deadline must be > 0 seconds, got {args.deadline:g}")
+    args.deadline_at = None if args.deadline is None else time.monotonic() + args.deadline
     # `timeout` (or a device call's limit) sends SIGTERM: leave through the finally blocks, so the daemon
     # is stopped and the record saved.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -209,8 +224,9 @@ def main() -> int:
 
     # 4-6 per memory_limit: daemon, benchmark, one proof and its verifiers
     record["runs"] = {}
-    for cap in caps:
+    for k, cap in enumerate(caps):
         run: dict = record["runs"].setdefault(cap, {})
+        args.runs_left = len(caps) - k
         try:
             _daemon_run(args, cap, run, cid=cid, root=root, params=params, vanilla_dir=vanilla_dir,
                         tag=tag if len(caps) == 1 else f"{tag}-cap{cap}", stamp=stamp, log=log, save=save)
@@ -253,13 +269,17 @@ def _bench_and_prove(args: argparse.Namespace, run: dict, *, cid: str, root: Pat
         save()
         # 5. the benchmark
         batch = args.out / f"{args.kind}-e2e-batch-{tag}-{stamp}"
+        max_seconds, timeout = batch_limits(args.bench_max_seconds, args.bench_timeout, args.deadline_at,
+                                            args.deadline_reserve, getattr(args, "runs_left", 1), time.monotonic())
+        if args.deadline_at is not None:
+            run["deadline"] = {"batch_max_seconds": max_seconds, "batch_timeout": timeout}
         try:
             run["bench_batch"] = {"seconds": _cuzk(
                 "bench", "batch", "-t", args.kind, "--inputs", str(vanilla_dir), "-c", str(args.count), "-j",
                 str(args.concurrency), "--warmup", str(args.warmup), "--json", f"{batch}.json", "--timeline",
                 f"{batch}.png", "--addr", addr, "--no-progress",
-                *(("--max-seconds", str(args.bench_max_seconds)) if args.bench_max_seconds else ()),
-                log=log, timeout=args.bench_timeout)}
+                *(("--max-seconds", f"{max_seconds:.0f}") if max_seconds else ()),
+                log=log, timeout=timeout)}
         finally:  # also after a timeout: the plan and the memory it reached
             run["device_memory"] = _device_memory(args.status_listen, sampler)
         summary = json.loads(Path(f"{batch}.json").read_text())
@@ -294,6 +314,20 @@ def _bench_and_prove(args: argparse.Namespace, run: dict, *, cid: str, root: Pat
         if not result.proof:
             raise CuzkError(f"the proof through the daemon failed: {result.error_message}")
         run["verification"] = _verify(args.kind, result.proof, public, params.with_suffix(".vk"))
+
+
+def batch_limits(max_seconds: float | None, timeout: float | None, deadline_at: float | None, reserve: float,
+                 runs_left: int, now: float) -> tuple[float | None, float | None]:
+    """The batch's (--max-seconds, timeout): as given, or within a deadline (`deadline_at`, on the
+    monotonic clock): submitting stops once this run's share of what is left, less `reserve`, is
+    used (the runs still to come get equal shares), and the batch is stopped 30 s before the
+    deadline. Either limit given explicitly stays when it is the tighter one."""
+    if deadline_at is None:
+        return max_seconds, timeout
+    left = deadline_at - now
+    share = max(1.0, (left - reserve) / max(1, runs_left))
+    hard = max(1.0, left - 30.0)
+    return (min(share, max_seconds) if max_seconds else share), (min(hard, timeout) if timeout else hard)
 
 
 @contextlib.contextmanager
