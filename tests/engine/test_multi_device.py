@@ -84,6 +84,26 @@ def test_a_killed_device_process_hands_its_partition_to_another_device(engine3: 
     assert_verifies(result, debug_params, seed=30, partitions=3)
 
 
+def test_a_device_that_lost_its_key_is_restarted_with_it_and_the_job_completes(engine3: Engine,
+                                                                               debug_params: Path) -> None:
+    """A device asked for a partition of a key it no longer holds (here dropped behind the engine's
+    back; in the field, a restart whose reload failed) hands the partition on and is restarted with
+    its keys, rather than failing every partition it is given."""
+    warm = engine3.submit(make_request("warm-key", partitions=3, seed=49)).job_id
+    assert engine3.await_result(warm, 120) is not None  # the key hot on every device
+    victim = engine3.executor.devices[2]
+    failures = victim.failures
+    assert victim.proc.request(("unload", "mimc-3", "cold"))[0] == "ok"
+    job = engine3.submit(make_request("lost-key", partitions=6, seed=50, device_delay_ms=HOLD_MS)).job_id
+    result = engine3.await_result(job, 180)
+    assert result is not None and result.status is ResultStatus.COMPLETED, result.error
+    assert_verifies(result, debug_params, seed=50, partitions=6)
+    assert victim.failures == failures + 1 and "not resident" in victim.last_failure[1]
+    wait_until(lambda: victim.alive and victim.ready.is_set(), 60, "the device to be restarted")
+    engine3.executor.refresh_info()
+    assert {"circuit_id": "mimc-3", "tier": "hot"} in victim.info[0]["keys"]
+
+
 def test_critical_work_goes_first_beside_a_spread_load(engine3: Engine, debug_params: Path) -> None:
     load = engine3.submit(make_request("load3", partitions=60, seed=40, device_delay_ms=HOLD_MS)).job_id
     wait_until(lambda: engine3.jobs[load].partitions_done() >= 1, 120, "the load to be on the devices")

@@ -177,8 +177,11 @@ class _DeviceState:
                     pk = self.keys.get(item.circuit_id)
                     hot = item.circuit_id in self.hot
                 if pk is None or not hot:
+                    # The engine hands a device only partitions of keys it made hot there, so the
+                    # device lost one (a restart whose reload failed, say): fatal, so that the
+                    # partition goes to the next free device and this one is restarted with its keys.
                     results.append(ItemResult(False, error=f"parameters for {item.circuit_id} are not resident on "
-                                                          "this device"))
+                                                          "this device", fatal=True))
                     attached.append(None)
                     continue
                 att = item.shared.attach()
