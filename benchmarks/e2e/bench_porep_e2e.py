@@ -410,6 +410,7 @@ def running_daemon(root: Path, circuits: list[str], gpus: dict, extra: dict, *, 
                               # signal would make the daemon abort; this script stops it (finally, below).
                               start_new_session=True)
     sampler = DriverMemorySampler() if cuda else None
+    host = HostMemorySampler()
     try:
         with CuzkClient(addr, timeout=5) as client:
             client.wait_ready(ready_timeout, alive=lambda: daemon.poll() is None)
@@ -418,6 +419,7 @@ def running_daemon(root: Path, circuits: list[str], gpus: dict, extra: dict, *, 
     finally:
         if sampler is not None:
             sampler.stop()
+        run["host_memory"] = host.stop()
         _stop(daemon, 120)
         daemon_log.close()
 
@@ -447,6 +449,51 @@ class DriverMemorySampler:
     def stop(self) -> None:
         self._proc.terminate()
         self._proc.wait(10)
+
+
+class HostMemorySampler:
+    """The host's memory while the daemon runs: /proc/meminfo every `interval` s, from the daemon's
+    start. What the record keeps is the least MemAvailable seen (the host's low point, every process
+    on it counted), as bytes used = MemTotal - MemAvailable, with its time from the start."""
+
+    def __init__(self, interval: float = 0.5, meminfo: Path = Path("/proc/meminfo")) -> None:
+        self._meminfo, self._interval = meminfo, interval
+        self.total = 0
+        self.min_available: int | None = None
+        self.min_at_s = 0.0
+        self.samples = 0
+        self._start = time.monotonic()
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> tuple[int, int] | None:
+        try:
+            fields = dict(line.split(":", 1) for line in self._meminfo.read_text().splitlines() if ":" in line)
+            return int(fields["MemTotal"].split()[0]) << 10, int(fields["MemAvailable"].split()[0]) << 10
+        except (OSError, KeyError, ValueError):
+            return None
+
+    def _run(self) -> None:
+        while True:
+            got = self._read()
+            if got is not None:
+                self.total, available = got
+                self.samples += 1
+                if self.min_available is None or available < self.min_available:
+                    self.min_available, self.min_at_s = available, time.monotonic() - self._start
+            if self._done.wait(self._interval):
+                return
+
+    def stop(self) -> dict:
+        """Stop sampling; the record's entry."""
+        self._done.set()
+        self._thread.join(5)
+        if self.min_available is None:
+            return {"error": f"{self._meminfo} could not be read", "samples": 0}
+        return {"total_bytes": self.total, "min_available_bytes": self.min_available,
+                "peak_used_bytes": self.total - self.min_available, "peak_at_s": round(self.min_at_s, 1),
+                "samples": self.samples, "interval_s": self._interval}
 
 
 def daemon_status(status_listen: str) -> dict:
