@@ -174,3 +174,21 @@ def test_only_sha256_paths_defer() -> None:
     with pytest.raises(ValueError, match="only SHA-256 paths defer"):
         merkle_path_witness(shape, PathLayout.INCLUSION, leaves, np.zeros(1, dtype=np.int64), siblings,
                             deferred=DeferredWitness(), rows=np.zeros(1, dtype=np.int64))
+
+
+def test_openings_completed_in_batches_give_the_same_aux(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`complete_on_host` computes a few paths at a time (their aux is a copy on its way into the
+    vector): batches of one path, of two and of all give the full generator's aux."""
+    from cuzk.witness_gen import deferred as deferred_module
+
+    config = dataclasses.replace(FallbackPoStConfig.window(32 << 30), sector_count=1)
+    circuit = random_post_circuit(config, 7)
+    _, full_aux = circuit.witness_arrays()
+    _, aux, deferred = _deferred_witness(circuit)
+    (job,) = deferred.path_jobs
+    assert job.rows.shape[0] > 2
+    for rows in (job.path_aux, 2 * job.path_aux + 1, 1 << 30):
+        monkeypatch.setattr(deferred_module, "HOST_PATH_ROWS", rows)
+        completed = aux.copy()
+        deferred.complete_on_host(completed)
+        assert np.array_equal(completed, full_aux), rows

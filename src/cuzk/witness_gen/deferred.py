@@ -34,6 +34,11 @@ from cuzk.witness_gen.sha256 import Sha256WitnessPlan, fr32_packed_limbs
 
 __all__ = ["DeferredWitness", "PoseidonPathJob", "Sha256Job"]
 
+#: Aux rows of Poseidon paths that `complete_on_host` computes at once: each batch's aux (and its
+#: row index) is a copy on the way into the vector, so a WindowPoSt-32GiB partition's 127M deferred
+#: rows are not held twice over (4 GB and a 1 GB index) beside a small card's pinned key.
+HOST_PATH_ROWS = 1 << 22
+
 
 @dataclass(frozen=True)
 class Sha256Job:
@@ -152,5 +157,9 @@ class DeferredWitness:
         for path in self.path_jobs:
             if path.rows.size and (int(path.rows.min()) < 0 or int(path.rows.max()) + path.path_aux > aux.shape[0]):
                 raise ValueError(f"path rows reach outside the aux vector of {aux.shape[0]} rows")
-            witness = merkle_path_witness(path.shape, path.layout, path.leaves, path.indices, path.siblings)
-            aux[path.rows[:, None] + np.arange(path.path_aux)] = witness.aux  # path n at rows[n] ..
+            step = max(1, HOST_PATH_ROWS // max(1, path.path_aux))
+            for lo in range(0, path.rows.shape[0], step):
+                hi = lo + step
+                witness = merkle_path_witness(path.shape, path.layout, path.leaves[lo:hi], path.indices[lo:hi],
+                                              path.siblings[lo:hi])
+                aux[path.rows[lo:hi, None] + np.arange(path.path_aux)] = witness.aux  # path n at rows[n] ..
