@@ -87,3 +87,26 @@ def test_a_recipe_pinned_to_the_compiled_path_fails_instead_of_falling_back(tmp_
         recipe.assignment()
     plain = FilecoinPartitionRecipe("winning-2k", 0, None, (), "p0")
     assert plain.compiled_only() is plain
+
+
+def test_a_deferred_witness_completed_on_the_host_reserves_its_aux_copy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where a device's plan computes the products on the host, a partition whose witness is left
+    to the device is completed there on a copy of its aux: its proving part holds that copy."""
+    import cuzk.groth16.synthesis as synthesis
+
+    monkeypatch.setattr(synthesis, "defers_witness", lambda circuit: True)
+    shape = KNOWN_SHAPES["wpost-32g"]
+
+    def estimate(on_host: bool, device_witness: bool) -> PartitionEstimate:
+        recipe = FilecoinPartitionRecipe("wpost-32g", 0, SimpleNamespace(witness_arrays=lambda: None), (), "p0",
+                                         "/x.cuzk-r1cs", "prover", device_witness=device_witness)
+        plan = JobPlan("wpost-32g", [PartitionPlan(0, recipe, [])], compiled=True)
+        engine = _engine(120 * GB, "cuda", "prover")
+        engine.executor = SimpleNamespace(products_on_host=lambda cid: on_host and cid == "wpost-32g")
+        return Engine._partition_estimate(engine, plan, shape)
+
+    plain = PartitionEstimate.compiled(shape, products_on_prover=True, device_prover=True, batched_witness=True)
+    assert estimate(on_host=False, device_witness=True) == plain  # the GPU writes it into its own vector
+    assert estimate(on_host=True, device_witness=False) == plain  # nothing deferred, nothing copied
+    copied = estimate(on_host=True, device_witness=True)
+    assert copied.proving == plain.proving + 32 * shape.num_aux and copied.synthesis == plain.synthesis

@@ -146,6 +146,21 @@ def test_the_compiled_pages_that_host_products_read_are_held_for_the_key() -> No
     assert reply["file_read_bytes"] == 0
 
 
+def test_the_device_process_says_where_a_keys_products_run_and_the_executor_remembers_it() -> None:
+    from cuzk.engine.devices import DeviceSpec
+    from cuzk.engine.executor import Device, Executor
+
+    for products, on_host in (("host", True), ("device", False), (None, False)):
+        state = _streaming_state({"host_pinned_bytes": 0, "streamed_bytes": 0, "products": products})
+        assert state.load("porep-32g", "/unused", True)["products_on_host"] is on_host
+    device = Device(DeviceSpec(0, "cuda"))
+    Executor._loaded(device, "porep-32g", {"pinned_bytes": 1, "products_on_host": True})
+    fake = type("Fake", (), {"devices": [device]})()
+    assert Executor.products_on_host(fake, "porep-32g") and not Executor.products_on_host(fake, "wpost-32g")
+    Executor._unloading("porep-32g", "warm", [device])
+    assert not Executor.products_on_host(fake, "porep-32g")
+
+
 def test_a_backend_without_a_memory_plan_says_nothing_of_the_file() -> None:
     from cuzk.engine.device_worker import _DeviceState
 

@@ -129,14 +129,15 @@ class _DeviceState:
         daemon then counts all of it."""
         plan = getattr(self.backend, "memory_plan", None)
         if plan is None:
-            return {"pinned_bytes": 0, "pinned_key_bytes": 0}
+            return {"pinned_bytes": 0, "pinned_key_bytes": 0, "products_on_host": False}
         keys = [k for k in plan({pk: circuit_id})["keys"] if k["circuit_id"] == circuit_id]
         total = sum(k["host_pinned_bytes"] + k.get("host_mapped_compiled_bytes", 0) for k in keys)
         other = sum(k.get("host_pinned_compiled_bytes", 0) + k.get("host_pinned_staging_bytes", 0)
                     + k.get("host_mapped_compiled_bytes", 0) for k in keys)
         bases = total - other
         streamed = sum(k.get("streamed_bytes", 0) for k in keys)
-        return {"pinned_bytes": total, "pinned_key_bytes": bases, "file_read_bytes": max(0, streamed - bases)}
+        return {"pinned_bytes": total, "pinned_key_bytes": bases, "file_read_bytes": max(0, streamed - bases),
+                "products_on_host": any(k.get("products") == "host" for k in keys)}
 
     def _prepare_compiled(self, circuit_id: str, compiled_path: str, pk: Any) -> dict[str, Any]:
         """Map and verify the compiled circuit (a 130M-row circuit: 6.1 GB of digests, ~15 s) and, with a

@@ -655,8 +655,12 @@ class Engine:
         on_prover = self.sparse_products == "prover"
         device = bool(self.device_specs) and all(spec.kind == "cuda" for spec in self.device_specs)
         batched = all(p.recipe.batched_witness for p in plan.partitions)
+        # A device whose plan computes this circuit's products on the host completes a deferred
+        # witness there too, on a copy of the aux.
+        aux_copy = device and any(p.recipe.defers_witness for p in plan.partitions) \
+            and self.executor.products_on_host(plan.circuit_id)
         return PartitionEstimate.compiled(shape, products_on_prover=on_prover, device_prover=device,
-                                          batched_witness=batched).at_least(plan.min_partition_bytes)
+                                          batched_witness=batched, aux_copy=aux_copy).at_least(plan.min_partition_bytes)
 
     def _plan(self, job: Job) -> None:
         try:

@@ -78,6 +78,9 @@ class Device:
         #: circuit id -> bytes of the key's file the device still reads while the key is hot (its
         #: plan's streamed vectors left unpinned); None: it did not say (a CPU backend), the whole file.
         self.file_read: dict[str, int | None] = {}
+        #: Circuits whose compiled products this device computes on the host (its plan cannot hold
+        #: the witness, a, b, c and a matrix at once), as its last load said.
+        self.products_on_host: set[str] = set()
 
     def proven(self, device_s: float) -> None:
         self.partitions_proven += 1
@@ -216,6 +219,10 @@ class Executor(ABC):
         device.pinned[circuit_id] = reply.get("pinned_bytes", 0)
         device.pinned_key[circuit_id] = min(reply.get("pinned_key_bytes", 0), device.pinned[circuit_id])
         device.file_read[circuit_id] = reply.get("file_read_bytes")
+        if reply.get("products_on_host"):
+            device.products_on_host.add(circuit_id)
+        else:
+            device.products_on_host.discard(circuit_id)
 
     @staticmethod
     def _check_someone_holds(circuit_id: str, devices: list[Device]) -> None:
@@ -231,8 +238,14 @@ class Executor(ABC):
             d.pinned.pop(circuit_id, None)
             d.pinned_key.pop(circuit_id, None)
             d.file_read.pop(circuit_id, None)
+            d.products_on_host.discard(circuit_id)
             if tier == "cold":
                 d.refused.pop(circuit_id, None)
+
+    def products_on_host(self, circuit_id: str) -> bool:
+        """Whether a device computes this circuit's compiled products on the host, as its last load
+        said (its partitions' memory estimate then holds what that prover keeps on the host)."""
+        return any(circuit_id in d.products_on_host for d in self.devices)
 
     def hot_host_bytes(self, circuit_id: str, file_bytes: int) -> tuple[int, int]:
         """What the host budget holds for a hot key beside its decoded copies, as the devices' last

@@ -76,14 +76,16 @@ class PartitionEstimate:
 
     @classmethod
     def compiled(cls, shape: CircuitShape, *, products_on_prover: bool, device_prover: bool,
-                 batched_witness: bool = False) -> PartitionEstimate:
+                 batched_witness: bool = False, aux_copy: bool = False) -> PartitionEstimate:
         """The compiled path (`cuzk.r1cs.compiled`): no constraint system in memory. The witness comes
         from the circuit's generator; a, b, c are the sparse products, evaluated in the synthesis
         process or (`products_on_prover`) by the prover's backend; a `device_prover` (GPU) keeps
         a, b, c, the NTTs and the MSMs in device memory, so only its host-side staging counts here.
         `batched_witness`: the circuit has a batched witness generator (`witness_arrays`), which needs
         far less than WitnessCS. A 130M-row circuit on a GPU: 8.3 GB (synthesis) + 4.2 GB (shared) +
-        3.2 GB (proving), against 215 GB for the constraint-system path on the CPU (docs/memory.md §3)."""
+        3.2 GB (proving), against 215 GB for the constraint-system path on the CPU (docs/memory.md §3).
+        `aux_copy`: the prover completes a deferred witness on the host, on a copy of the aux (a GPU
+        whose plan computes the products on the host), held while it proves."""
         n = shape.num_constraints
         variables = shape.num_inputs + shape.num_aux
         domain = 1 << max(0, (max(n, 1) - 1).bit_length())
@@ -96,6 +98,8 @@ class PartitionEstimate:
             shared = shared_bytes(n, shape.num_inputs, shape.num_aux)
         if device_prover:
             proving = variables * DEVICE_PROVE_HOST_BYTES_PER_VARIABLE + DEVICE_PROVE_HOST_FIXED
+            if aux_copy:
+                proving += 32 * shape.num_aux
         else:
             proving = domain * PROVE_BYTES_PER_DOMAIN_ELEMENT + variables * PROVE_BYTES_PER_VARIABLE
             if products_on_prover:

@@ -54,6 +54,13 @@ class PartitionRecipe(ABC):
         are a fraction of WitnessCS's (`PartitionEstimate.compiled`). False unless a recipe knows."""
         return False
 
+    @property
+    def defers_witness(self) -> bool:
+        """Whether the partition leaves part of its witness for the prover to write (`cuzk.witness_gen.deferred`):
+        a prover that writes it on the host does so on a copy of the aux (`PartitionEstimate.compiled`).
+        False unless a recipe knows."""
+        return False
+
     def assignment_into(self, segment: Callable[[int, int], Any]) -> Any:
         """`assignment()`, where a recipe that can generate its witness in place may call
         `segment(num_inputs, num_aux)` for a `cuzk.engine.synthesis.WitnessSegment` and write it

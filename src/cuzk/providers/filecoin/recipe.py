@@ -57,6 +57,13 @@ class FilecoinPartitionRecipe(CircuitRecipe):
         needs on the compiled path are a fraction of WitnessCS's (`PartitionEstimate.compiled`)."""
         return callable(getattr(self.circuit, "witness_arrays", None))
 
+    @property
+    def defers_witness(self) -> bool:
+        """Whether its openings (or SHA-256 gadgets) are left for the prover's device to write."""
+        from cuzk.groth16.synthesis import defers_witness
+
+        return self.sparse_products == "prover" and self.device_witness and defers_witness(self.circuit)
+
     def compiled_only(self) -> FilecoinPartitionRecipe:
         return replace(self, fallback=False) if self.compiled_path is not None else self
 
