@@ -36,7 +36,7 @@ from cuzk.r1cs.compiled_file import (
     read_header,
     write_compiled,
 )
-from cuzk.r1cs.spmv import COEFF_MINUS_ONE, COEFF_ONE, check_rows, spmv_table, spmv_table_transpose
+from cuzk.r1cs.spmv import COEFF_MINUS_ONE, COEFF_ONE, check_rows, spmv3_table, spmv_table, spmv_table_transpose
 
 FIELDS = ("a", "b", "c", "inputs", "aux", "a_aux_density", "b_input_density", "b_aux_density")
 
@@ -193,6 +193,45 @@ def test_spmv_table_matches_a_python_reference() -> None:
     limbs = ints_to_limbs(w)
     out = spmv_table(row_ptr, cols, idx, to_montgomery(ints_to_limbs(table)), limbs[:n_in], limbs[n_in:])
     assert limbs_to_ints(out) == _python_spmv(row_ptr, cols, idx, table, w)
+
+
+def test_three_products_in_one_pass_match_the_reference_and_find_the_unsatisfied_rows() -> None:
+    """`spmv3_table`: each matrix's product as the Python reference computes it, into given arrays
+    or new ones, and with `check` exactly the rows where a·b != c (here c = a·b but for two rows)."""
+    rng = np.random.default_rng(7)
+    rows, n_in, n_aux = 200, 4, 150
+    pyrng = random.Random(7)
+    table = [1, R_MODULUS - 1] + [pyrng.randrange(R_MODULUS) for _ in range(20)]
+    w = [pyrng.choice([0, 1, R_MODULUS - 1, pyrng.randrange(R_MODULUS)]) for _ in range(n_in + n_aux)]
+    limbs = ints_to_limbs(w)
+    mats, want = [], []
+    for _ in range(3):
+        row_ptr = np.concatenate([[0], np.cumsum(rng.integers(0, 8, size=rows))]).astype(np.uint32)
+        cols = rng.integers(0, n_in + n_aux, size=int(row_ptr[-1])).astype(np.uint32)
+        idx = rng.integers(0, len(table), size=int(row_ptr[-1])).astype(np.uint16)
+        mats.append((row_ptr, cols, idx))
+        want.append(_python_spmv(row_ptr, cols, idx, table, w))
+    mont = to_montgomery(ints_to_limbs(table))
+    a, b, c, bad = spmv3_table(tuple(mats), mont, limbs[:n_in], limbs[n_in:])
+    assert [limbs_to_ints(x) for x in (a, b, c)] == want and bad.size == 0  # no check asked for
+    outs = tuple(np.empty((rows, 4), dtype=np.uint64) for _ in range(3))
+    got = spmv3_table(tuple(mats), mont, limbs[:n_in], limbs[n_in:], outs, check=True)
+    assert all(g is o for g, o in zip(got[:3], outs, strict=True))
+    expected_bad = [r for r in range(rows) if want[0][r] * want[1][r] % R_MODULUS != want[2][r]]
+    assert got[3].tolist() == expected_bad == check_rows(*got[:3]).tolist()
+    # C made to equal a·b but for rows 3 and 41: each row one entry, coefficient 1, on a column
+    # holding that row's product.
+    products = [want[0][r] * want[1][r] % R_MODULUS for r in range(rows)]
+    products[3], products[41] = (products[3] + 1) % R_MODULUS, (products[41] + 2) % R_MODULUS
+    w2 = w + products
+    c_ptr = np.arange(rows + 1, dtype=np.uint32)
+    c_cols = np.arange(n_in + n_aux, n_in + n_aux + rows, dtype=np.uint32)
+    aux2 = ints_to_limbs(w2)[n_in:]
+    c_idx = np.zeros(rows, dtype=np.uint16)
+    *_, bad = spmv3_table((mats[0], mats[1], (c_ptr, c_cols, c_idx)), mont, limbs[:n_in], aux2, check=True)
+    assert bad.tolist() == [3, 41]
+    with pytest.raises(ValueError, match="matrix B has 199 rows, A has 200"):
+        spmv3_table((mats[0], (mats[1][0][:-1], mats[1][1], mats[1][2]), mats[2]), mont, limbs[:n_in], limbs[n_in:])
 
 
 @pytest.mark.parametrize("threads_cols", [(0, 3), (1, 1), (13, 7), (300, 205)])

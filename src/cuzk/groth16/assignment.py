@@ -66,9 +66,7 @@ class Assignment:
             for arr, name in ((inputs, "inputs"), (aux, "aux")):
                 if (bad := check_canonical(arr)) >= 0:
                     raise ValueError(f"witness {name}[{bad}] is not a canonical field element")
-        a, b, c = compiled.evaluate(inputs, aux, out)
-        if check:
-            compiled.check_satisfied(a, b, c)
+        a, b, c = compiled.evaluate(inputs, aux, out, check=check)
         return cls(a=a, b=b, c=c, inputs=inputs, aux=aux, a_aux_density=compiled.a_aux_density.copy(),
                    b_input_density=compiled.b_input_density.copy(), b_aux_density=compiled.b_aux_density.copy())
 

@@ -33,7 +33,7 @@ from cuzk.field.fr_vec import from_montgomery, to_montgomery
 from cuzk.field.limbs import check_canonical
 from cuzk.r1cs.recording import CsrMatrix, R1csMatrices
 from cuzk.r1cs.shape import CircuitShape
-from cuzk.r1cs.spmv import check_rows, spmv_table
+from cuzk.r1cs.spmv import check_rows, spmv3_table
 
 __all__ = [
     "CompiledCircuit",
@@ -217,24 +217,31 @@ class CompiledCircuit:
                                                      else num_constraints))
 
     def evaluate(self, inputs: np.ndarray, aux: np.ndarray,
-                 out: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+                 out: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None, *, check: bool = False,
                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """a, b, c (canonical (constraints, 4) uint64) for the witness (canonical limb arrays),
-        written into `out` when given (a prover's pinned staging)."""
+        written into `out` when given (a prover's pinned staging); with `check`, in the same pass,
+        SynthesisError naming the first rows where a·b != c (`check_satisfied`'s)."""
         self.check_witness(inputs.shape[0], aux.shape[0])
-        dsts = out if out is not None else (None, None, None)
-        return tuple(spmv_table(mat.row_ptr, mat.cols, mat.coeff_idx, self.coeff_table, inputs, aux, dst,
-                                table_canonical=self.coeff_table_canonical)
-                     for mat, dst in zip((self.a, self.b, self.c), dsts, strict=True))  # type: ignore[return-value]
+        a, b, c, bad = spmv3_table(tuple((m.row_ptr, m.cols, m.coeff_idx) for m in (self.a, self.b, self.c)),
+                                   self.coeff_table, inputs, aux, out, check=check,
+                                   table_canonical=self.coeff_table_canonical)
+        if bad.size:
+            self._refuse(bad)
+        return a, b, c
 
     def check_satisfied(self, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
         """Raise SynthesisError naming the first rows where a·b != c."""
         bad = check_rows(a, b, c)
         if bad.size:
-            rows = ", ".join(str(int(r)) for r in bad[:8])
-            raise SynthesisError(f"compiled circuit {self.circuit_id!r}: {bad.size} of {self.num_constraints} "
-                                 f"constraints are not satisfied by the witness (rows {rows}"
-                                 f"{', ...' if bad.size > 8 else ''})")
+            self._refuse(bad)
+
+    def _refuse(self, bad: np.ndarray) -> None:
+        """SynthesisError naming the first of the unsatisfied rows `bad`."""
+        rows = ", ".join(str(int(r)) for r in bad[:8])
+        raise SynthesisError(f"compiled circuit {self.circuit_id!r}: {bad.size} of {self.num_constraints} "
+                             f"constraints are not satisfied by the witness (rows {rows}"
+                             f"{', ...' if bad.size > 8 else ''})")
 
 
 def check_witness_counts(circuit_id: str, want: tuple[int, int, int], got: tuple[int, int, int]) -> None:
