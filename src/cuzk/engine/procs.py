@@ -41,12 +41,14 @@ class WorkerCrashedError(CuzkError):
 
 
 def _how_it_ended(exitcode: int | None) -> str:
-    """A dead child's exit code in words. SIGKILL is named because nothing in the daemon sends it to a
-    working child: it is most often the kernel's out-of-memory killer (see the kernel log)."""
+    """A dead child's exit code in words. SIGKILL is named because the daemon sends it only to a
+    device process it restarts after a fatal error (logged as such): otherwise it is most often the
+    kernel's out-of-memory killer (see the kernel log)."""
     if exitcode is None:
         return "closed its connection (not yet exited)"
     if exitcode == -signal.SIGKILL:
-        return "was killed by SIGKILL (the kernel's out-of-memory killer, unless someone sent it)"
+        return ("was killed by SIGKILL (the kernel's out-of-memory killer, unless the daemon restarted it "
+                "after a fatal error or someone else sent it)")
     if exitcode < 0:
         try:
             name = signal.Signals(-exitcode).name
