@@ -283,6 +283,19 @@ def test_check_rows_finds_exactly_the_unsatisfied_rows() -> None:
     assert bad.tolist() == [3, 41]
 
 
+def test_check_rows_with_factors_0_and_1_needs_no_product_and_is_still_exact() -> None:
+    """Rows whose a or b is 0 or 1 (most of the bit-heavy Filecoin circuits') are checked by
+    comparing limbs: satisfied rows pass and every kind of wrong c is found."""
+    rng = random.Random(9)
+    x, y = rng.randrange(2, R_MODULUS), rng.randrange(2, R_MODULUS)
+    rows = [(0, x, 0, True), (x, 0, 0, True), (0, 1, 0, True), (1, x, x, True), (x, 1, x, True), (1, 1, 1, True),
+            (0, x, 1, False), (x, 0, x, False), (1, x, y, False), (x, 1, 1, False), (1, 1, 0, False),
+            (1, 0, 1, False), (x, y, x * y % R_MODULUS, True), (x, y, x, False)]
+    a, b, c = ([row[k] for row in rows] for k in range(3))
+    bad = check_rows(ints_to_limbs(a), ints_to_limbs(b), ints_to_limbs(c))
+    assert bad.tolist() == [k for k, row in enumerate(rows) if not row[3]]
+
+
 # -- files --------------------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")

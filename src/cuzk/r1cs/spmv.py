@@ -128,7 +128,14 @@ def _spmv_table_transpose(row_ptr, cols, coeff_idx, table, x, y, n_parts):  # ty
 @njit(inline="always")
 def _unequal(a0, a1, a2, a3, b0, b1, b2, b3, c0, c1, c2, c3):  # type: ignore[no-untyped-def]
     """a·b != c, all canonical: Montgomery products of a·b and of c·1 both carry one factor R^-1,
-    so they are equal exactly when a·b = c."""
+    so they are equal exactly when a·b = c. A factor 0 or 1 (most rows of the bit-heavy Filecoin
+    circuits) needs no product: canonical values are equal exactly when their limbs are."""
+    if (a0 | a1 | a2 | a3) == m.U0 or (b0 | b1 | b2 | b3) == m.U0:
+        return (c0 | c1 | c2 | c3) != m.U0
+    if a0 == m.U1 and (a1 | a2 | a3) == m.U0:
+        return ((b0 ^ c0) | (b1 ^ c1) | (b2 ^ c2) | (b3 ^ c3)) != m.U0
+    if b0 == m.U1 and (b1 | b2 | b3) == m.U0:
+        return ((a0 ^ c0) | (a1 ^ c1) | (a2 ^ c2) | (a3 ^ c3)) != m.U0
     p0, p1, p2, p3 = m.mont_mul(a0, a1, a2, a3, b0, b1, b2, b3)
     q0, q1, q2, q3 = m.mont_mul(c0, c1, c2, c3, m.U1, m.U0, m.U0, m.U0)
     return ((p0 ^ q0) | (p1 ^ q1) | (p2 ^ q2) | (p3 ^ q3)) != m.U0
@@ -174,9 +181,9 @@ def spmv3_table(matrices: tuple[tuple[np.ndarray, np.ndarray, np.ndarray], ...],
                 out: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None, *, check: bool = False,
                 table_canonical: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(A·w, B·w, C·w, rows where a·b != c) for three CSR matrices (row_ptr, cols, coeff_idx) of one
-    circuit, in one pass over the rows: `spmv_table` three times and `check_rows` after, 20% faster
-    on porep-2k's matrices (benchmarks/HISTORY.md, host products). The rows array is empty unless
-    `check`. `out`: three (rows, 4) uint64 arrays to write into."""
+    circuit, in one pass over the rows: what `spmv_table` three times and `check_rows` after give,
+    in 0.64-0.73x their time on porep-2k's witness (benchmarks/results/host-products-porep-2k-cpu-
+    2026-12-04.json). The rows array is empty unless `check`. `out`: three (rows, 4) uint64 arrays."""
     inputs = as_limb_array(inputs, "inputs")
     aux = as_limb_array(aux, "aux")
     table = as_limb_array(table_mont, "table_mont")
