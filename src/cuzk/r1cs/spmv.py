@@ -159,6 +159,18 @@ def spmv_table(row_ptr: np.ndarray, cols: np.ndarray, coeff_idx: np.ndarray, tab
     when it is loaded or built): the kernel does no bounds checks, so only the cheap shape facts
     are verified here.
     """
+    inputs, aux, table, canonical = _operands(inputs, aux, table_mont, table_canonical)
+    rows = row_ptr.shape[0] - 1
+    if cols.shape != coeff_idx.shape or cols.ndim != 1:
+        raise ValueError(f"cols {cols.shape} and coeff_idx {coeff_idx.shape} must be equal 1-D shapes")
+    out = limb_rows_out(out, rows)
+    _spmv_table(row_ptr, cols, coeff_idx, table, canonical, inputs, aux, out)
+    return out
+
+
+def _operands(inputs: np.ndarray, aux: np.ndarray, table_mont: np.ndarray,
+              table_canonical: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The witness and both forms of the coefficient table as the kernels take them, checked."""
     inputs = as_limb_array(inputs, "inputs")
     aux = as_limb_array(aux, "aux")
     table = as_limb_array(table_mont, "table_mont")
@@ -166,14 +178,9 @@ def spmv_table(row_ptr: np.ndarray, cols: np.ndarray, coeff_idx: np.ndarray, tab
                                                                                        "table_canonical")
     if canonical.shape != table.shape:
         raise ValueError(f"table_canonical {canonical.shape} and table_mont {table.shape} differ")
-    rows = row_ptr.shape[0] - 1
-    if cols.shape != coeff_idx.shape or cols.ndim != 1:
-        raise ValueError(f"cols {cols.shape} and coeff_idx {coeff_idx.shape} must be equal 1-D shapes")
     if table.shape[0] < 2:
         raise ValueError("a coefficient table holds at least 1 and -1")
-    out = limb_rows_out(out, rows)
-    _spmv_table(row_ptr, cols, coeff_idx, table, canonical, inputs, aux, out)
-    return out
+    return inputs, aux, table, canonical
 
 
 def spmv3_table(matrices: tuple[tuple[np.ndarray, np.ndarray, np.ndarray], ...], table_mont: np.ndarray,
@@ -184,15 +191,7 @@ def spmv3_table(matrices: tuple[tuple[np.ndarray, np.ndarray, np.ndarray], ...],
     circuit, in one pass over the rows: what `spmv_table` three times and `check_rows` after give,
     in 0.64-0.73x their time on porep-2k's witness (benchmarks/results/host-products-porep-2k-cpu-
     2026-12-04.json). The rows array is empty unless `check`. `out`: three (rows, 4) uint64 arrays."""
-    inputs = as_limb_array(inputs, "inputs")
-    aux = as_limb_array(aux, "aux")
-    table = as_limb_array(table_mont, "table_mont")
-    canonical = from_montgomery(table) if table_canonical is None else as_limb_array(table_canonical,
-                                                                                       "table_canonical")
-    if canonical.shape != table.shape:
-        raise ValueError(f"table_canonical {canonical.shape} and table_mont {table.shape} differ")
-    if table.shape[0] < 2:
-        raise ValueError("a coefficient table holds at least 1 and -1")
+    inputs, aux, table, canonical = _operands(inputs, aux, table_mont, table_canonical)
     if len(matrices) != 3:
         raise ValueError(f"three matrices (A, B, C), got {len(matrices)}")
     rows = matrices[0][0].shape[0] - 1
