@@ -7,7 +7,8 @@ takes 517 ms a PoRep-32GiB partition at 24 GiB, against 212 ms staged ahead unca
 (benchmarks/results/porep-e2e-cuda-32g-cap24GiB-h200-2026-12-03.json). Host memory is not what the
 cap limits, so the host side of that copy is done here, before the lock: the witness (or, where the
 host computes a, b, c, those) goes into one pinned buffer of the key's, and with the device held
-only the copy engine's transfer from it remains.
+only the copy engine's transfer from it remains (249 ms there,
+benchmarks/results/porep-e2e-cuda-32g-cap24GiB-h200-2026-12-04.json).
 
 One buffer serves two workers of a device: the proof on the device hands it back as soon as its
 transfer is queued, before its kernels run, and the next proof's copy waits for that transfer
@@ -17,8 +18,8 @@ as before. Pure numpy with the copy and the pinned array given, so it is tested 
 Where the host computes a, b, c, it writes them straight into the buffer (`take`, no copy), and a
 proof that finds it taken waits for it: a, b, c are 12.5 GB a PoRep-32GiB partition, which a second
 worker holding its own pageable copy would add to the device process beside the pinned key bases
-(the 16 GiB cap's device process was killed by the kernel's OOM killer so,
-benchmarks/results/porep-e2e-cuda-32g-cap16GiB-h200-2026-12-04.json).
+(so the 16 GiB cap's device process died of SIGKILL with the host's memory overcommitted,
+benchmarks/results/porep-e2e-cuda-32g-cap16GiB-h200-2026-12-04.json and benchmarks/HISTORY.md).
 """
 
 from __future__ import annotations
