@@ -112,7 +112,6 @@ class FilecoinPartitionRecipe(CircuitRecipe):
         from cuzk.field.limbs import limbs_to_ints
         from cuzk.groth16.assignment import Assignment
         from cuzk.groth16.synthesis import (
-            defers_witness,
             generated_witness,
             generated_witness_shape,
             synthesize_witness,
@@ -134,8 +133,7 @@ class FilecoinPartitionRecipe(CircuitRecipe):
                 except CompiledMismatchError as err:
                     return self._compiled_not_used(err)
                 segment = make_segment(*shape)
-            deferred = (DeferredWitness() if on_prover and self.device_witness and defers_witness(self.circuit)
-                        else None)
+            deferred = DeferredWitness() if self.defers_witness else None
             generated = generated_witness(self.circuit, None if segment is None else segment.aux, deferred)
             witness: Any
             if generated is not None:  # the circuit's batched generator: limb arrays, no constraint system
