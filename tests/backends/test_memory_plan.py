@@ -218,14 +218,14 @@ def test_an_out_of_memory_proof_is_retried_once_with_a_smaller_plan() -> None:
     fake = _backend_with(key)
     plans_seen = []
 
-    def prove(pk, asg, r, s, t, job):  # the stand-in for CudaBackend._prove
+    def prove(pk, asg, r, s, t, job, filled=None):  # the stand-in for CudaBackend._prove
         plans_seen.append(key.plan)
         if len(plans_seen) == 1:
             raise _FakeOomError("Out of memory allocating 4,165,436,928 bytes")
         return "proof"
 
     fake._prove = prove
-    assert CudaBackend._guarded(fake, "pk", None, None, None, {}, "job") == "proof"  # type: ignore[arg-type]
+    assert CudaBackend._guarded(fake, "pk", lambda: (None, None), None, None, {}, "job") == "proof"  # type: ignore[arg-type]
     assert fake.oom_retries == 1
     assert plans_seen[0] is first and plans_seen[1].reserve <= first.reserve
     assert key.plan is plans_seen[1]  # later proofs keep the smaller plan
@@ -245,7 +245,7 @@ def test_the_failed_attempts_arrays_are_released_before_the_retry() -> None:
 
     first_attempt: list[weakref.ref] = []
 
-    def prove(pk, asg, r, s, t, job):
+    def prove(pk, asg, r, s, t, job, filled=None):
         if not first_attempt:
             abc = [DeviceArray() for _ in range(3)]
             cycle = {"abc": abc}
@@ -256,7 +256,7 @@ def test_the_failed_attempts_arrays_are_released_before_the_retry() -> None:
         return "proof"
 
     fake._prove = prove
-    assert CudaBackend._guarded(fake, "pk", None, None, None, {}, "job") == "proof"  # type: ignore[arg-type]
+    assert CudaBackend._guarded(fake, "pk", lambda: (None, None), None, None, {}, "job") == "proof"  # type: ignore[arg-type]
 
 
 def test_a_second_out_of_memory_error_fails_the_proof_clearly() -> None:
@@ -264,12 +264,12 @@ def test_a_second_out_of_memory_error_fails_the_proof_clearly() -> None:
     key = _DeviceKey(plan_device(shape, budget(24)), shape)
     fake = _backend_with(key)
 
-    def prove(pk, asg, r, s, t, job):
+    def prove(pk, asg, r, s, t, job, filled=None):
         raise _FakeOomError("Out of memory allocating 1 bytes")
 
     fake._prove = prove
     with pytest.raises(CudaDeviceError, match="CUDA error on device 0: Out of memory"):
-        CudaBackend._guarded(fake, "pk", None, None, None, {}, "job")  # type: ignore[arg-type]
+        CudaBackend._guarded(fake, "pk", lambda: (None, None), None, None, {}, "job")  # type: ignore[arg-type]
     assert fake.oom_retries == 1
 
 

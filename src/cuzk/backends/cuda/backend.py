@@ -805,7 +805,8 @@ class CudaBackend(ProverBackend):
                 return self._host_products(dk, compiled, inputs, aux, check, t)
             return self._guarded(pk, host_products, r, s, t, f"prove: {compiled.num_constraints} constraints "
                                                             f"(compiled {compiled.circuit_id}, products on the host)")
-        return self._guarded(pk, _CompiledWitness(compiled, inputs, aux, check, deferred), r, s, timings,
+        witness = _CompiledWitness(compiled, inputs, aux, check, deferred)
+        return self._guarded(pk, lambda: (witness, None), r, s, timings,
                              f"prove: {compiled.num_constraints} constraints (compiled {compiled.circuit_id})")
 
     @staticmethod
@@ -843,24 +844,22 @@ class CudaBackend(ProverBackend):
         Also: stage_ahead (host time staging inputs before taking the device; 0 when they were
         staged with the device held), lock_wait (time waiting for another proof's device phase)
         and device_begin (time.monotonic() when this proof took the device)."""
-        return self._guarded(pk, asg, r, s, timings, f"prove: {asg.num_constraints} constraints")
+        return self._guarded(pk, lambda: (asg, None), r, s, timings, f"prove: {asg.num_constraints} constraints")
 
     def _guarded(self, pk: ProvingKey,
-                 asg: Assignment | _CompiledWitness | Callable[[], tuple[Assignment, Filled | None]],
+                 inputs: Callable[[], tuple[Assignment | _CompiledWitness, Filled | None]],
                  r: int | None, s: int | None, timings: MutableMapping[str, float] | None, job: str) -> Proof:
         """`_prove` with CUDA errors named and one retry on a smaller plan after running out of device
-        memory. `asg` may be a function making the assignment and the staging buffer holding it
-        (`_host_products`), called for each attempt: the buffer goes back once a, b, c are queued for
+        memory. `inputs()` makes each attempt's assignment and the staging buffer already holding it
+        (`_host_products`'; None for the others): the buffer goes back once a, b, c are queued for
         upload, so a retry computes them again."""
         t = timings if timings is not None else {}
         with self._device:
             for attempt in (0, 1):
                 try:
-                    if not callable(asg):
-                        return self._prove(pk, asg, r, s, t, job)
-                    made, filled = asg()
+                    asg, filled = inputs()
                     try:
-                        return self._prove(pk, made, r, s, t, job, filled)
+                        return self._prove(pk, asg, r, s, t, job, filled)
                     finally:  # an attempt that failed before it queued any upload from the buffer
                         if filled is not None and not filled.released:
                             filled.release(None)
