@@ -17,9 +17,8 @@ as before. Pure numpy with the copy and the pinned array given, so it is tested 
 
 Where the host computes a, b, c, it writes them straight into the buffer (`take`, no copy), and a
 proof that finds it taken waits for it: a, b, c are 12.5 GB a PoRep-32GiB partition, which a second
-worker holding its own pageable copy would add to the device process beside the pinned key bases
-(so the 16 GiB cap's device process died of SIGKILL with the host's memory overcommitted,
-benchmarks/results/porep-e2e-cuda-32g-cap16GiB-h200-2026-12-04.json and benchmarks/HISTORY.md).
+worker holding its own pageable copy would add to the device process beside 47 GB of pinned key
+bases: more than a 128 GiB host has left at 16 GiB (benchmarks/HISTORY.md, the 16 GiB cap).
 """
 
 from __future__ import annotations
