@@ -21,9 +21,11 @@ from cuzk.backends.cuda.plan import (
     QUERIES,
     DeviceTooSmallError,
     KeyShape,
+    Products,
     estimated_seconds,
     minimum_bytes,
     plan_device,
+    products_bytes,
     products_fit,
     stream_buffers,
     stream_rows,
@@ -113,6 +115,48 @@ def test_the_witness_products_fit_only_where_there_is_room() -> None:
     matrix = 2 * GIB  # about the largest of PoRep-32GiB's compiled matrices
     assert not products_fit(plan_device(shape, budget(16)), shape, matrix)
     assert products_fit(plan_device(shape, budget(141)), shape, matrix)
+
+
+#: PoRep-32GiB's compiled circuit: its rows, about its largest matrix, and its three matrices (the
+#: 6.1 GB the 16 GiB plan's host products read, benchmarks/results/porep-e2e-cuda-32g-cap16GiB-h200-2026-12-04d.json).
+POREP_32G_PRODUCTS = Products(rows=130_278_869, largest_matrix=2_700_000_000, matrices=6_100_463_286)
+
+
+def test_a_compiled_circuits_products_go_where_the_partition_is_fastest() -> None:
+    shape, products = shape_of("porep-32g"), POREP_32G_PRODUCTS
+    plans = {card: plan_device(shape, budget(card), products) for card in (16, 24, 32, 80)}
+    # 16 GiB cannot hold the witness, a, b, c and a matrix: the host computes them, and the plan is the
+    # one it was without them.
+    assert not products_fit(plans[16], shape, products.largest_matrix)
+    assert plans[16] == plan_device(shape, budget(16))
+    for card in (24, 32, 80):
+        assert products_fit(plans[card], shape, products.largest_matrix)
+        assert plans[card].resident_bytes(shape) + products_bytes(shape, products.largest_matrix) <= budget(card)
+    # At 32 GiB, A and B_G1 resident would leave them no room; on the host they would set the pace.
+    alone = plan_device(shape, budget(32))
+    assert alone.resident == ("a", "b_g1") and not products_fit(alone, shape, products.largest_matrix)
+    assert plans[32].resident_bytes(shape) < alone.resident_bytes(shape)
+    assert estimated_seconds(shape, plans[32], products) < estimated_seconds(shape, alone, products)
+    times = [estimated_seconds(shape, plans[card], products) for card in (16, 24, 32, 80)]
+    assert times == sorted(times, reverse=True)
+
+
+@pytest.mark.parametrize("card", (16, 20, 24, 28, 32, 40, 48))
+def test_a_plan_weighing_the_products_stays_within_its_budget(card: int) -> None:
+    shape = shape_of("porep-32g")
+    plan = plan_device(shape, budget(card), POREP_32G_PRODUCTS)
+    resident = plan.resident_bytes(shape)
+    assert all(resident + peak <= budget(card) for peak in plan.phases.values())
+
+
+def test_host_products_are_paced_by_the_host() -> None:
+    # One staging buffer: a partition's products follow the last one's a, b, c out of it, so a host
+    # slower than the device sets the pace whatever the device plan.
+    shape = shape_of("porep-32g")
+    plan = plan_device(shape, budget(16))
+    slow = Products(rows=10 * POREP_32G_PRODUCTS.rows, largest_matrix=POREP_32G_PRODUCTS.largest_matrix,
+                    matrices=POREP_32G_PRODUCTS.matrices)
+    assert estimated_seconds(shape, plan, slow) > 10 * estimated_seconds(shape, plan)
 
 
 def test_smaller_plans_hold_less_until_the_floor() -> None:
@@ -287,6 +331,40 @@ def test_the_refusal_names_the_circuit_and_the_limit() -> None:
         state.load("porep-32g", "/unused", True)
     assert "porep-32g" not in state.hot
     assert "porep-32g" not in state.keys and "porep-32g" not in state.prepared  # no host copy kept for nothing
+
+
+def test_a_key_is_planned_knowing_the_compiled_circuit_its_proofs_compute(monkeypatch) -> None:
+    """The device process maps the compiled circuit before it loads the key, and gives it to a backend
+    that plans device memory (one with `load_compiled`); a backend without a plan loads the key alone."""
+    from cuzk.engine import device_worker
+    from cuzk.engine.device_worker import _DeviceState
+
+    compiled = SimpleNamespace(circuit_id="porep-32g")
+    monkeypatch.setattr(device_worker, "load_for_synthesis", lambda path, circuit_id: compiled)
+    calls: list[tuple[str, object]] = []
+
+    class Planned:
+        def load_key(self, pk: object, compiled: object = None) -> None:
+            calls.append(("load_key", compiled))
+
+        def load_compiled(self, compiled: object, pk: object) -> tuple[bool, bool, bool]:
+            calls.append(("load_compiled", compiled))
+            return (False, False, False)
+
+    class Unplanned:
+        def load_key(self, pk: object) -> None:
+            calls.append(("load_key", None))
+
+    state = _DeviceState(Planned())
+    state.keys["porep-32g"], state.prepared["porep-32g"] = object(), object()
+    reply = state.load("porep-32g", "/unused", True, "/compiled.cuzk-r1cs")
+    assert calls == [("load_key", compiled), ("load_compiled", compiled)]
+    assert reply["compiled"]["usable"] and reply["compiled"]["resident"] == [False, False, False]
+    calls.clear()
+    state = _DeviceState(Unplanned())
+    state.keys["porep-32g"], state.prepared["porep-32g"] = object(), object()
+    assert state.load("porep-32g", "/unused", True, "/compiled.cuzk-r1cs")["compiled"]["usable"]
+    assert calls == [("load_key", None)]
 
 
 def test_streamed_bases_are_not_pinned_past_the_hosts_spare_memory(monkeypatch, caplog) -> None:

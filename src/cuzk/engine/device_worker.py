@@ -83,8 +83,9 @@ class _DeviceState:
 
     def load(self, circuit_id: str, path: str, hot: bool, compiled_path: str | None = None) -> dict[str, Any]:
         """Read a key (and with `hot`, make it resident on the device). `compiled_path`: the circuit's
-        compiled file when the prover computes the products, verified and prepared here with the key
-        (`_prepare_compiled`) so the first proof does not pay for it."""
+        compiled file when the prover computes the products, verified before the key is planned (a
+        device backend's plan places its a, b, c) and prepared with it (`_prepare_compiled`), so the
+        first proof does not pay for it."""
         from cuzk.groth16.formats.params_file import read_params
         from cuzk.groth16.verifier import prepare_verifying_key
 
@@ -97,9 +98,14 @@ class _DeviceState:
             with self.keys_lock:
                 self.keys[circuit_id] = pk
                 self.prepared[circuit_id] = pvk
+        compiled, mapped = self._map_compiled(circuit_id, compiled_path) if hot and compiled_path is not None \
+            else (None, None)
         if hot and circuit_id not in self.hot:
             try:
-                self.backend.load_key(pk)
+                if compiled is not None and hasattr(self.backend, "load_compiled"):
+                    self.backend.load_key(pk, compiled=compiled)  # its plan places the products
+                else:
+                    self.backend.load_key(pk)
             except Exception as err:
                 if type(err).__name__ == "DeviceTooSmallError":  # the CUDA backend's, named for the operator
                     with self.keys_lock:  # this device proves none of its partitions: no host copy either
@@ -110,8 +116,8 @@ class _DeviceState:
             with self.keys_lock:
                 self.hot.add(circuit_id)
         reply: dict[str, Any] = {}
-        if hot and compiled_path is not None:
-            reply["compiled"] = self._prepare_compiled(circuit_id, compiled_path, pk)
+        if mapped is not None:
+            reply["compiled"] = mapped if compiled is None else self._prepare_compiled(compiled, pk, mapped)
         if hot:
             reply.update(self._host_bytes(circuit_id, pk))
         else:
@@ -139,20 +145,27 @@ class _DeviceState:
         return {"pinned_bytes": total, "pinned_key_bytes": bases, "file_read_bytes": max(0, streamed - bases),
                 "products_on_host": any(k.get("products") == "host" for k in keys)}
 
-    def _prepare_compiled(self, circuit_id: str, compiled_path: str, pk: Any) -> dict[str, Any]:
-        """Map and verify the compiled circuit (a 130M-row circuit: 6.1 GB of digests, ~15 s) and, with a
-        device backend, make its matrices resident; what happened, for the daemon's log. A file
-        found unusable fails nothing here: its jobs then find it so too, as they would without this."""
+    @staticmethod
+    def _map_compiled(circuit_id: str, compiled_path: str) -> tuple[Any, dict[str, Any]]:
+        """Map and verify the compiled circuit (a 130M-row circuit: 6.1 GB of digests, ~15 s): the
+        circuit, or None with what happened, for the daemon's log. A file found unusable fails nothing
+        here: its jobs then find it so too, as they would without this."""
         start = time.monotonic()
         compiled = load_for_synthesis(compiled_path, circuit_id)  # cached in this process once verified
         if compiled is None:
-            return {"usable": False, "error": "see the warning above", "seconds": time.monotonic() - start}
+            return None, {"usable": False, "error": "see the warning above", "seconds": time.monotonic() - start}
+        return compiled, {"usable": True, "seconds": time.monotonic() - start}
+
+    def _prepare_compiled(self, compiled: Any, pk: Any, mapped: dict[str, Any]) -> dict[str, Any]:
+        """With a device backend, make the mapped circuit's matrices resident beside the loaded key."""
+        start = time.monotonic()
         prepare = getattr(self.backend, "load_compiled", None)
         try:
             resident = None if prepare is None else list(prepare(compiled, pk))
         except Exception as err:  # the key is hot all the same; a proof retries the upload (and reports)
-            return {"usable": False, "error": f"{type(err).__name__}: {err}", "seconds": time.monotonic() - start}
-        return {"usable": True, "resident": resident, "seconds": time.monotonic() - start}
+            return {"usable": False, "error": f"{type(err).__name__}: {err}",
+                    "seconds": mapped["seconds"] + time.monotonic() - start}
+        return {"usable": True, "resident": resident, "seconds": mapped["seconds"] + time.monotonic() - start}
 
     def unload(self, circuit_id: str, tier: str) -> None:
         with self.keys_lock:

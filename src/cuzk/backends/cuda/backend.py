@@ -74,6 +74,7 @@ from cuzk.backends.cuda.plan import (
     DevicePlan,
     DeviceTooSmallError,
     KeyShape,
+    Products,
     format_gib,
     plan_device,
     products_fit,
@@ -509,21 +510,22 @@ class CudaBackend(ProverBackend):
     def _sample_peak(self) -> None:
         self.peak_pool = max(self.peak_pool, self.plan.pool_total())
 
-    def _plan_key(self, pk: ProvingKey, shape: KeyShape) -> DevicePlan:
+    def _plan_key(self, pk: ProvingKey, shape: KeyShape, products: Products | None = None) -> DevicePlan:
         """The key's plan within what the other keys leave: their resident bases are held, and the
         largest reserve of all keys must still fit beside every key's resident bases (proofs of
-        different keys take the device one at a time)."""
+        different keys take the device one at a time). `products`: the compiled circuit its proofs
+        compute, whose a, b, c the plan places (`plan_device`)."""
         others = [dk for other, dk in self._keys.items() if other is not pk]
         held = sum(dk.nbytes() for dk in others)
         budget = self.plan.budget() - held
         limit_note = (f"memory_limit = {format_gib(self.plan.limit)}" if self.plan.limit is not None
                       else f"{format_gib(self.plan.budget() + CONTEXT_BYTES)} free")
         try:
-            plan = plan_device(shape, budget)
+            plan = plan_device(shape, budget, products)
             other_reserve = max((dk.plan.reserve for dk in others), default=0)
             over = plan.resident_bytes(shape) + other_reserve - budget
             if over > 0:
-                plan = plan_device(shape, budget - over)
+                plan = plan_device(shape, budget - over, products)
         except DeviceTooSmallError as err:
             held_note = f" ({format_gib(held)} held by other keys)" if held else ""
             raise DeviceTooSmallError(f"{err} with {limit_note}{held_note} (a key of {format_gib(shape.key_bytes)}, "
@@ -531,10 +533,11 @@ class CudaBackend(ProverBackend):
         return plan
 
     def load_key(self, pk: ProvingKey, device_bases: Mapping[str, Any] | None = None,
-                 plan: DevicePlan | None = None) -> None:
+                 plan: DevicePlan | None = None, compiled: CompiledCircuit | None = None) -> None:
         """Plan pk within the device's memory and make the plan's vectors resident (the rest are kept
         in pinned host memory and streamed per MSM batch). Raises DeviceTooSmallError, naming the
-        memory needed, when no plan fits.
+        memory needed, when no plan fits. `compiled`: the compiled circuit pk's proofs will compute
+        their a, b, c from, so the plan leaves them room on the device where that is faster.
 
         `device_bases` (query name -> (len, words) uint32 array in the form `DeviceMsm.upload_bases`
         makes, on the device or in (pinned) host memory) are adopted as they are instead of converting
@@ -554,7 +557,9 @@ class CudaBackend(ProverBackend):
                 return
             self.plan.release_cached()
             shape = KeyShape.of(pk)
-            plan = plan if plan is not None else self._plan_key(pk, shape)
+            products = None if compiled is None else Products(
+                compiled.num_constraints, largest_matrix_bytes(compiled), matrix_bytes(compiled))
+            plan = plan if plan is not None else self._plan_key(pk, shape, products)
             dk = _DeviceKey(plan, shape)
             for name, group in _QUERIES:
                 raw, ready = getattr(pk, name).raw, given.get(name)
@@ -568,11 +573,13 @@ class CudaBackend(ProverBackend):
             self._cp.cuda.Device().synchronize()
             self._keys[pk] = dk
             if plan.mode == "streaming":
+                where = "" if products is None else (
+                    f", a, b, c on the {'device' if products_fit(plan, shape, products.largest_matrix) else 'host'}")
                 log.info("device %d: key of domain 2^%d planned for streaming within %s: resident %s, streamed %s "
-                         "(%s a proof), MSM batches of 2^%d, working reserve %s", self.device_id,
+                         "(%s a proof), MSM batches of 2^%d, working reserve %s%s", self.device_id,
                          shape.domain.bit_length() - 1, format_gib(plan.budget), ", ".join(plan.resident) or "none",
                          ", ".join(plan.streamed), format_gib(plan.streamed_bytes(shape)),
-                         (plan.batch or 1).bit_length() - 1, format_gib(plan.reserve))
+                         (plan.batch or 1).bit_length() - 1, format_gib(plan.reserve), where)
 
     def _pinned_bases(self, group: str, raw: np.ndarray, device: Any = None) -> Any:
         """A streamed vector's bases in device form in pinned host memory (from `device` when given,

@@ -23,6 +23,16 @@ time: each MSM's work (ns per base from those figures, `NS_PER_POINT`), the H MS
 batch's overhead (`BATCH_OVERHEAD`, from the G1 MSM's time per point at each size) and its tree
 groups' (`TREE_OVERHEAD`), and for a streamed
 vector the part of its upload (`LINK_BYTES_PER_S`) that its MSM does not hide.
+
+A key proven from a compiled circuit (`Products`) also weighs where its a, b, c are computed. On the
+device they need room for the witness, a, b, c and one matrix at once beside the resident bases,
+and the matrices go up for each proof. On the host they are computed in the device process, into
+the key's one pinned staging buffer, and go up with the device held: the next partition's products
+start only once this one's have left the buffer, so the partitions come no faster than the host
+products and that transfer (`HOST_PRODUCTS_NS_PER_ROW`). At 32 GiB, keeping A and B_G1 resident left
+no room for the products and cost more than it saved: 27.52 s/proof against 25.95 at 24 GiB, whose
+plan streams everything and computes them on the device
+(benchmarks/results/porep-e2e-cuda-32g-cap32GiB-h200-2026-12-04d.json, -caps-h200-2026-12-04d.json).
 """
 
 from __future__ import annotations
@@ -55,6 +65,10 @@ BATCH_OVERHEAD = {27: 0.0, 26: 0.02, 25: 0.05, 24: 0.095, 23: 0.13, 22: 0.166, 2
 TREE_OVERHEAD = {3 << 28: 0.33, 3 << 27: 0.33, 3 << 26: 0.33}
 #: Host-to-device bytes per second from pinned memory that the estimate assumes (PCIe 5 x16).
 LINK_BYTES_PER_S = 40e9
+#: Host ns per row of a compiled circuit's a, b, c and their check in the device process, beside a
+#: PoRep stream's synthesis (H200 host, 16 cores: PoRep-32GiB's 130.3M rows in 2,356 ms p50;
+#: benchmarks/results/porep-e2e-cuda-32g-cap32GiB-h200-2026-12-04d.json).
+HOST_PRODUCTS_NS_PER_ROW = 18.0
 #: Tree-round group sizes tried for each batch, largest first (smaller groups: more launches).
 TREE_BYTES = (TREE_GROUP_BYTES, 3 << 29, 3 << 28, 3 << 27, 3 << 26)
 #: Device memory a cap leaves to the CUDA context, the loaded kernel modules and the driver's own
@@ -178,6 +192,16 @@ def streaming_phases(shape: KeyShape, batch: int, tree_bytes: int, streamed: fro
 
 
 @dataclass(frozen=True)
+class Products:
+    """A compiled circuit's a, b, c as a plan weighs them (module docstring): its rows, and the device
+    bytes of its largest matrix and of all three."""
+
+    rows: int
+    largest_matrix: int
+    matrices: int
+
+
+@dataclass(frozen=True)
 class DevicePlan:
     """How one key is proven on one device within `budget` bytes."""
 
@@ -223,40 +247,57 @@ def minimum_bytes(shape: KeyShape) -> int:
     return max(streaming_phases(shape, BATCHES[-1], TREE_BYTES[-1], everything).values())
 
 
-def plan_device(shape: KeyShape, budget: int) -> DevicePlan:
-    """The plan for proving `shape`'s key within `budget` bytes of device memory (module docstring).
+def plan_device(shape: KeyShape, budget: int, products: Products | None = None) -> DevicePlan:
+    """The plan for proving `shape`'s key within `budget` bytes of device memory (module docstring),
+    weighing where `products` (the compiled circuit proofs of the key compute, if known) run.
     Raises DeviceTooSmallError when even a streaming plan with nothing resident does not fit."""
     reserve = resident_reserve(shape)
     if shape.key_bytes + reserve <= budget:
         return DevicePlan(budget, "resident", tuple(name for name, _ in QUERIES), reserve)
     everything = frozenset(name for name, _ in QUERIES)
-    best: tuple[float, DevicePlan] | None = None
+    # Resident bases may fill the budget, or leave the products their room on the device.
+    rooms = [budget] if products is None else [budget, budget - products_bytes(shape, products.largest_matrix)]
+    best: tuple[tuple[float, float], DevicePlan] | None = None
     for batch in BATCHES:
         for tree_bytes in TREE_BYTES:
             phases = streaming_phases(shape, batch, tree_bytes, everything)
             if max(phases.values()) > budget:
                 continue
-            resident: list[str] = []
-            for name in RESIDENT_ORDER:
-                trial = everything - {*resident, name}
-                trial_phases = streaming_phases(shape, batch, tree_bytes, trial)
-                kept = sum(shape.base_bytes(v) for v in (*resident, name))
-                if kept + max(trial_phases.values()) <= budget:
-                    resident.append(name)
-                    phases = trial_phases
-            order = tuple(name for name, _ in QUERIES if name in resident)
-            plan = DevicePlan(budget, "streaming", order, max(phases.values()), batch, tree_bytes, phases)
-            # Ties (equal estimates) keep the earlier plan: the larger batch and tree groups.
-            if best is None or estimated_seconds(shape, plan) < best[0]:
-                best = (estimated_seconds(shape, plan), plan)
+            for room in rooms:
+                if room < 0:
+                    continue
+                plan = _keep_resident(shape, budget, room, batch, tree_bytes, phases)
+                # A partition's pace, then (where the host products set it) the device's own time;
+                # ties keep the earlier plan: the larger batch and tree groups.
+                estimate = (estimated_seconds(shape, plan, products), estimated_seconds(shape, plan))
+                if best is None or estimate < best[0]:
+                    best = (estimate, plan)
             break  # smaller tree groups for this batch only matter when this one does not fit
     if best is not None:
         return best[1]
     raise DeviceTooSmallError(f"needs at least {format_gib(minimum_bytes(shape) + CONTEXT_BYTES)} of device memory")
 
 
-def estimated_seconds(shape: KeyShape, plan: DevicePlan) -> float:
-    """The MSMs' device time under `plan` by the module docstring's model (for choosing plans only)."""
+def _keep_resident(shape: KeyShape, budget: int, room: int, batch: int, tree_bytes: int,
+                   phases: dict[str, int]) -> DevicePlan:
+    """A streaming plan keeping vectors resident in `RESIDENT_ORDER` while each phase fits beside them
+    and they fit in `room`."""
+    everything = frozenset(name for name, _ in QUERIES)
+    resident: list[str] = []
+    for name in RESIDENT_ORDER:
+        trial = everything - {*resident, name}
+        trial_phases = streaming_phases(shape, batch, tree_bytes, trial)
+        kept = sum(shape.base_bytes(v) for v in (*resident, name))
+        if kept + max(trial_phases.values()) <= budget and kept <= room:
+            resident.append(name)
+            phases = trial_phases
+    order = tuple(name for name, _ in QUERIES if name in resident)
+    return DevicePlan(budget, "streaming", order, max(phases.values()), batch, tree_bytes, phases)
+
+
+def estimated_seconds(shape: KeyShape, plan: DevicePlan, products: Products | None = None) -> float:
+    """A partition's time under `plan` by the module docstring's model (for choosing plans only): the
+    MSMs' device time, and with `products` their cost where the plan puts them."""
     total = 0.0
     for name, _ in QUERIES:
         n = shape.length(name)
@@ -270,17 +311,27 @@ def estimated_seconds(shape: KeyShape, plan: DevicePlan) -> float:
         compute = NS_PER_POINT[name] * 1e-9 * n * (1 + grow)
         link = shape.base_bytes(name) / LINK_BYTES_PER_S if name not in plan.resident else 0.0
         total += max(compute, link)
-    return total
+    if products is None:
+        return total
+    if products_fit(plan, shape, products.largest_matrix):
+        return total + products.matrices / LINK_BYTES_PER_S
+    abc = 3 * FR_BYTES * products.rows / LINK_BYTES_PER_S
+    return max(total + abc, HOST_PRODUCTS_NS_PER_ROW * 1e-9 * products.rows + abc)
+
+
+def products_bytes(shape: KeyShape, largest_matrix: int) -> int:
+    """Device bytes of a compiled circuit's products beside the resident bases: the witness, a, b, c
+    and its largest matrix at once (matrices that are not resident go up one at a time), and the
+    a·b = c check's flag per row."""
+    return shape.witness_bytes + (3 * FR_BYTES + 1) * shape.domain + largest_matrix + PHASE_SLACK
 
 
 def products_fit(plan: DevicePlan, shape: KeyShape, largest_matrix: int) -> bool:
-    """Whether a compiled circuit's a, b, c can be computed on the device beside the resident bases:
-    the witness, a, b, c and its largest matrix at once (matrices that are not resident go up one at
-    a time). Resident mode's reserve already holds them."""
+    """Whether a compiled circuit's a, b, c can be computed on the device beside the resident bases
+    (`products_bytes`). Resident mode's reserve already holds them."""
     if plan.mode == "resident":
         return True
-    need = shape.witness_bytes + 3 * FR_BYTES * shape.domain + largest_matrix + PHASE_SLACK
-    return plan.resident_bytes(shape) + need <= plan.budget
+    return plan.resident_bytes(shape) + products_bytes(shape, largest_matrix) <= plan.budget
 
 
 def format_gib(nbytes: int) -> str:
