@@ -122,9 +122,10 @@ class _DeviceArray:
         self.data = SimpleNamespace(ptr=id(self))
 
     def __getitem__(self, rows: slice) -> _DeviceArray:
-        assert rows.start is None and rows.step is None  # a leading view: the same pointer
-        view = _DeviceArray((min(rows.stop, self.shape[0]), *self.shape[1:]), self.dtype)
-        view.data = self.data
+        assert rows.step is None
+        start, stop = rows.start or 0, min(rows.stop, self.shape[0])
+        view = _DeviceArray((stop - start, *self.shape[1:]), self.dtype)
+        view.data = SimpleNamespace(ptr=self.data.ptr + start * (self.nbytes // max(1, self.shape[0])))
         return view
 
 
@@ -155,6 +156,8 @@ def _fake_backend(log: list[Any]) -> Any:
                                                     host_copy=np.copyto))
     fake = SimpleNamespace(_cp=cp, _host_witness=CudaBackend._host_witness)
     fake._upload_staged = lambda *args: CudaBackend._upload_staged(fake, *args)
+    fake._upload_staged_abc = lambda *args: CudaBackend._upload_staged_abc(fake, *args)
+    fake._copy_pinned = lambda *args: CudaBackend._copy_pinned(fake, *args)
     return fake, lane, copies, uploads
 
 
@@ -210,6 +213,91 @@ def test_a_b_c_from_the_host_products_go_up_from_the_pinned_buffer() -> None:
         assert src == pinned.views[name].ctypes.data and pinned.views[name].tobytes() == getattr(asg, name).tobytes()
         assert dst == dev.data.ptr
     assert pinned.released and dk.staging._read_done is staged.abc_done
+
+
+def test_a_b_c_go_up_part_by_part_and_hand_the_buffer_back_with_each_parts_mark(monkeypatch) -> None:
+    from cuzk.backends.cuda import backend as cuda_backend
+
+    monkeypatch.setattr(cuda_backend, "PART_ROWS", 3)
+    log: list[Any] = []
+    fake, lane, copies, _uploads = _fake_backend(log)
+    asg = _abc_assignment(rows=7)
+    dk = SimpleNamespace(staging=HostStaging(np.zeros(staging_bytes([asg.a.nbytes] * 3), dtype=np.uint8)))
+    pinned = CudaBackend._prestage(fake, asg, dk, lane)
+    staged = CudaBackend._stage(fake, asg, 8, lane, witness=False, pinned=pinned)
+    # Rows 0-2 of a, b, c, a mark; 3-5, a mark; row 6, a mark; then the whole transfer's event.
+    assert [n for _, _, n in copies] == [96] * 3 + [96] * 3 + [32] * 3
+    for k, (dst, src, _n) in enumerate(copies):
+        part, name = divmod(k, 3)
+        lo = 3 * part
+        assert src == pinned.views["abc"[name]].ctypes.data + 32 * lo
+        assert dst == staged.abc[name].data.ptr + 32 * lo
+    assert [nbytes for nbytes, _ in dk.staging._marks] == [96, 192, 224]
+    assert dk.staging._read_done is staged.abc_done
+
+
+def test_a_writer_in_parts_waits_only_for_the_transfer_of_the_rows_it_writes() -> None:
+    log: list[str] = []
+    staging = HostStaging(np.zeros(4096, dtype=np.uint8))
+    sizes = {"a": 128, "b": 128, "c": 128}
+    first = staging.take(sizes, wait=True)
+    first.release(_Event(log, "all"), [(64, _Event(log, "rows 0-1")), (128, _Event(log, "rows 2-3"))])
+    second = staging.take(sizes, wait=True, in_parts=True)
+    assert log == []  # taken without waiting for the transfer
+    second.writable(32)
+    assert log == ["sync rows 0-1"]
+    second.writable(64)
+    second.writable(65)
+    assert log == ["sync rows 0-1", "sync rows 2-3"]
+    second.writable()
+    assert log[-1] == "sync all"
+    # Arrays laid out otherwise than the marks' wait for the whole transfer at their first part.
+    second.release(_Event(log, "all again"), [(64, _Event(log, "part"))])
+    third = staging.take({"a": 256}, wait=True, in_parts=True)
+    third.writable(32)
+    assert log[-1] == "sync all again" and "sync part" not in log
+    # A whole take waits for everything, as before.
+    third.release(_Event(log, "last"), [(64, _Event(log, "last part"))])
+    assert staging.take({"a": 256}, wait=True) is not None and log[-2:] == ["sync last part", "sync last"]
+
+
+def test_host_products_in_parts_write_no_part_before_its_rows_have_gone_up(mimc: Any, monkeypatch) -> None:
+    """The next proof's products start while the last proof's a, b, c are still going up, and write
+    each part only once the transfer has read those rows: what went up is the last proof's, what
+    stays is the next one's."""
+    from cuzk.r1cs import compiled as compiled_module
+
+    compiled, inputs, aux, ref = mimc
+    rows = compiled.num_constraints
+    part = 16
+    monkeypatch.setattr(compiled_module, "PART_ROWS", part)
+    dk = SimpleNamespace(staging=HostStaging(np.zeros(staging_bytes([32 * rows] * 3), dtype=np.uint8)))
+    previous = dk.staging.take({name: 32 * rows for name in "abc"}, wait=True)
+    old = {name: np.full(32 * rows, 7, dtype=np.uint8) for name in "abc"}
+    for name in "abc":
+        previous.views[name][:] = old[name]
+    sent = {name: np.zeros(32 * rows, dtype=np.uint8) for name in "abc"}
+
+    class Transfer:
+        """A part's copy of the previous a, b, c, made when the writer first waits for it."""
+
+        def __init__(self, lo: int, hi: int) -> None:
+            self.lo, self.hi, self.done = lo, hi, False
+
+        def synchronize(self) -> None:
+            if not self.done:
+                for name in "abc":
+                    sent[name][32 * self.lo: 32 * self.hi] = previous.views[name][32 * self.lo: 32 * self.hi]
+                self.done = True
+
+    parts = [Transfer(lo, min(rows, lo + part)) for lo in range(0, rows, part)]
+    whole = Transfer(0, rows)
+    previous.release(whole, [(32 * p.hi, p) for p in parts])
+    asg, _filled = CudaBackend._host_products(dk, compiled, inputs, aux, True, {})
+    for name in "abc":
+        assert sent[name].tobytes() == old[name].tobytes()  # every row went up before it was overwritten
+        assert np.array_equal(getattr(asg, name), getattr(ref, name))
+    assert all(p.done for p in parts) and rows > 2 * part
 
 
 def test_a_buffer_too_small_for_the_proof_leaves_it_to_the_uploader() -> None:

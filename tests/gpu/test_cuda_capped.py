@@ -227,16 +227,21 @@ def test_a_witness_copied_into_the_pinned_staging_first_gives_the_same_proof(cap
     backend.unload_key(pk)
 
 
+@pytest.mark.parametrize("part_rows", [None, 7])
 def test_host_products_written_into_the_pinned_staging_give_the_resident_proof(capped, bits_params,
-                                                                               monkeypatch) -> None:
+                                                                               monkeypatch, part_rows) -> None:
     """A plan whose products do not fit the device computes a, b, c on the host, straight into the
-    key's pinned staging buffer: two threads' proofs take it in turn (the second waits for the
-    first's transfer) and give the resident proof; the status says the products run on the host and
-    counts the compiled matrices they read."""
+    key's pinned staging buffer: two threads' proofs take it in turn (the second writes each part of
+    its rows once the first's transfer has read it; with parts of 7 rows, many) and give the resident
+    proof; the status says the products run on the host and counts the compiled matrices they read."""
     import threading
 
     from cuzk.backends.cuda import backend as backend_module
+    from cuzk.r1cs import compiled as compiled_module
 
+    if part_rows is not None:
+        monkeypatch.setattr(backend_module, "PART_ROWS", part_rows)
+        monkeypatch.setattr(compiled_module, "PART_ROWS", part_rows)
     pk, backend = bits_params.pk, capped(None)
     compiled, inputs, aux, want = _resident_compiled_proof(backend, bits_params, 48, r=3, s=4)
     monkeypatch.setattr(backend_module, "products_fit", lambda *args: False)

@@ -116,6 +116,34 @@ def test_synthesize_compiled_checks_rows() -> None:
         synthesize_compiled(Awkward(2), compile_circuit(Awkward(None), "awkward"))
 
 
+def test_products_in_parts_are_the_whole_products_each_part_after_its_ready() -> None:
+    circuit = MimcCircuit.with_total_constraints(64, 5)
+    compiled = compile_circuit(MimcCircuit.with_total_constraints(64), "mimc-6")
+    witness = synthesize_witness(circuit)
+    inputs, aux = ints_to_limbs(witness.input_assignment), ints_to_limbs(witness.aux_assignment)
+    rows = compiled.num_constraints
+    outs = tuple(np.zeros((rows, 4), dtype=np.uint64) for _ in range(3))
+    calls: list[tuple[int, int]] = []
+
+    def ready(end: int) -> None:  # nothing at or past the last part's end is written yet
+        written = next((r for r in range(rows - 1, -1, -1) if outs[2][r].any() or outs[0][r].any()), -1)
+        calls.append((end, written))
+
+    got = compiled.evaluate(inputs, aux, outs, check=True, ready=ready, part_rows=10)
+    want = compiled.evaluate(inputs, aux, check=True)
+    assert all(np.array_equal(g, w) for g, w in zip(got, want, strict=True))
+    assert [end for end, _ in calls] == [min(rows, k + 10) for k in range(0, rows, 10)]
+    starts = [0] + [end for end, _ in calls[:-1]]
+    assert all(written < start for start, (_, written) in zip(starts, calls, strict=True))
+    # An unsatisfied row is named by its row in the circuit, not in its part.
+    bad_aux = aux.copy()
+    bad_aux[-1, 0] ^= 1
+    bad_rows = check_rows(*compiled.evaluate(inputs, bad_aux))
+    assert bad_rows.size and bad_rows[0] >= 10
+    with pytest.raises(SynthesisError, match=rf"\(rows {bad_rows[0]}"):
+        compiled.evaluate(inputs, bad_aux, check=True, ready=lambda end: None, part_rows=10)
+
+
 def test_witness_arrays_are_accepted_when_canonical() -> None:
     circuit = BitsCircuit.random(2, random.Random(9))
     compiled = compile_circuit(BitsCircuit.blank(2), "bits-2")

@@ -15,6 +15,8 @@ from cuzk.field.limbs import as_limb_array, check_canonical, ints_to_limbs
 from cuzk.r1cs import ProvingAssignment, WitnessCS
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from cuzk.r1cs.compiled import CompiledCircuit
 
 
@@ -54,11 +56,12 @@ class Assignment:
     @classmethod
     def from_compiled(cls, compiled: CompiledCircuit, witness: WitnessCS | tuple[np.ndarray, np.ndarray], *,
                       check: bool = True, out: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
-                      ) -> Assignment:
+                      ready: Callable[[int], None] | None = None) -> Assignment:
         """a, b, c by sparse products of a compiled circuit with a witness: a `WitnessCS` or
         (inputs, aux) canonical limb arrays. Identical to `from_proving_assignment` of the same
         circuit and witness; `check` refuses rows with a·b != c (SynthesisError). `out`: three
-        (constraints, 4) uint64 arrays that a, b, c are written into."""
+        (constraints, 4) uint64 arrays that a, b, c are written into, part by part after `ready(end
+        row)` when given (`CompiledCircuit.evaluate`)."""
         if isinstance(witness, WitnessCS):
             inputs, aux = ints_to_limbs(witness.input_assignment), ints_to_limbs(witness.aux_assignment)
         else:
@@ -66,7 +69,7 @@ class Assignment:
             for arr, name in ((inputs, "inputs"), (aux, "aux")):
                 if (bad := check_canonical(arr)) >= 0:
                     raise ValueError(f"witness {name}[{bad}] is not a canonical field element")
-        a, b, c = compiled.evaluate(inputs, aux, out, check=check)
+        a, b, c = compiled.evaluate(inputs, aux, out, check=check, ready=ready)
         return cls(a=a, b=b, c=c, inputs=inputs, aux=aux, a_aux_density=compiled.a_aux_density.copy(),
                    b_input_density=compiled.b_input_density.copy(), b_aux_density=compiled.b_aux_density.copy())
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -34,6 +35,11 @@ from cuzk.field.limbs import check_canonical
 from cuzk.r1cs.recording import CsrMatrix, R1csMatrices
 from cuzk.r1cs.shape import CircuitShape
 from cuzk.r1cs.spmv import check_rows, spmv3_table
+
+#: Rows in each part of `CompiledCircuit.evaluate(..., ready=)`: a part's a, b, c (0.8 GB at 2^23 rows) leave
+#: a staging buffer in ~16 ms on a PCIe 5 link, and 16 parallel loops over a 2^27-row circuit cost
+#: nothing beside its 2.4 s (docs/memory.md, section 8).
+PART_ROWS = 1 << 23
 
 __all__ = [
     "CompiledCircuit",
@@ -218,14 +224,31 @@ class CompiledCircuit:
 
     def evaluate(self, inputs: np.ndarray, aux: np.ndarray,
                  out: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None, *, check: bool = False,
+                 ready: Callable[[int], None] | None = None, part_rows: int | None = None,
                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """a, b, c (canonical (constraints, 4) uint64) for the witness (canonical limb arrays),
         written into `out` when given (a prover's pinned staging); with `check`, in the same pass,
-        SynthesisError naming the first rows where a·b != c (`check_satisfied`'s)."""
+        SynthesisError naming the first rows where a·b != c (`check_satisfied`'s). With `ready`, the
+        rows go in parts of `part_rows` (default `PART_ROWS`), each after `ready(end)` has returned:
+        `out` may still be read (by a transfer) below that row until then."""
         self.check_witness(inputs.shape[0], aux.shape[0])
-        a, b, c, bad = spmv3_table(tuple((m.row_ptr, m.cols, m.coeff_idx) for m in (self.a, self.b, self.c)),
-                                   self.coeff_table, inputs, aux, out, check=check,
-                                   table_canonical=self.coeff_table_canonical)
+        mats = tuple((m.row_ptr, m.cols, m.coeff_idx) for m in (self.a, self.b, self.c))
+        if ready is None:
+            a, b, c, bad = spmv3_table(mats, self.coeff_table, inputs, aux, out, check=check,
+                                       table_canonical=self.coeff_table_canonical)
+        else:
+            rows = self.num_constraints
+            a, b, c = out if out is not None else tuple(np.empty((rows, 4), dtype=np.uint64) for _ in range(3))
+            found, step = [], max(1, part_rows or PART_ROWS)
+            for lo in range(0, rows, step):
+                hi = min(rows, lo + step)
+                ready(hi)
+                # A row range's row pointers index the whole cols and coefficients as they are.
+                part = tuple((ptr[lo:hi + 1], cols, idx) for ptr, cols, idx in mats)
+                *_, bad = spmv3_table(part, self.coeff_table, inputs, aux, (a[lo:hi], b[lo:hi], c[lo:hi]),
+                                      check=check, table_canonical=self.coeff_table_canonical)
+                found.append(bad + lo)
+            bad = np.concatenate(found) if found else np.empty(0, dtype=np.int64)
         if bad.size:
             self._refuse(bad)
         return a, b, c

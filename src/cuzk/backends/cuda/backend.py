@@ -85,7 +85,7 @@ from cuzk.backends.cuda.plan import (
 from cuzk.backends.cuda.poseidon_witness import DevicePoseidonPaths
 from cuzk.backends.cuda.sha256_witness import DeviceSha256Witness
 from cuzk.backends.cuda.spmv import DeviceCompiled, DeviceSpmv, largest_matrix_bytes, matrix_bytes
-from cuzk.backends.cuda.staging import Filled, HostStaging, staging_bytes
+from cuzk.backends.cuda.staging import Filled, HostStaging, Mark, staging_bytes
 from cuzk.backends.device_lock import PriorityLock, current_priority
 from cuzk.curve.points import G1Point, G2Point
 from cuzk.errors import CuzkError
@@ -95,7 +95,7 @@ from cuzk.groth16 import prover
 from cuzk.groth16.assignment import Assignment
 from cuzk.groth16.keys import HBasis, ProvingKey
 from cuzk.groth16.proof import Proof
-from cuzk.r1cs.compiled import CompiledCircuit, CompiledMatrix
+from cuzk.r1cs.compiled import PART_ROWS, CompiledCircuit, CompiledMatrix
 from cuzk.witness_gen.deferred import DeferredWitness
 
 log = logging.getLogger("cuzk.backends.cuda")
@@ -820,16 +820,20 @@ class CudaBackend(ProverBackend):
     def _host_products(dk: _DeviceKey, compiled: CompiledCircuit, inputs: np.ndarray, aux: np.ndarray, check: bool,
                        t: MutableMapping[str, float]) -> tuple[Assignment, Filled | None]:
         """a, b, c computed here, written into the key's pinned staging (`HostStaging.take`, waiting
-        for another proof's transfer from it) when it has one, else into new arrays; the assignment
-        and the buffer it holds, which `_prove` hands back once a, b, c are on their way up."""
+        for another proof to hand it back, then writing each part of the rows once that proof's
+        transfer has read it) when it has one, else into new arrays; the assignment and the buffer it
+        holds, which `_prove` hands back once a, b, c are on their way up."""
         start = time.perf_counter()
         rows = compiled.num_constraints
-        filled = dk.staging.take({name: 32 * rows for name in "abc"}, wait=True) if dk.staging is not None else None
+        filled = (dk.staging.take({name: 32 * rows for name in "abc"}, wait=True, in_parts=True)
+                  if dk.staging is not None else None)
         t["staging_wait"] = time.perf_counter() - start
         out = None if filled is None else tuple(filled.views[name].view(np.uint64).reshape(rows, 4) for name in "abc")
+        ready = None if filled is None else (lambda end: filled.writable(32 * end))
         start = time.perf_counter()
         try:
-            asg = Assignment.from_compiled(compiled, (inputs, aux), check=check, out=out)  # type: ignore[arg-type]
+            asg = Assignment.from_compiled(compiled, (inputs, aux), check=check, out=out,  # type: ignore[arg-type]
+                                           ready=ready)
         except BaseException:
             if filled is not None:
                 filled.release(None)
@@ -981,6 +985,7 @@ class CudaBackend(ProverBackend):
 
         start = clock()
         nc = asg.num_constraints
+        marks: list[Mark] | None = None
         alloc = stream if stream is not None else lane.copy
         host_wit = self._host_witness(asg)
         with alloc:
@@ -998,14 +1003,28 @@ class CudaBackend(ProverBackend):
                                            lambda: self.sha256_witness, lambda: self.poseidon_paths)
                     else:
                         self._upload_staged(lane, wit[name], pinned, name, v)
+            elif pinned is not None and all(name in pinned.views for name in "abc"):
+                marks = self._upload_staged_abc(lane, abc, pinned, nc)
             else:
                 for name, dst, src in zip("abc", abc, (asg.a, asg.b, asg.c), strict=True):
                     if nc:
                         self._upload_staged(lane, dst[:nc], pinned, name, _words(src))
             abc_done = lane.copy.record()
         if pinned is not None:
-            pinned.release(abc_done)
+            pinned.release(abc_done, marks)
         return _Staged(abc, wit, host_wit, copy_begin, abc_done, clock() - start)
+
+    def _upload_staged_abc(self, lane: _Lane, abc: list[Any], pinned: Filled, rows: int) -> list[Mark]:
+        """Queue a, b, c's upload from the pinned staging part by part (each part's rows of the three
+        together), each part's event recorded: the marks that let the next proof write its own a, b, c
+        into those rows while the rest go up (`cuzk.backends.cuda.staging`)."""
+        marks: list[Mark] = []
+        for lo in range(0, rows, PART_ROWS):
+            hi = min(rows, lo + PART_ROWS)
+            for name, dst in zip("abc", abc, strict=True):
+                self._copy_pinned(lane, dst[lo:hi], pinned.views[name][32 * lo: 32 * hi], name)
+            marks.append((32 * hi, lane.copy.record()))
+        return marks
 
     def _upload_staged(self, lane: _Lane, dst: Any, pinned: Filled | None, name: str, host: np.ndarray) -> None:
         """Queue dst = host on the lane's stream: from `pinned`'s copy of it when it has one (the copy
@@ -1014,6 +1033,10 @@ class CudaBackend(ProverBackend):
         if src is None:
             lane.uploader.upload(dst, host)
             return
+        self._copy_pinned(lane, dst, src, name)
+
+    def _copy_pinned(self, lane: _Lane, dst: Any, src: np.ndarray, name: str) -> None:
+        """Queue dst = src (pinned host bytes) on the lane's stream: the copy engine alone."""
         if src.nbytes != dst.nbytes:
             raise ValueError(f"staged {name}: {src.nbytes} bytes for {dst.nbytes} on the device")
         if src.nbytes:

@@ -19,10 +19,17 @@ Where the host computes a, b, c, it writes them straight into the buffer (`take`
 proof that finds it taken waits for it: a, b, c are 12.5 GB a PoRep-32GiB partition, which a second
 worker holding its own pageable copy would add to the device process beside 47 GB of pinned key
 bases: more than a 128 GiB host has left at 16 GiB (benchmarks/HISTORY.md, the 16 GiB cap).
+There the next partition's products set the pace, and waiting for the whole transfer before they
+start left the device idle ~0.5 s a partition (a partition every 3.0 s, 2.54 s of it on the device;
+benchmarks/results/porep-e2e-cuda-32g-cap16GiB-h200-2026-12-04d.json). So the transfer may hand the
+buffer back in parts (`release` with `marks`: the first bytes of every array are read once an event
+is done), and a writer that takes it `in_parts` writes each part once the transfer has read it
+(`Filled.writable`).
 """
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -41,19 +48,37 @@ def staging_bytes(sizes: Mapping[str, int] | list[int]) -> int:
     return sum(-(-n // ALIGN) * ALIGN for n in values)
 
 
+#: (nbytes, event): the first nbytes of every array in the buffer are read once the event is done.
+Mark = tuple[int, Any]
+
+
 @dataclass
 class Filled:
     """The buffer holding one proof's arrays: `views` (name -> the bytes, uint8, in the pinned
-    buffer), to be handed back through `release` with the event after which nothing reads them."""
+    buffer), to be handed back through `release` with the event after which nothing reads them (and,
+    where the reads go in parts, the marks of each part)."""
 
     owner: HostStaging
     views: dict[str, np.ndarray] = field(default_factory=dict)
     released: bool = False
+    #: The last reader's marks still to wait for before writing (`writable`), in increasing nbytes;
+    #: None for a mark over the whole buffer.
+    pending: list[tuple[int | None, Any]] = field(default_factory=list)
+    free: float = 0.0  #: the first bytes of every view that no earlier reader reads any more (inf: all)
 
-    def release(self, read_done: Any) -> None:
+    def release(self, read_done: Any, marks: list[Mark] | None = None) -> None:
         if not self.released:
             self.released = True
-            self.owner._give(read_done)
+            self.owner._give(read_done, marks)
+
+    def writable(self, nbytes: int | None = None) -> None:
+        """Wait until the last reader is done with the first `nbytes` of every view (None: all)."""
+        want = math.inf if nbytes is None else nbytes
+        while self.pending and want > self.free:
+            covered, event = self.pending[0]
+            event.synchronize()
+            self.pending.pop(0)
+            self.free = math.inf if covered is None else max(self.free, covered)
 
 
 class HostStaging:
@@ -66,6 +91,8 @@ class HostStaging:
         self._freed = threading.Condition(self._lock)
         self._taken = False
         self._read_done: Any = None
+        self._marks: list[Mark] | None = None
+        self._layout: tuple[int, ...] = ()  #: the last taker's array sizes, in order
         self.fills = 0  #: proofs that staged through the buffer
         self.missed = 0  #: proofs that found it taken (or too small) and staged with the device held
 
@@ -83,6 +110,7 @@ class HostStaging:
         if filled is None:
             return None
         try:
+            filled.writable()
             do_copy = copy or np.copyto
             for name, flat in flats.items():
                 if flat.nbytes:
@@ -92,10 +120,11 @@ class HostStaging:
             raise
         return filled
 
-    def take(self, sizes: Mapping[str, int], *, wait: bool) -> Filled | None:
+    def take(self, sizes: Mapping[str, int], *, wait: bool, in_parts: bool = False) -> Filled | None:
         """Take the buffer for arrays of these byte sizes, once the transfer that last read it is
-        done: `views` to write them into (uninitialised), each aligned. None when they do not fit, or
-        when another proof holds it and not `wait` (else this waits for its release)."""
+        done (with `in_parts`, and arrays laid out as the last taker's, once `writable` says so, part
+        by part): `views` to write them into (uninitialised), each aligned. None when they do not fit,
+        or when another proof holds it and not `wait` (else this waits for its release)."""
         with self._lock:
             if staging_bytes(sizes) > self.nbytes or (self._taken and not wait):
                 self.missed += 1
@@ -104,13 +133,19 @@ class HostStaging:
                 self._freed.wait()
             self._taken = True
             read_done, self._read_done = self._read_done, None
+            marks, self._marks = self._marks, None
+            same = tuple(sizes.values()) == self._layout
+            self._layout = tuple(sizes.values())
         filled = Filled(self)
-        try:
-            if read_done is not None:
-                read_done.synchronize()
-        except BaseException:
-            filled.release(None)
-            raise
+        if read_done is not None:
+            filled.pending = list(marks) if marks and same else []
+            filled.pending.append((None, read_done))
+        if not in_parts:
+            try:
+                filled.writable()
+            except BaseException:
+                filled.release(None)
+                raise
         offset = 0
         for name, nbytes in sizes.items():
             filled.views[name] = self._buffer[offset: offset + nbytes]
@@ -119,8 +154,9 @@ class HostStaging:
             self.fills += 1
         return filled
 
-    def _give(self, read_done: Any) -> None:
+    def _give(self, read_done: Any, marks: list[Mark] | None = None) -> None:
         with self._lock:
             self._read_done = read_done
+            self._marks = sorted(marks, key=lambda m: m[0]) if marks and read_done is not None else None
             self._taken = False
             self._freed.notify()
