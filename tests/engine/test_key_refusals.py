@@ -87,7 +87,7 @@ def test_a_key_no_device_can_hold_is_refused_naming_each_device() -> None:
 def test_a_device_that_refused_a_circuit_passes_over_its_partitions() -> None:
     def work(circuit_id: str) -> SimpleNamespace:
         return SimpleNamespace(job=SimpleNamespace(circuit_id=circuit_id, priority=Priority.NORMAL,
-                                                   device_affinity=""))
+                                                   device_affinity=""), record=SimpleNamespace(failed_on=None))
 
     queue = [work("porep-32g"), work("winning-32g"), work("porep-32g")]
     fake = SimpleNamespace(_device_queue=queue, settings=SimpleNamespace(device_mode="latency"))
@@ -98,6 +98,30 @@ def test_a_device_that_refused_a_circuit_passes_over_its_partitions() -> None:
     assert Pipeline._next_for(fake, state, large) is queue[0]  # type: ignore[arg-type]
     small.refused["winning-32g"] = TOO_SMALL
     assert Pipeline._next_for(fake, state, small) is None  # type: ignore[arg-type]
+
+
+def test_a_device_that_failed_holding_a_partition_passes_over_it_until_it_has_restarted() -> None:
+    """Its other lane would send the partition to the same dead process (or actor, before the
+    failed lane has marked it restarting) and use up the partition's attempts."""
+    work = SimpleNamespace(job=SimpleNamespace(circuit_id="porep-32g", priority=Priority.NORMAL, device_affinity=""),
+                           record=SimpleNamespace(failed_on=None))
+    fake = SimpleNamespace(_device_queue=[work], settings=SimpleNamespace(device_mode="latency"))
+
+    class Restarting(Device):
+        count = 0
+
+        @property
+        def restarts(self) -> int:
+            return self.count
+
+    failed, other = Restarting(DeviceSpec(0, "cuda")), Restarting(DeviceSpec(1, "cuda"))
+    failed.count = 3
+    work.record.failed_on = (failed.worker_name, 3)
+    state = WorkerState("w", "prover")
+    assert Pipeline._next_for(fake, state, failed) is None  # type: ignore[arg-type]
+    assert Pipeline._next_for(fake, state, other) is work  # type: ignore[arg-type]
+    failed.count = 4  # restarted since
+    assert Pipeline._next_for(fake, state, failed) is work  # type: ignore[arg-type]
 
 
 def _streaming_state(entry: dict) -> object:

@@ -131,6 +131,9 @@ class PartitionRecord:
     done: float | None = None
     #: Devices that died (or became unusable) while holding this partition, each before answering.
     device_attempts: int = 0
+    #: The last of them and its restart count when it was handed the partition: its lanes are not
+    #: handed the partition again until it has restarted (its other lane would find it dead too).
+    failed_on: tuple[str, int] | None = None
     proof: bytes | None = None
 
     @property

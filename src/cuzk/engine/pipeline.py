@@ -440,11 +440,12 @@ class Pipeline:
         """The first queued partition this lane may prove: the queue is in priority order, so a
         CRITICAL lane stops at the first partition below CRITICAL; in throughput mode a NORMAL or LOW
         job's partitions are left to the device it is bound to while that device is alive. A device
-        that cannot hold a circuit's key (`Device.refused`) passes over its partitions."""
+        that cannot hold a circuit's key (`Device.refused`) passes over its partitions, and one that
+        failed holding a partition passes over that one until it has restarted."""
         for work in self._device_queue:
             if work.job.priority < state.min_priority:
                 return None
-            if work.job.circuit_id in device.refused:
+            if work.job.circuit_id in device.refused or work.record.failed_on == (device.worker_name, device.restarts):
                 continue
             bound = work.job.device_affinity
             if (self.settings.device_mode != "throughput" or work.job.priority >= Priority.HIGH or not bound
@@ -490,7 +491,7 @@ class Pipeline:
             items = [ProveItem(w.job.circuit_id, w.shared, w.plan.public_inputs, w.label,
                                int(w.job.effective_priority), w.plan.device_hold_s,
                                recipe=w.plan.recipe if w.shared is None else None) for w in batch]
-            crashed = False
+            crashed, incarnation = False, device.restarts
             try:
                 results = self.executor.prove(device, channel, items, self.settings.verify_proofs)
             except WorkerCrashedError as crash:
@@ -504,7 +505,7 @@ class Pipeline:
                 state.set(None)
                 for work, result in zip(batch, results, strict=True):
                     self._synthesized_on_device(work, result)
-                    if not (result.fatal and self._requeue(work, device, result.error)):
+                    if not (result.fatal and self._requeue(work, device, incarnation, result.error)):
                         self._proven(work, result)
                     if result.ok:  # less what it lent a proof of higher priority mid-phase
                         device.proven(result.device_end - result.device_start - result.phases.get("yielded", 0.0))
@@ -515,14 +516,16 @@ class Pipeline:
                 self.metrics.worker_restarts.labels("device").inc()
                 self.executor.restart(device, reason, force=not crashed)
 
-    def _requeue(self, work: PartitionWork, device: Device, error: str) -> bool:
+    def _requeue(self, work: PartitionWork, device: Device, incarnation: int, error: str) -> bool:
         """Give a partition whose device died (or became unusable) before answering to the next free
-        lane, which is another device's or the restarted one's: no proof came back, so it is proven
-        once. At most MAX_DEVICE_ATTEMPTS devices are tried; False: fail it instead."""
+        lane, which is another device's or the restarted one's (`incarnation`: the device's restart
+        count when it was handed the partition): no proof came back, so it is proven once. At most
+        MAX_DEVICE_ATTEMPTS devices are tried; False: fail it instead."""
         rec = work.record
         if work.job.state.finished or rec.device_attempts + 1 >= MAX_DEVICE_ATTEMPTS:
             return False
         rec.device_attempts += 1
+        rec.failed_on = (device.worker_name, incarnation)
         rec.state = PartitionState.SYNTH_DONE
         log.warning("%s: its device %s failed (%s); requeued for the next free device (attempt %d of %d)",
                     work.label, device.worker_name, error, rec.device_attempts + 1, MAX_DEVICE_ATTEMPTS)

@@ -795,7 +795,7 @@ class CudaBackend(ProverBackend):
         inputs, aux = as_limb_array(inputs, "inputs"), as_limb_array(aux, "aux")
         compiled.check_witness(inputs.shape[0], aux.shape[0])
         if pk not in self._keys:
-            self.load_key(pk)
+            self.load_key(pk, compiled=compiled)
         dk = self._keys[pk]
         if not products_fit(dk.plan, dk.shape, largest_matrix_bytes(compiled)):
             # The device cannot hold the witness, a, b, c and a matrix beside this key's resident
