@@ -201,3 +201,18 @@ def test_the_canonical_check_lets_other_threads_run() -> None:
         done.set()
         ticker.join()
     assert during >= 3
+
+
+@pytest.mark.parametrize("bad_rows", [[], [0], [9], [10], [37], [99], [5, 60], [61, 3], [20, 40, 80]])
+def test_check_canonical_in_parts_finds_the_first_bad_row(monkeypatch: pytest.MonkeyPatch, bad_rows: list[int]) -> None:
+    # Parts of at least 10 rows: 100 rows in up to 10 ranges side by side (as many as numba's threads).
+    from cuzk.field import limbs
+
+    monkeypatch.setattr(limbs, "CHECK_PART_ROWS", 10)
+    values = [r - 1 - i for i in range(100)]
+    for row in bad_rows:
+        values[row] = r + row
+    arr = reference_limbs(values)
+    want = min(bad_rows) if bad_rows else -1
+    assert check_canonical(arr) == want
+    assert all(limbs._first_geq_r(arr, parts) == want for parts in range(1, 11))  # more ranges than threads too

@@ -14,6 +14,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Sequence
 
+import numba
 import numpy as np
 from numba import njit, prange
 
@@ -129,20 +130,36 @@ def limbs_to_bytes_le(arr: np.ndarray) -> bytes:
     return np.ascontiguousarray(as_limb_array(arr, "arr"), dtype=LIMB_DTYPE).tobytes()
 
 
-@njit(nogil=True, cache=True)
-def _first_geq_r(arr: np.ndarray) -> int:
-    """Index of the first row >= r, or -1. Serial with early exit: it is bound by memory bandwidth.
-    It releases the GIL: a device process checks a 4 GB witness with it while its other prover
-    threads launch kernels (a serial numba function holds the GIL for its whole run otherwise)."""
-    for i in range(arr.shape[0]):
-        if m.geq_r(arr[i, 0], arr[i, 1], arr[i, 2], arr[i, 3]):
-            return i
+@njit(nogil=True, parallel=True, cache=True)
+def _first_geq_r(arr: np.ndarray, parts: int) -> int:
+    """Index of the first row >= r, or -1: `parts` contiguous ranges side by side, each with an
+    early exit, the first range's find winning. A witness handed over in shared memory is mapped
+    afresh by the prover, and the first pass over it takes its page faults, which a single thread
+    takes one by one: PoRep-32GiB's 4.2 GB aux in 467 ms on one thread, 255 on two (2-core box;
+    benchmarks/HISTORY.md). It releases the GIL: a device process checks a witness with it while
+    its other prover threads launch kernels."""
+    n = arr.shape[0]
+    found = np.full(parts, -1, dtype=np.int64)
+    for p in prange(parts):
+        for i in range(p * n // parts, (p + 1) * n // parts):
+            if m.geq_r(arr[i, 0], arr[i, 1], arr[i, 2], arr[i, 3]):
+                found[p] = i
+                break
+    for p in range(parts):
+        if found[p] >= 0:
+            return found[p]
     return -1
+
+
+#: Rows per part of `check_canonical` at least: smaller arrays are checked by one thread.
+CHECK_PART_ROWS = 1 << 20
 
 
 def check_canonical(arr: np.ndarray) -> int:
     """Index of the first element >= r in an (n, 4) array, or -1 when all are canonical."""
-    return int(_first_geq_r(as_limb_array(arr, "arr")))
+    arr = as_limb_array(arr, "arr")
+    parts = max(1, min(numba.get_num_threads(), arr.shape[0] // CHECK_PART_ROWS))
+    return int(_first_geq_r(arr, parts))
 
 
 def int_to_limbs(x: int) -> np.ndarray:
