@@ -261,6 +261,22 @@ def test_a_writer_in_parts_waits_only_for_the_transfer_of_the_rows_it_writes() -
     assert staging.take({"a": 256}, wait=True) is not None and log[-2:] == ["sync last part", "sync last"]
 
 
+def test_a_writer_in_parts_that_fails_hands_on_the_transfer_it_did_not_wait_for() -> None:
+    log: list[str] = []
+    staging = HostStaging(np.zeros(4096, dtype=np.uint8))
+    sizes = {"a": 128, "b": 128, "c": 128}
+    first = staging.take(sizes, wait=True)
+    first.release(_Event(log, "all"), [(64, _Event(log, "rows 0-1")), (128, _Event(log, "rows 2-3"))])
+    failed = staging.take(sizes, wait=True, in_parts=True)
+    failed.writable(32)
+    failed.release(None)  # its attempt failed after its first part
+    after = staging.take(sizes, wait=True, in_parts=True)
+    after.writable(128)
+    assert log == ["sync rows 0-1", "sync rows 2-3"]  # rows 2-3 still waited for: the first transfer's
+    after.writable()
+    assert log[-1] == "sync all"
+
+
 def test_host_products_in_parts_write_no_part_before_its_rows_have_gone_up(mimc: Any, monkeypatch) -> None:
     """The next proof's products start while the last proof's a, b, c are still going up, and write
     each part only once the transfer has read those rows: what went up is the last proof's, what

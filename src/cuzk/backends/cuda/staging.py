@@ -69,6 +69,11 @@ class Filled:
     def release(self, read_done: Any, marks: list[Mark] | None = None) -> None:
         if not self.released:
             self.released = True
+            if read_done is None and self.pending:
+                # Handed back unread (a failed attempt) before the last reader was waited for: the
+                # next taker waits for what that reader may still read.
+                *parts, (_, read_done) = self.pending
+                marks = [(n, e) for n, e in parts if n is not None]
             self.owner._give(read_done, marks)
 
     def writable(self, nbytes: int | None = None) -> None:
