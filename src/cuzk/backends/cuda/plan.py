@@ -321,9 +321,10 @@ def estimated_seconds(shape: KeyShape, plan: DevicePlan, products: Products | No
 
 def products_bytes(shape: KeyShape, largest_matrix: int) -> int:
     """Device bytes of a compiled circuit's products beside the resident bases: the witness, a, b, c
-    and its largest matrix at once (matrices that are not resident go up one at a time), and the
-    a·b = c check's flag per row."""
-    return shape.witness_bytes + (3 * FR_BYTES + 1) * shape.domain + largest_matrix + PHASE_SLACK
+    and its largest matrix at once (matrices that are not resident go up one at a time), with what
+    a row needs beside them: the upload's scan for long rows (a row length of up to 8 bytes and a
+    flag) and the a·b = c check's flag."""
+    return shape.witness_bytes + (3 * FR_BYTES + 8 + 1 + 1) * shape.domain + largest_matrix + PHASE_SLACK
 
 
 def products_fit(plan: DevicePlan, shape: KeyShape, largest_matrix: int) -> bool:
