@@ -236,13 +236,21 @@ def test_a_b_c_go_up_part_by_part_and_hand_the_buffer_back_with_each_parts_mark(
     assert dk.staging._read_done is staged.abc_done
 
 
+_ABC = {"a": 128, "b": 128, "c": 128}  #: four rows of a, b, c
+
+
+def _read_in_two_parts(log: list[str]) -> HostStaging:
+    """A buffer whose last reader read a, b, c's rows 0-1, then 2-3, then was done."""
+    staging = HostStaging(np.zeros(4096, dtype=np.uint8))
+    first = staging.take(_ABC, wait=True)
+    first.release(_Event(log, "all"), [(64, _Event(log, "rows 0-1")), (128, _Event(log, "rows 2-3"))])
+    return staging
+
+
 def test_a_writer_in_parts_waits_only_for_the_transfer_of_the_rows_it_writes() -> None:
     log: list[str] = []
-    staging = HostStaging(np.zeros(4096, dtype=np.uint8))
-    sizes = {"a": 128, "b": 128, "c": 128}
-    first = staging.take(sizes, wait=True)
-    first.release(_Event(log, "all"), [(64, _Event(log, "rows 0-1")), (128, _Event(log, "rows 2-3"))])
-    second = staging.take(sizes, wait=True, in_parts=True)
+    staging = _read_in_two_parts(log)
+    second = staging.take(_ABC, wait=True, in_parts=True)
     assert log == []  # taken without waiting for the transfer
     second.writable(32)
     assert log == ["sync rows 0-1"]
@@ -263,14 +271,11 @@ def test_a_writer_in_parts_waits_only_for_the_transfer_of_the_rows_it_writes() -
 
 def test_a_writer_in_parts_that_fails_hands_on_the_transfer_it_did_not_wait_for() -> None:
     log: list[str] = []
-    staging = HostStaging(np.zeros(4096, dtype=np.uint8))
-    sizes = {"a": 128, "b": 128, "c": 128}
-    first = staging.take(sizes, wait=True)
-    first.release(_Event(log, "all"), [(64, _Event(log, "rows 0-1")), (128, _Event(log, "rows 2-3"))])
-    failed = staging.take(sizes, wait=True, in_parts=True)
+    staging = _read_in_two_parts(log)
+    failed = staging.take(_ABC, wait=True, in_parts=True)
     failed.writable(32)
     failed.release(None)  # its attempt failed after its first part
-    after = staging.take(sizes, wait=True, in_parts=True)
+    after = staging.take(_ABC, wait=True, in_parts=True)
     after.writable(128)
     assert log == ["sync rows 0-1", "sync rows 2-3"]  # rows 2-3 still waited for: the first transfer's
     after.writable()
