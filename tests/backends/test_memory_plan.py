@@ -365,6 +365,13 @@ def test_a_key_is_planned_knowing_the_compiled_circuit_its_proofs_compute(monkey
     state.keys["porep-32g"], state.prepared["porep-32g"] = object(), object()
     assert state.load("porep-32g", "/unused", True, "/compiled.cuzk-r1cs")["compiled"]["usable"]
     assert calls == [("load_key", None)]
+    # A compiled file found unusable: the key is planned without it, and the reply says so.
+    calls.clear()
+    monkeypatch.setattr(device_worker, "load_for_synthesis", lambda path, circuit_id: None)
+    state = _DeviceState(Planned())
+    state.keys["porep-32g"], state.prepared["porep-32g"] = object(), object()
+    reply = state.load("porep-32g", "/unused", True, "/compiled.cuzk-r1cs")
+    assert calls == [("load_key", None)] and not reply["compiled"]["usable"] and "porep-32g" in state.hot
 
 
 def test_streamed_bases_are_not_pinned_past_the_hosts_spare_memory(monkeypatch, caplog) -> None:
