@@ -210,3 +210,19 @@ def test_sparse_poseidon_tree_equals_dense_at_8mib_size() -> None:
     dense, sparse = DenseTree(layout, bytes(leaves)), SparseTree(layout, default, given)
     assert dense.root == sparse.root
     assert all(dense.proof(i) == sparse.proof(i) for i in [*list(given)[:5], 0, layout.leaves - 1])
+
+
+@pytest.mark.parametrize("bad", [[True] + [0] * 31, [1.0] + [0] * 31, [256] + [0] * 31, [-1] + [0] * 31, [0] * 31,
+                                 [255] * 32, "00" * 32, None])
+def test_an_array_of_field_elements_reads_as_each_one_would_and_names_the_first_bad_one(bad: object) -> None:
+    good = [list(x.to_bytes(32, "little")) for x in (0, 1, R_MODULUS - 1, 12345)]
+    reader = JsonReader("c1.json")
+    assert reader.frs(good, "p", 4) == tuple(reader.fr(v, f"p[{i}]") for i, v in enumerate(good))
+    values = [*good[:2], bad, good[2], bad]
+    with pytest.raises(FormatError) as got:
+        reader.frs(values, "p")
+    with pytest.raises(FormatError) as want:
+        reader.fr(bad, "p[2]")
+    assert str(got.value) == str(want.value) and "p[2]" in str(got.value)
+    with pytest.raises(FormatError, match="expected 3 entries"):
+        reader.frs(good, "p", 3)

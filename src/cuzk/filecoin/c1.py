@@ -137,17 +137,15 @@ class _Shapes:
 def _column_proof_from_json(v: object, rd: JsonReader, sh: _Shapes, at: str) -> ColumnProof:
     v = rd.obj(v, at, ("column", "inclusion_proof"))
     col = rd.obj(v["column"], f"{at}.column", ("index", "rows"))
-    rows = rd.array(col["rows"], f"{at}.column.rows", sh.layers)
     column = Column(rd.uint(col["index"], f"{at}.column.index", 32),
-                    tuple(rd.fr(r, f"{at}.column.rows[{i}]") for i, r in enumerate(rows)))
+                    rd.frs(col["rows"], f"{at}.column.rows", sh.layers))
     inc = MerkleProof.from_json(v["inclusion_proof"], rd, f"{at}.inclusion_proof")
     return ColumnProof(column, sh.merkle(inc, sh.tree_r, rd.source, f"{at}.inclusion_proof"))
 
 
 def _labeling_from_json(v: object, rd: JsonReader, at: str) -> LabelingProof:
     v = rd.obj(v, at, ("parents", "layer_index", "node"))
-    parents = rd.array(v["parents"], f"{at}.parents", TOTAL_PARENTS)
-    return LabelingProof(tuple(rd.fr(p, f"{at}.parents[{i}]") for i, p in enumerate(parents)),
+    return LabelingProof(rd.frs(v["parents"], f"{at}.parents", TOTAL_PARENTS),
                          rd.uint(v["layer_index"], f"{at}.layer_index", 32), rd.uint(v["node"], f"{at}.node", 64))
 
 

@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from cuzk.errors import FormatError
+from cuzk.field.constants import R_MODULUS
 from cuzk.filecoin.sha256 import check_fr_bytes
 
 __all__ = ["MAX_VEC_LEN", "BincodeReader", "BincodeWriter", "JsonReader", "bytes_json", "collector_paused",
@@ -165,7 +166,30 @@ class JsonReader:
     def fr(self, value: object, path: str) -> bytes:
         return check_fr_bytes(self.bytes32(value, path), field=path, source=self.source)
 
+    def frs(self, value: object, path: str, length: int | None = None) -> tuple[bytes, ...]:
+        """An array of field elements, each read as `fr` reads one. A PoRep-32GiB C1 holds 323K of
+        them, and one call each (its path formatted, its checks in layers) took most of its decoding;
+        this checks them in one loop and only formats a path for the first bad entry, which `fr`
+        then names as before."""
+        arr = self.array(value, path, length)
+        out = []
+        for v in arr:
+            # The checks of `bytes32` and `check_fr_bytes`, in line.
+            if type(v) is not list or len(v) != 32 or not set(map(type, v)) <= _INT:
+                break
+            try:
+                b = bytes(v)
+            except ValueError:
+                break
+            if int.from_bytes(b, "little") >= R_MODULUS:
+                break
+            out.append(b)
+        else:
+            return tuple(out)
+        return tuple(self.fr(v, f"{path}[{i}]") for i, v in enumerate(arr))
 
+
+_INT = {int}  #: the only element type of a byte array (bool, a subclass, is refused)
 _WHITESPACE = re.compile(r"[ \t\n\r]*")
 _DECODER = json.JSONDecoder()
 

@@ -194,8 +194,7 @@ class MerkleProof:
             for i, e in enumerate(elements):
                 ep = f"{p}.path[{i}]"
                 e = reader.obj(e, ep, ("hashes", "index"))
-                hashes = reader.array(e["hashes"], f"{ep}.hashes")
-                out.append(PathElement(tuple(reader.fr(h, f"{ep}.hashes[{j}]") for j, h in enumerate(hashes)),
+                out.append(PathElement(reader.frs(e["hashes"], f"{ep}.hashes"),
                                        reader.uint(e["index"], f"{ep}.index", 64)))
             return tuple(out)
 
