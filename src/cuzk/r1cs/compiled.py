@@ -233,22 +233,20 @@ class CompiledCircuit:
         `out` may still be read (by a transfer) below that row until then."""
         self.check_witness(inputs.shape[0], aux.shape[0])
         mats = tuple((m.row_ptr, m.cols, m.coeff_idx) for m in (self.a, self.b, self.c))
-        if ready is None:
-            a, b, c, bad = spmv3_table(mats, self.coeff_table, inputs, aux, out, check=check,
-                                       table_canonical=self.coeff_table_canonical)
-        else:
-            rows = self.num_constraints
-            a, b, c = out if out is not None else tuple(np.empty((rows, 4), dtype=np.uint64) for _ in range(3))
-            found, step = [], max(1, part_rows or PART_ROWS)
-            for lo in range(0, rows, step):
-                hi = min(rows, lo + step)
+        rows = self.num_constraints
+        a, b, c = out if out is not None else tuple(np.empty((rows, 4), dtype=np.uint64) for _ in range(3))
+        # Without `ready`, one part of all the rows.
+        found, step = [], max(1, rows if ready is None else part_rows or PART_ROWS)
+        for lo in range(0, rows, step):
+            hi = min(rows, lo + step)
+            if ready is not None:
                 ready(hi)
-                # A row range's row pointers index the whole cols and coefficients as they are.
-                part = tuple((ptr[lo:hi + 1], cols, idx) for ptr, cols, idx in mats)
-                *_, bad = spmv3_table(part, self.coeff_table, inputs, aux, (a[lo:hi], b[lo:hi], c[lo:hi]),
-                                      check=check, table_canonical=self.coeff_table_canonical)
-                found.append(bad + lo)
-            bad = np.concatenate(found) if found else np.empty(0, dtype=np.int64)
+            # A row range's row pointers index the whole cols and coefficients as they are.
+            part = tuple((ptr[lo:hi + 1], cols, idx) for ptr, cols, idx in mats)
+            *_, bad = spmv3_table(part, self.coeff_table, inputs, aux, (a[lo:hi], b[lo:hi], c[lo:hi]),
+                                  check=check, table_canonical=self.coeff_table_canonical)
+            found.append(bad + lo)
+        bad = np.concatenate(found) if found else np.empty(0, dtype=np.int64)
         if bad.size:
             self._refuse(bad)
         return a, b, c

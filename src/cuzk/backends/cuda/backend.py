@@ -1003,12 +1003,12 @@ class CudaBackend(ProverBackend):
                                            lambda: self.sha256_witness, lambda: self.poseidon_paths)
                     else:
                         self._upload_staged(lane, wit[name], pinned, name, v)
-            elif pinned is not None and all(name in pinned.views for name in "abc"):
+            elif pinned is not None:  # a, b, c (`_prestage` and host products stage all three or none)
                 marks = self._upload_staged_abc(lane, abc, pinned, nc)
             else:
-                for name, dst, src in zip("abc", abc, (asg.a, asg.b, asg.c), strict=True):
+                for dst, src in zip(abc, (asg.a, asg.b, asg.c), strict=True):
                     if nc:
-                        self._upload_staged(lane, dst[:nc], pinned, name, _words(src))
+                        lane.uploader.upload(dst[:nc], _words(src))
             abc_done = lane.copy.record()
         if pinned is not None:
             pinned.release(abc_done, marks)
