@@ -62,6 +62,7 @@ from typing import Any
 import numpy as np
 
 from cuzk.backends.base import DeviceInfo, ProverBackend
+from cuzk.backends.cuda import runtime
 from cuzk.backends.cuda.available import cuda_available
 from cuzk.backends.cuda.deferred import complete_on_device
 from cuzk.backends.cuda.device import MemoryPlan, ahead_fits, memory_info, properties
@@ -144,9 +145,7 @@ def _empty_pinned(backend: Any, specs: list[tuple[tuple[int, ...], np.dtype]], w
                     format_gib(available + HOST_PIN_SPARE), otherwise)
         return None
     try:
-        import cupyx
-
-        return [cupyx.empty_pinned(shape, dtype=dtype) for shape, dtype in specs]
+        return [runtime.cupyx().empty_pinned(shape, dtype=dtype) for shape, dtype in specs]
     except (backend._cp.cuda.runtime.CUDARuntimeError, MemoryError) as err:
         log.warning("device %d: no pinned host memory for %s of %s (%s): %s", backend.device_id, format_gib(need),
                     what, err, otherwise)
@@ -321,9 +320,7 @@ class _PinnedUploader:
         self.cp = cp
         self.stream = stream
         self.chunk = chunk
-        import cupyx
-
-        self._host = [cupyx.empty_pinned(chunk, dtype=np.uint8) for _ in range(2)]
+        self._host = [runtime.cupyx().empty_pinned(chunk, dtype=np.uint8) for _ in range(2)]
         self._done: list[Any] = [None, None]
         self._parts = max(1, min(threads, os.cpu_count() or 1))
         self._pool = ThreadPoolExecutor(max_workers=self._parts, thread_name_prefix="cuzk-stage") \
@@ -413,8 +410,7 @@ class CudaBackend(ProverBackend):
         reason = cuda_available()
         if reason is not None:
             raise CudaUnavailableError(reason)
-        import cupy
-
+        cupy = runtime.cupy()
         self._cp = cupy
         self.device_id = device_id
         self._device = cupy.cuda.Device(device_id)

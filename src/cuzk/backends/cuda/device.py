@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from cuzk.backends.cuda import runtime
+
 #: Never plan with the last max(MARGIN_MIN, MARGIN_FRACTION * total) bytes of a device.
 MARGIN_MIN = 1 << 30
 MARGIN_FRACTION = 0.03
@@ -30,9 +32,7 @@ class GpuProperties:
 
 
 def _cupy() -> Any:
-    import cupy
-
-    return cupy
+    return runtime.cupy()
 
 
 def properties(device_id: int = 0) -> GpuProperties:

@@ -114,8 +114,9 @@ class KernelModule:
     """The compiled kernels of one unit on one device, with CuPy arrays as ``xp``."""
 
     def __init__(self, device_id: int = 0, unit: str = DEFAULT_UNIT) -> None:
-        import cupy
+        from cuzk.backends.cuda import runtime
 
+        cupy = runtime.cupy()
         _unit_files(unit)
         self.xp = cupy
         self.device_id = device_id
@@ -128,8 +129,10 @@ class KernelModule:
             props = cupy.cuda.runtime.getDeviceProperties(device_id)
             self.num_sms = int(props["multiProcessorCount"])
             aot = cubin_path(f"sm_{props['major']}{props['minor']}", cache, unit)
-            self.source = "cubin" if aot.exists() else "nvrtc"
-            if aot.exists():
+            # An emulated device runs the sources (built for the host), never a cubin.
+            use_aot = aot.exists() and not runtime.emulated()
+            self.source = "cubin" if use_aot else "emulated" if runtime.emulated() else "nvrtc"
+            if use_aot:
                 self._module = cupy.RawModule(path=str(aot))
             else:
                 self._module = cupy.RawModule(code=kernel_source(unit), options=NVRTC_OPTIONS)
