@@ -1,10 +1,12 @@
-"""GPU tests: skipped as a whole where `cuda_available()` gives a reason.
+"""GPU tests: skipped as a whole where no GPU, no kernel emulator and no emulated device is there.
 
 `CUZK_TEST_KERNEL_MODULE=/path/to/file.py` runs the kernel-level tests against another
 implementation of the `KernelModule` interface defined there as `EmuModule` (a host emulation of the
-same CUDA sources, for working on machines without a GPU; tests/gpu/kernel_emulator.py); the full-proof
-tests still need a GPU. The `unit_kernels` fixture gives any kernel unit's module (`EmuModule(unit)`
-when emulating), `kernels` the "curve" unit's.
+same CUDA sources, for working on machines without a GPU; tests/gpu/kernel_emulator.py).
+`CUZK_EMULATED_GPUS=4GiB` (the emulated device, `cuzk.backends.cuda.emulated`) runs the tests of
+`CudaBackend` (`needs_gpu`) there; those whose subject only a real GPU has skip saying why
+(`needs_real_gpu`). The `unit_kernels` fixture gives any kernel unit's module (`EmuModule(unit)`
+when emulating kernels), `kernels` the "curve" unit's.
 """
 
 from __future__ import annotations
@@ -18,15 +20,16 @@ from typing import Any
 
 import pytest
 
-from cuzk.backends.cuda import cuda_available
+from cuzk.backends.cuda import cuda_available, runtime
 
 HERE = Path(__file__).parent
 EMULATOR = os.environ.get("CUZK_TEST_KERNEL_MODULE")
-REASON = cuda_available()
+EMULATED_DEVICE = runtime.emulated()
+REASON = None if EMULATED_DEVICE and not EMULATOR else cuda_available() if not EMULATED_DEVICE else "emulated"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if REASON is None or EMULATOR:
+    if REASON is None or EMULATOR or EMULATED_DEVICE:
         return
     skip = pytest.mark.skip(reason=f"no usable GPU: {REASON}")
     for item in items:
@@ -64,5 +67,16 @@ def kernels(unit_kernels: Callable[[str], Any]):
 
 @pytest.fixture(scope="session")
 def needs_gpu(emulated: bool) -> None:
-    if emulated:
-        pytest.skip("needs a real GPU (CudaBackend), not the kernel emulator")
+    """A `CudaBackend`: on a GPU, or on the emulated device."""
+    if emulated and not EMULATED_DEVICE:
+        pytest.skip("needs CudaBackend: a GPU, or the emulated device (CUZK_EMULATED_GPUS)")
+
+
+@pytest.fixture
+def needs_real_gpu() -> Callable[[str], None]:
+    """Skips, saying `why`, on the emulated device: for tests whose subject it cannot have (timing,
+    kernels running side by side)."""
+    def check(why: str) -> None:
+        if EMULATED_DEVICE:
+            pytest.skip(f"needs a real GPU: {why}")
+    return check

@@ -26,7 +26,8 @@ def _assignment(circuit_id: str, seed: int) -> Assignment:
 @pytest.fixture
 def capped(needs_gpu):
     """CudaBackend factory whose pool limits are lifted again after the test (the pool is the process's)."""
-    import cupy
+    from cuzk.backends.cuda import runtime
+    cupy = runtime.get_cupy()
 
     from cuzk.backends.cuda import CudaBackend
 
@@ -81,7 +82,8 @@ def test_two_threads_prove_streaming_plans_at_once(capped, mimc_params, bits_par
 
 
 def test_memory_limit_caps_the_pool_and_is_reported(capped, mimc_params) -> None:
-    import cupy
+    from cuzk.backends.cuda import runtime
+    cupy = runtime.get_cupy()
 
     backend = capped(2 * GIB)
     assert cupy.get_default_memory_pool().get_limit() == 2 * GIB - CONTEXT_BYTES
@@ -105,7 +107,8 @@ def test_a_key_that_cannot_fit_is_refused_at_load(capped, bits_params) -> None:
 
 
 def test_an_out_of_memory_error_is_retried_with_a_smaller_plan(capped, bits_params, monkeypatch) -> None:
-    import cupy
+    from cuzk.backends.cuda import runtime
+    cupy = runtime.get_cupy()
 
     pk = bits_params.pk
     backend = capped(None)
@@ -132,7 +135,8 @@ def test_a_streaming_proof_takes_the_device_with_no_blocks_cached(capped, bits_p
     """The pool's free blocks, left by the proof before, go back to the driver before a streaming proof
     allocates, so its arrays are not carved out of another proof's blocks. (A reserve larger than any
     card keeps the proof from staging ahead, before it holds the device.)"""
-    import cupy
+    from cuzk.backends.cuda import runtime
+    cupy = runtime.get_cupy()
 
     pk = bits_params.pk
     backend = capped(None)

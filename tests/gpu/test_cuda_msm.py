@@ -253,8 +253,9 @@ def test_merged_tails_give_the_split_msm(kernels, emulated: bool, group: str, re
 def test_bases_uploaded_beside_the_sort(kernels, needs_gpu: None, group: str) -> None:
     """`bases_ready`: bases copied from pinned memory on another stream while the scalars are sorted;
     the sum is the one of the bases already resident, batched or not."""
-    import cupy as cp
-    import cupyx
+    from cuzk.backends.cuda import runtime
+    cp = runtime.get_cupy()
+    cupyx = runtime.get_cupyx()
 
     cls, enc = GROUPS[group]
     rng = random.Random(f"ready{group}")

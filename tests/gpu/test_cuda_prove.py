@@ -241,7 +241,8 @@ def test_no_preemption_without_memory_for_both(backend, bits_params, mimc_params
 
 def test_staging_falls_back_to_the_device_lock_when_memory_goes(backend, bits_params, monkeypatch) -> None:
     """Out of memory while staging ahead (another proof took it): staged again with the device held."""
-    import cupy
+    from cuzk.backends.cuda import runtime
+    cupy = runtime.get_cupy()
 
     pk = bits_params.pk
     asg = _assignment(bits_params.circuit_id, 35)

@@ -61,6 +61,9 @@ class GpusConfig:
     #: a margin) or a size such as "16GiB" (a cap, enforced: for cards shared with other work, or to
     #: emulate a smaller card); a list gives one value per entry of `devices`. docs/memory.md.
     memory_limit: str | int | list[str | int] = "auto"
+    #: cuzk-py: emulated CUDA cards, a development and test device (docs/gpu.md): their memory sizes,
+    #: e.g. ["4GiB", "2GiB"] for cards 0 and 1; needs backend = "cuda", and `auto` never picks them.
+    emulate: list[int] = field(default_factory=list)
 
     def memory_limit_for(self, index: int) -> int | None:
         """The limit in bytes of the index-th device (None: "auto")."""

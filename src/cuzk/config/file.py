@@ -122,6 +122,8 @@ def _to_plain(section: str, key: str, value: Any) -> Any:
         values = value if isinstance(value, list) else [value]
         plain = [v if v == "auto" else format_size(v) for v in values]
         return plain if isinstance(value, list) else plain[0]
+    if (section, key) == ("gpus", "emulate"):
+        return [format_size(v) for v in value]
     if (section, key) in _SIZE_KEYS and value is not None:
         return format_size(value)
     if (section, key) in _DURATION_KEYS:
@@ -196,6 +198,11 @@ def _apply(config: Config, section: str, key: str, value: Any) -> None:
         value = choice(value, what, _CHOICES[what])
     elif what == "gpus.memory_limit":
         value = memory_limit_value(value, what)
+    elif what == "gpus.emulate":
+        expect(list, value, what, "a list of card sizes such as [\"4GiB\"]")
+        value = [parse_size(v, what=f"{what}[{k}]") for k, v in enumerate(value)]
+        if any(v < 64 << 20 for v in value):
+            raise ConfigError(f"{what}: an emulated card needs at least 64MiB")
     elif what == "gpus.devices":
         expect(list, value, what, "a list of device ordinals")
         value = [non_negative_int(v, what) for v in value]
@@ -228,6 +235,9 @@ def config_from_dict(data: dict[str, Any], *, source: str = "<config>") -> Confi
                 raise ConfigError(f"{source}: {err}") from None
     if config.daemon.result_retention <= 0:
         raise ConfigError(f"{source}: daemon.result_retention must be positive")
+    if config.gpus.emulate and config.gpus.backend != "cuda":
+        raise ConfigError(f"{source}: gpus.emulate needs gpus.backend = \"cuda\" (emulated cards are a development "
+                          f"and test device, never chosen by \"{config.gpus.backend}\")")
     limits = config.gpus.memory_limit
     if isinstance(limits, list) and len(limits) != len(config.gpus.devices):
         raise ConfigError(f"{source}: gpus.memory_limit lists {len(limits)} value(s) but gpus.devices has "

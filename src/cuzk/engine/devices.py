@@ -5,13 +5,17 @@ compiled circuit's products are computed, whether GPUs write the bulk of the wit
 
 from __future__ import annotations
 
+import atexit
 import importlib
 import importlib.util
 import logging
+import os
 import shutil
 import subprocess
+import tempfile
 from dataclasses import dataclass
 
+from cuzk.backends.cuda.runtime import EMULATED_ENV, EMULATED_ROOM_ENV
 from cuzk.config import Config, ConfigError
 from cuzk.engine.jobs import Priority
 
@@ -57,9 +61,32 @@ def cuda_backend_installed() -> bool:
     return spec is not None and spec.origin not in (None, "namespace") and cupy is not None
 
 
+def _emulated_cards(config: Config) -> list[int]:
+    """`gpus.emulate`'s cards, named in the environment that the device processes inherit (with one
+    room for all of them, so that devices on one card share its memory); [] when none."""
+    sizes = config.gpus.emulate
+    if not sizes:
+        return []
+    os.environ[EMULATED_ENV] = ",".join(str(n) for n in sizes)
+    if not os.environ.get(EMULATED_ROOM_ENV):
+        room = tempfile.mkdtemp(prefix="cuzk-emulated-gpus-")
+        os.environ[EMULATED_ROOM_ENV] = room
+        atexit.register(shutil.rmtree, room, True)
+    log.warning("gpus.emulate: proving on %d emulated CUDA card(s) (%s), a development and test device",
+                len(sizes), ", ".join(f"{n / (1 << 30):g} GiB" for n in sizes))
+    return list(range(len(sizes)))
+
+
 def detect_devices(config: Config) -> list[DeviceSpec]:
-    """The prover devices for this configuration (gpus.backend, gpus.devices)."""
+    """The prover devices for this configuration (gpus.backend, gpus.devices, gpus.emulate)."""
     backend = config.gpus.backend
+    emulated = _emulated_cards(config)
+    if emulated:
+        wrong = [d for d in config.gpus.devices if d not in emulated]
+        if wrong:
+            raise ConfigError(f"gpus.devices names {wrong}, but gpus.emulate has {len(emulated)} card(s) "
+                              f"(0-{len(emulated) - 1})")
+        return shared([DeviceSpec(g, "cuda") for g in config.gpus.devices or emulated])
     cuda_available = cuda_backend_installed()
     if backend == "cpu":
         # Several CPU devices, each its own process: for tests and hosts that split their cores.

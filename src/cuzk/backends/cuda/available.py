@@ -16,9 +16,9 @@ _REASON: list[str | None] = []
 def cuda_available() -> str | None:
     """None when a CUDA device and CuPy are usable here, otherwise the reason they are not. With the
     emulated cards (`cuzk.backends.cuda.emulated`) named in the environment, those are."""
-    from cuzk.backends.cuda import runtime
+    from cuzk.backends.cuda.runtime import emulated
 
-    if runtime.emulated():
+    if emulated():
         return None
     if _REASON:
         return _REASON[0]

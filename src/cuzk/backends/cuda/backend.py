@@ -62,7 +62,6 @@ from typing import Any
 import numpy as np
 
 from cuzk.backends.base import DeviceInfo, ProverBackend
-from cuzk.backends.cuda import runtime
 from cuzk.backends.cuda.available import cuda_available
 from cuzk.backends.cuda.deferred import complete_on_device
 from cuzk.backends.cuda.device import MemoryPlan, ahead_fits, memory_info, properties
@@ -84,6 +83,7 @@ from cuzk.backends.cuda.plan import (
     tail_capacity,
 )
 from cuzk.backends.cuda.poseidon_witness import DevicePoseidonPaths
+from cuzk.backends.cuda.runtime import get_cupy, get_cupyx
 from cuzk.backends.cuda.sha256_witness import DeviceSha256Witness
 from cuzk.backends.cuda.spmv import DeviceCompiled, DeviceSpmv, largest_matrix_bytes, matrix_bytes
 from cuzk.backends.cuda.staging import Filled, HostStaging, Mark, staging_bytes
@@ -145,7 +145,7 @@ def _empty_pinned(backend: Any, specs: list[tuple[tuple[int, ...], np.dtype]], w
                     format_gib(available + HOST_PIN_SPARE), otherwise)
         return None
     try:
-        return [runtime.cupyx().empty_pinned(shape, dtype=dtype) for shape, dtype in specs]
+        return [get_cupyx().empty_pinned(shape, dtype=dtype) for shape, dtype in specs]
     except (backend._cp.cuda.runtime.CUDARuntimeError, MemoryError) as err:
         log.warning("device %d: no pinned host memory for %s of %s (%s): %s", backend.device_id, format_gib(need),
                     what, err, otherwise)
@@ -320,7 +320,7 @@ class _PinnedUploader:
         self.cp = cp
         self.stream = stream
         self.chunk = chunk
-        self._host = [runtime.cupyx().empty_pinned(chunk, dtype=np.uint8) for _ in range(2)]
+        self._host = [get_cupyx().empty_pinned(chunk, dtype=np.uint8) for _ in range(2)]
         self._done: list[Any] = [None, None]
         self._parts = max(1, min(threads, os.cpu_count() or 1))
         self._pool = ThreadPoolExecutor(max_workers=self._parts, thread_name_prefix="cuzk-stage") \
@@ -410,7 +410,7 @@ class CudaBackend(ProverBackend):
         reason = cuda_available()
         if reason is not None:
             raise CudaUnavailableError(reason)
-        cupy = runtime.cupy()
+        cupy = get_cupy()
         self._cp = cupy
         self.device_id = device_id
         self._device = cupy.cuda.Device(device_id)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from cuzk.backends.cuda import runtime
+from cuzk.backends.cuda.runtime import get_cupy
 
 #: Never plan with the last max(MARGIN_MIN, MARGIN_FRACTION * total) bytes of a device.
 MARGIN_MIN = 1 << 30
@@ -32,7 +32,7 @@ class GpuProperties:
 
 
 def _cupy() -> Any:
-    return runtime.cupy()
+    return get_cupy()
 
 
 def properties(device_id: int = 0) -> GpuProperties:

@@ -148,9 +148,9 @@ class DeviceFixedBase:
 
     def _pinned_buffers(self) -> list[np.ndarray]:
         if not self._pinned:
-            from cuzk.backends.cuda import runtime
+            from cuzk.backends.cuda.runtime import get_cupyx
 
-            self._pinned = [runtime.cupyx().empty_pinned(self.chunk_bytes, dtype=np.uint8) for _ in range(2)]
+            self._pinned = [get_cupyx().empty_pinned(self.chunk_bytes, dtype=np.uint8) for _ in range(2)]
         return self._pinned
 
     def _copy_out(self, dst: np.ndarray, src: np.ndarray) -> None:

@@ -22,9 +22,7 @@ interface.
 
 from __future__ import annotations
 
-import hashlib
 import os
-import re
 import shutil
 import subprocess
 import tempfile
@@ -34,42 +32,20 @@ from typing import Any
 
 import numpy as np
 
-KERNEL_DIR = Path(__file__).parent / "kernels"
-#: Each unit's files in dependency order: each file only uses what the files before it define.
-UNITS: dict[str, tuple[str, ...]] = {
-    "curve": ("common.cuh", "mont.cuh", "fp.cuh", "fr.cuh", "fp2.cuh", "ec.cuh", "convert.cu", "ntt.cu", "msm.cu"),
-    "synthesis": ("common.cuh", "mont.cuh", "fr.cuh", "spmv.cu"),
-    "witness": ("common.cuh", "sha256_witness.cu"),
-    "poseidon": ("common.cuh", "mont.cuh", "fr.cuh", "poseidon_witness.cu"),
-    "setup": ("common.cuh", "mont.cuh", "fp.cuh", "fp2.cuh", "ec.cuh", "fixed_base.cu"),
-}
-#: The unit a `KernelModule` compiles unless told otherwise (its cubin names predate the units).
-DEFAULT_UNIT = "curve"
-SOURCE_FILES = UNITS[DEFAULT_UNIT]
-NVRTC_OPTIONS = ("--std=c++17", "-DCUZK_NVRTC=1")
+from cuzk.backends.cuda.runtime import emulated, get_cupy
+from cuzk.backends.cuda.sources import (
+    DEFAULT_UNIT,
+    KERNEL_DIR,
+    NVRTC_OPTIONS,
+    SOURCE_FILES,
+    UNITS,
+    _unit_files,
+    kernel_source,
+    source_digest,
+)
 
-_LOCAL_INCLUDE = re.compile(r'^\s*#\s*(include\s+"[^"]+"|pragma\s+once)\s*$', re.MULTILINE)
-
-
-def _unit_files(unit: str) -> tuple[str, ...]:
-    files = UNITS.get(unit)
-    if files is None:
-        raise ValueError(f"unknown kernel unit {unit!r} (known: {', '.join(sorted(UNITS))})")
-    return files
-
-
-def kernel_source(unit: str = DEFAULT_UNIT) -> str:
-    """A unit's kernel files as one translation unit, with their local includes removed."""
-    parts = []
-    for name in _unit_files(unit):
-        text = (KERNEL_DIR / name).read_text()
-        parts.append(f"// ---- {name}\n" + _LOCAL_INCLUDE.sub("", text))
-    return "\n".join(parts)
-
-
-def source_digest(unit: str = DEFAULT_UNIT) -> str:
-    """Names a unit's compiled module: any change of one of its files or of the options gives a new name."""
-    return hashlib.sha256((kernel_source(unit) + repr(NVRTC_OPTIONS)).encode()).hexdigest()[:20]
+__all__ = ["DEFAULT_UNIT", "KERNEL_DIR", "NVRTC_OPTIONS", "SOURCE_FILES", "UNITS", "KernelModule", "build_cubin",
+           "cubin_path", "get_module", "kernel_cache_dir", "kernel_source", "source_digest"]
 
 
 def cubin_path(arch: str, directory: Path | None = None, unit: str = DEFAULT_UNIT) -> Path:
@@ -114,9 +90,7 @@ class KernelModule:
     """The compiled kernels of one unit on one device, with CuPy arrays as ``xp``."""
 
     def __init__(self, device_id: int = 0, unit: str = DEFAULT_UNIT) -> None:
-        from cuzk.backends.cuda import runtime
-
-        cupy = runtime.cupy()
+        cupy = get_cupy()
         _unit_files(unit)
         self.xp = cupy
         self.device_id = device_id
@@ -130,8 +104,8 @@ class KernelModule:
             self.num_sms = int(props["multiProcessorCount"])
             aot = cubin_path(f"sm_{props['major']}{props['minor']}", cache, unit)
             # An emulated device runs the sources (built for the host), never a cubin.
-            use_aot = aot.exists() and not runtime.emulated()
-            self.source = "cubin" if use_aot else "emulated" if runtime.emulated() else "nvrtc"
+            use_aot = aot.exists() and not emulated()
+            self.source = "cubin" if use_aot else "emulated" if emulated() else "nvrtc"
             if use_aot:
                 self._module = cupy.RawModule(path=str(aot))
             else:

@@ -10,6 +10,8 @@ import os
 from typing import Any
 
 EMULATED_ENV = "CUZK_EMULATED_GPUS"
+#: Where the processes on the emulated cards publish what they hold (`emulated.device.ROOM_ENV`).
+EMULATED_ROOM_ENV = "CUZK_EMULATED_GPU_ROOM"
 
 
 def emulated() -> bool:
@@ -17,9 +19,9 @@ def emulated() -> bool:
     return bool(os.environ.get(EMULATED_ENV, "").strip())
 
 
-def cupy() -> Any:
+def get_cupy() -> Any:
     if emulated():
-        from cuzk.backends.cuda import emulated as emu
+        import cuzk.backends.cuda.emulated as emu
 
         return emu.cupy()
     import cupy
@@ -27,9 +29,9 @@ def cupy() -> Any:
     return cupy
 
 
-def cupyx() -> Any:
+def get_cupyx() -> Any:
     if emulated():
-        from cuzk.backends.cuda import emulated as emu
+        import cuzk.backends.cuda.emulated as emu
 
         return emu.cupyx()
     import cupyx

@@ -14,7 +14,8 @@ and what it cannot (warp-level behaviour, kernels running side by side, speed): 
   (`arrays`).
 
 `cupy()` and `cupyx()` give namespaces shaped as those modules; `cuzk.backends.cuda.runtime` picks
-them or the real ones.
+them or the real ones. (Its modules import each other by full name, not from this package, which
+imports them.)
 """
 
 from __future__ import annotations
@@ -23,7 +24,9 @@ import types
 
 import numpy as np
 
-from cuzk.backends.cuda.emulated import arrays, device, kernels
+import cuzk.backends.cuda.emulated.arrays as arrays
+import cuzk.backends.cuda.emulated.device as device
+import cuzk.backends.cuda.emulated.kernels as kernels
 from cuzk.backends.cuda.emulated.device import CARDS_ENV, card_sizes
 
 __all__ = ["CARDS_ENV", "card_sizes", "cupy", "cupyx", "enabled"]

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from cuzk.backends.cuda.emulated import device as dev
+import cuzk.backends.cuda.emulated.device as dev
 
 memcpyHostToHost, memcpyHostToDevice, memcpyDeviceToHost, memcpyDeviceToDevice = 0, 1, 2, 3
 

@@ -62,7 +62,7 @@ class CUDADriverError(RuntimeError):
 
 
 class OutOfMemoryError(MemoryError):
-    def __init__(self, size: int, total: int, limit: int) -> None:
+    def __init__(self, size: int, total: int, limit: int = 0) -> None:
         super().__init__(f"Out of memory allocating {size:,} bytes (allocated so far: {total:,} bytes"
                          + (f", limit set to: {limit:,} bytes" if limit else "") + ").")
         self.size, self.total, self.limit = size, total, limit
@@ -570,3 +570,15 @@ def device_properties(ordinal: int) -> dict[str, Any]:
     card = device_state(ordinal).card
     return {"name": f"{NAME} {ordinal}".encode(), "totalGlobalMem": card.capacity, "multiProcessorCount": 2,
             "major": 9, "minor": 0, "clockRate": 1_000_000}
+
+
+def reset() -> None:
+    """Forget this process's cards (their queued work run first), so that the next use reads
+    `CARDS_ENV` again: for tests that change the cards."""
+    with _STATES_LOCK:
+        states = list(_STATES.values())
+        _STATES.clear()
+    for state in states:
+        state.synchronize(raise_failures=False)
+        state.card._mine.unlink(missing_ok=True)
+    _local.__dict__.clear()
