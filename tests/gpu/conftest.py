@@ -61,6 +61,15 @@ def unit_kernels(emulated: bool) -> Callable[[str], Any]:
 
 
 @pytest.fixture(scope="session")
+def device_units(needs_gpu: None) -> Callable[[str], Any]:
+    """unit -> its `KernelModule` on the device (a GPU, or the emulated one): for code that uses streams
+    and events, which the kernel emulator's `EmuModule` has not."""
+    from cuzk.backends.cuda.module import get_module
+
+    return functools.partial(get_module, 0)
+
+
+@pytest.fixture(scope="session")
 def kernels(unit_kernels: Callable[[str], Any]):
     return unit_kernels("curve")
 

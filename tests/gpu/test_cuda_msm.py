@@ -250,12 +250,13 @@ def test_merged_tails_give_the_split_msm(kernels, emulated: bool, group: str, re
 
 
 @pytest.mark.parametrize("group", ["g1", "g2"])
-def test_bases_uploaded_beside_the_sort(kernels, needs_gpu: None, group: str) -> None:
+def test_bases_uploaded_beside_the_sort(device_units, group: str) -> None:  # type: ignore[no-untyped-def]
     """`bases_ready`: bases copied from pinned memory on another stream while the scalars are sorted;
     the sum is the one of the bases already resident, batched or not."""
     from cuzk.backends.cuda import runtime
     cp = runtime.get_cupy()
     cupyx = runtime.get_cupyx()
+    kernels = device_units("curve")
 
     cls, enc = GROUPS[group]
     rng = random.Random(f"ready{group}")

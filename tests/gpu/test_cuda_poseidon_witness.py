@@ -101,8 +101,7 @@ def test_bad_inputs_are_refused(device_paths: DevicePoseidonPaths) -> None:
 
 
 @pytest.mark.parametrize("which", ["wpost-2k", "wpost-32g, 3 sectors", "snap-2k"])
-def test_deferred_partition_completed_on_the_device(device_paths: DevicePoseidonPaths, unit_kernels,  # type: ignore[no-untyped-def]
-                                                    needs_gpu: None, which: str) -> None:
+def test_deferred_partition_completed_on_the_device(device_units, which: str) -> None:  # type: ignore[no-untyped-def]
     """A WindowPoSt partition generated with its openings deferred (a SnapDeals one: its tree_r openings
     and its tree_d opening's SHA-256 hashes), completed on the device: the device aux vector equals the
     CPU generator's, element for element."""
@@ -121,9 +120,10 @@ def test_deferred_partition_completed_on_the_device(device_paths: DevicePoseidon
     deferred = DeferredWitness()
     circuit.witness_arrays(out=host, deferred=deferred)
     assert deferred.path_jobs and bool(deferred.sha256_jobs) == which.startswith("snap")
+    device_paths = DevicePoseidonPaths(device_units("poseidon"))
     xp = device_paths.xp
     out = xp.full((host.shape[0], 8), 0xBEEF, dtype=xp.uint32)
-    sha256 = DeviceSha256Witness(unit_kernels("witness"))
+    sha256 = DeviceSha256Witness(device_units("witness"))
     complete_on_device(deferred, host, out, device_paths.kernels, lambda: sha256, lambda: device_paths)
     got = _as_limbs(device_paths.kernels, out)
     differing = np.flatnonzero((got != expected).any(axis=1))

@@ -50,8 +50,10 @@ PLANS = {
 
 @pytest.mark.parametrize("name", sorted(PLANS))
 @pytest.mark.parametrize("n", [1, 129, 300])
-def test_device_equals_cpu_plan(device_sha: DeviceSha256Witness, name: str, n: int) -> None:
+def test_device_equals_cpu_plan(device_sha: DeviceSha256Witness, needs_real_gpu, name: str, n: int) -> None:  # type: ignore[no-untyped-def]
     plan = PLANS[name]()
+    if n * plan.num_aux * 32 > 1 << 30:
+        needs_real_gpu(f"{n * plan.num_aux * 32 / 1e9:.1f} GB of aux, more than the emulated card holds")
     bits = _messages(plan, n, seed=n)
     expected = plan.generate(bits)
     aux, digest = device_sha.generate(plan, bits)
@@ -109,7 +111,7 @@ def test_empty_batch_and_bad_input(device_sha: DeviceSha256Witness) -> None:
 
 @pytest.mark.parametrize("which", ["porep-2k", "32GiB, one challenge"])
 def test_deferred_partition_completed_on_the_device_equals_the_full_generator(device_sha: DeviceSha256Witness,
-                                                                               unit_kernels, which: str) -> None:  # type: ignore[no-untyped-def]
+                                                                               device_units, which: str) -> None:  # type: ignore[no-untyped-def]
     """A PoRep partition generated with its SHA-256 gadgets and Poseidon Merkle paths deferred,
     completed on the device: the device aux vector equals the CPU generator's, element for element."""
     import dataclasses
@@ -127,7 +129,7 @@ def test_deferred_partition_completed_on_the_device_equals_the_full_generator(de
     porep_witness(circuit, out=host, deferred=deferred)
     out = device_sha.xp.full((host.shape[0], 8), 0xBEEF, dtype=device_sha.xp.uint32)
     assert deferred.sha256_jobs and deferred.path_jobs
-    paths = DevicePoseidonPaths(unit_kernels("poseidon"))
+    paths = DevicePoseidonPaths(device_units("poseidon"))
     complete_on_device(deferred, host, out, device_sha.kernels, lambda: device_sha, lambda: paths)
     got = device_sha.kernels.to_host(out).view(np.uint64).reshape(-1, 4)
     differing = np.flatnonzero((got != expected).any(axis=1))

@@ -58,7 +58,8 @@ def _runtime() -> types.SimpleNamespace:
 
 _POOL = _DefaultPool()
 _CUPY = types.SimpleNamespace(
-    ndarray=arrays.ndarray, empty=arrays.empty, zeros=arrays.zeros, full=arrays.full, asarray=arrays.asarray,
+    ndarray=arrays.ndarray, empty=arrays.empty, zeros=arrays.zeros, empty_like=arrays.empty_like,
+    zeros_like=arrays.zeros_like, full=arrays.full, asarray=arrays.asarray,
     array=arrays.array, asnumpy=arrays.asnumpy, ascontiguousarray=arrays.ascontiguousarray, take=arrays.take,
     concatenate=arrays.concatenate, cumsum=arrays.cumsum, arange=arrays.arange, flatnonzero=arrays.flatnonzero,
     nonzero=arrays.nonzero, where=arrays.where, count_nonzero=arrays.count_nonzero,

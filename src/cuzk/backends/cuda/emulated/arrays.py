@@ -154,10 +154,31 @@ class ndarray(np.ndarray):  # noqa: N801 (CuPy's name)
 
 
 class _Pointer:
+    """CuPy's MemoryPointer as `ndarray.data` gives it: an address, offsets, and async copies."""
+
     __slots__ = ("ptr",)
 
     def __init__(self, ptr: int) -> None:
         self.ptr = ptr
+
+    def __add__(self, offset: int) -> _Pointer:
+        return _Pointer(self.ptr + int(offset))
+
+    def __int__(self) -> int:
+        return self.ptr
+
+    @staticmethod
+    def _stream(stream: Any) -> Any:
+        return stream if stream is not None else dev.current_stream()
+
+    def copy_from_device_async(self, src: _Pointer, size: int, stream: Any = None) -> None:
+        copy_async(self.ptr, src.ptr, size, memcpyDeviceToDevice, self._stream(stream))
+
+    def copy_from_host_async(self, src: int, size: int, stream: Any = None) -> None:
+        copy_async(self.ptr, int(src), size, memcpyHostToDevice, self._stream(stream))
+
+    def copy_to_host_async(self, dst: int, size: int, stream: Any = None) -> None:
+        copy_async(int(dst), self.ptr, size, memcpyDeviceToHost, self._stream(stream))
 
 
 def _advanced(key: Any) -> bool:
@@ -218,6 +239,14 @@ def zeros(shape: Any, dtype: Any = float, order: str = "C") -> ndarray:
 
 def full(shape: Any, fill_value: Any, dtype: Any = None) -> ndarray:
     return _filled(shape, dtype if dtype is not None else np.asarray(fill_value).dtype, fill_value)
+
+
+def empty_like(a: Any, dtype: Any = None) -> ndarray:
+    return _alloc(a.shape, dtype if dtype is not None else a.dtype)
+
+
+def zeros_like(a: Any, dtype: Any = None) -> ndarray:
+    return _filled(a.shape, dtype if dtype is not None else a.dtype, 0)
 
 
 def asarray(a: Any, dtype: Any = None, order: Any = None) -> ndarray:

@@ -39,7 +39,10 @@ CARDS_ENV = "CUZK_EMULATED_GPUS"
 ROOM_ENV = "CUZK_EMULATED_GPU_ROOM"
 #: Before each item a stream runs: seconds ("0.002"), or "random:MAX[:SEED]".
 DELAY_ENV = "CUZK_EMULATED_GPU_DELAY"
-#: "N": the N-th device allocation of each process (from 1) fails once with OutOfMemoryError.
+#: "N": the N-th device allocation of each process (from 1) fails once with OutOfMemoryError; a path:
+#: once that file appears, the allocation after the number of allocations it holds (empty: 0) fails,
+#: and the file is removed (one failure, in whichever process on the cards takes the file first, at a
+#: moment the test chooses).
 OOM_ENV = "CUZK_EMULATED_GPU_OOM"
 #: Most bytes of pinned host memory a process may hold ("1GiB"); unset: no limit.
 PINNED_ENV = "CUZK_EMULATED_PINNED_LIMIT"
@@ -473,6 +476,8 @@ class DeviceState:
         self.allocations = 0
         oom = os.environ.get(OOM_ENV, "").strip()
         self.fail_at = int(oom) if oom.isdigit() else 0
+        self.trigger = Path(oom) if oom and not oom.isdigit() else None
+        self.skip = -1  # allocations still to pass once the trigger was taken
         self.null = Stream.__new__(Stream)
         self.null.device_id, self.null.ptr = ordinal, 0
         self.null._q = _Queue(self, "null")
@@ -480,7 +485,18 @@ class DeviceState:
 
     def count_allocation(self, size: int) -> None:
         self.allocations += 1
-        if self.allocations == self.fail_at:
+        fail = self.allocations == self.fail_at
+        if self.trigger is not None and self.skip < 0 and self.trigger.exists():
+            try:
+                text = self.trigger.read_text().strip()
+                self.trigger.unlink()
+                self.skip = int(text or 0)
+            except (FileNotFoundError, ValueError):  # another process took it; a bad count: fail now
+                self.skip = 0 if self.trigger.exists() else -1
+        if self.skip >= 0:
+            fail, self.skip = self.skip == 0, self.skip - 1
+        if fail:
+            log.warning("emulated device %d: out-of-memory error injected (%s)", self.ordinal, OOM_ENV)
             raise OutOfMemoryError(size, self.pool.total_bytes(), self.pool.limit)
 
     def inject_oom(self, after: int = 1) -> None:
