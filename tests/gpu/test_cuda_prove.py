@@ -239,6 +239,52 @@ def test_no_preemption_without_memory_for_both(backend, bits_params, mimc_params
     assert backend._suspended == 0 and backend._running_reserve == 0 and backend._waiting_need == {}
 
 
+def test_after_h_a_critical_proof_needs_room_only_beside_the_rest_of_the_phase(backend, bits_params, mimc_params,
+                                                                             monkeypatch) -> None:
+    """A CRITICAL proof that queues during the H MSM is let in after it when the memory holds its
+    reserve beside what the NORMAL proof's phase still needs then: its reserve less a, b, c, which H
+    freed. (Charged the whole reserve again, as before, it was refused on a card with one reserve to
+    spare beside the key: PoRep-32GiB on an 80 GB card.)"""
+    import threading
+
+    from cuzk.backends.device_lock import priority_scope
+
+    # MiMC's a, b, c (3 x 32 bytes a row) outweigh its witness, as PoRep's do (else the old rule would
+    # have let it in too, and the test would show nothing).
+    normal = (mimc_params.pk, _assignment(mimc_params.circuit_id, 45))
+    critical = (bits_params.pk, _assignment(bits_params.circuit_id, 46))
+    alone = backend.prove(*normal, r=5, s=7), backend.prove(*critical, r=3, s=4)
+    abc = 3 * 32 * normal[0].domain_size
+    # Free memory for exactly the CRITICAL proof's need and the NORMAL one's reserve less a, b, c.
+    rest = backend.key_plan(normal[0]).reserve - abc
+
+    def room() -> int:
+        return sum(backend._waiting_need.values()) + rest
+    before, seen, real_msm = backend.preemptions, {}, backend._msm
+
+    def msm_then_critical(group, bases, scalars, split=None, use_split=True):
+        if not use_split and "thread" not in seen:  # the H MSM: the CRITICAL proof queues meanwhile
+            def run() -> None:
+                with priority_scope(4):
+                    seen["proof"] = backend.prove(*critical, r=3, s=4)
+            seen["thread"] = threading.Thread(target=run)
+            monkeypatch.setattr(backend.plan, "available", room)
+            seen["thread"].start()
+            deadline = time.monotonic() + 60
+            while backend._lock.waiting(4) == 0:
+                assert time.monotonic() < deadline, "the CRITICAL proof never queued for the device"
+                time.sleep(0.001)
+        return real_msm(group, bases, scalars, split, use_split)
+
+    monkeypatch.setattr(backend, "_msm", msm_then_critical)
+    timings: dict[str, float] = {}
+    proof = backend.prove(*normal, r=5, s=7, timings=timings)
+    seen["thread"].join(60)
+    assert (proof, seen["proof"]) == alone
+    assert backend.preemptions == before + 1 and timings["yielded"] > 0
+    assert backend._suspended == 0 and backend._running_reserve == 0 and backend._waiting_need == {}
+
+
 def test_staging_falls_back_to_the_device_lock_when_memory_goes(backend, bits_params, monkeypatch) -> None:
     """Out of memory while staging ahead (another proof took it): staged again with the device held."""
     from cuzk.backends.cuda import runtime

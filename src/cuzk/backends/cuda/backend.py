@@ -71,6 +71,7 @@ from cuzk.backends.cuda.msm import AFFINE_WORDS, DeviceMsm, HostPartial, MergedT
 from cuzk.backends.cuda.ntt import DeviceNtt
 from cuzk.backends.cuda.plan import (
     CONTEXT_BYTES,
+    FR_BYTES,
     DevicePlan,
     DeviceTooSmallError,
     KeyShape,
@@ -1206,6 +1207,7 @@ class CudaBackend(ProverBackend):
             finally:
                 upload.join()
             self._witness_uploaded(upload, staged, staged.abc_done, t)
+            self._shrink_reserve(3 * FR_BYTES * pk.domain_size)
             self._preemption_point(t, gaps)
 
             start = clock()
@@ -1282,6 +1284,15 @@ class CudaBackend(ProverBackend):
         while not event.done and self._lock.outranking_waiter() is None:
             time.sleep(PREEMPT_POLL_S)
         self._preemption_point(t, gaps)
+
+    def _shrink_reserve(self, nbytes: int) -> None:
+        """The proof holding the device freed `nbytes` that the rest of its phase never takes again (a, b, c
+        once H is done): its reserve is that much smaller from here. Otherwise the freed bytes would
+        count as room it may still take, and a point after H would ask the memory for a whole second
+        reserve beside it: on a card that holds the key and one reserve with little to spare (an 80 GB
+        card and PoRep-32GiB), no CRITICAL proof would ever be let in there."""
+        with self._lanes_lock:
+            self._running_reserve = max(0, self._running_reserve - nbytes)
 
     def _preemption_point(self, t: MutableMapping[str, float], gaps: list[tuple[Any, Any]]) -> None:
         """Between two steps of a resident device phase: when a proof of higher priority waits for the
