@@ -4,11 +4,11 @@ In resident mode a proof stages its inputs on the device before it takes the dev
 proof holding it. A streaming plan's working reserve is most of its budget, so there the next proof
 cannot, and copying its witness through the pinned uploader's small buffers with the device held
 takes 517 ms a PoRep-32GiB partition at 24 GiB, against 212 ms staged ahead uncapped
-(benchmarks/results/porep-e2e-cuda-32g-cap24GiB-h200-2026-12-03.json). Host memory is not what the
+(benchmarks/results/archive/porep-e2e-cuda-32g-cap24GiB-h200-2026-12-03.json). Host memory is not what the
 cap limits, so the host side of that copy is done here, before the lock: the witness (or, where the
 host computes a, b, c, those) goes into one pinned buffer of the key's, and with the device held
 only the copy engine's transfer from it remains (249 ms there,
-benchmarks/results/porep-e2e-cuda-32g-cap24GiB-h200-2026-12-04.json).
+benchmarks/results/archive/porep-e2e-cuda-32g-cap24GiB-h200-2026-12-04.json).
 
 One buffer serves two workers of a device: the proof on the device hands it back as soon as its
 transfer is queued, before its kernels run, and the next proof's copy waits for that transfer
