@@ -14,6 +14,10 @@ from cuzk.circuits.registry import lookup
 from cuzk.groth16.formats.params_file import write_params, write_vk
 from cuzk.groth16.keys import ProvingKey
 from cuzk.groth16.setup import ToxicWaste, generate_insecure_parameters
+from cuzk.providers.debug import debug_params_path, generate_debug_params
+
+#: Test circuits the engine and provider tests prove: tiny, so that a test is about the engine, not the prover.
+DEBUG_CIRCUITS = ("mimc-3", "mimc-4", "bits-1")
 
 
 @dataclass(frozen=True)
@@ -77,3 +81,12 @@ def official_params_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def porep_2k_params(official_params_dir: Path) -> Path:
     """porep-2k parameters (domain 2^22: a few minutes on 2 cores), shared by every test that needs them."""
     return official_params(official_params_dir, "porep-2k", 12)
+
+
+@pytest.fixture(scope="session")
+def debug_params(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A param_cache directory holding `cuzk-test-<circuit>.params` for DEBUG_CIRCUITS, in the daemon's naming."""
+    root = tmp_path_factory.mktemp("engine-params")
+    for circuit in DEBUG_CIRCUITS:
+        generate_debug_params(circuit, str(debug_params_path(root, circuit)))
+    return root

@@ -53,7 +53,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _common
 from _common import envelope, write
 
-#: Class counts (zero, one, other) of porep-2k's aux values per density group, measured 2026-11-29 on
+#: Class counts (zero, one, other) of porep-2k's aux values per density group, measured on
 #: `lookup("porep-2k").example(random.Random(2))` (synthesize_for_proving, Assignment).
 POREP_2K_GROUPS = {  # group: (aux count, zero, one, other)
     "a_b": (674_783, 326_841, 326_722, 21_220),

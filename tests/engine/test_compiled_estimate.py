@@ -75,7 +75,7 @@ def test_the_compiled_estimate_when_the_constraint_system_cannot_fit() -> None:
 
 
 def test_a_recipe_pinned_to_the_compiled_path_fails_instead_of_falling_back(tmp_path: Path) -> None:
-    from engine.test_compiled_recipe import plan_recipe
+    from providers.filecoin.test_compiled_recipe import plan_recipe
 
     size = sector_params("2KiB")
     (tmp_path / parameter_file_name(CircuitKind.WINNING, size)).touch()

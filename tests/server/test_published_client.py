@@ -170,7 +170,8 @@ def test_published_client_proves_winning_post_and_porep_2k(tmp_path: Path, publi
                                                            official_params_dir: Path, porep_2k_params: Path) -> None:
     """WinningPoSt-2KiB and PoRep-2KiB requests sent by the published client (built field by field as
     Curio builds them) come back as proofs that verify here."""
-    from engine.test_filecoin_providers import (
+    from fixture_params import official_params
+    from providers.filecoin.test_filecoin_providers import (
         MINER,
         RANDOMNESS,
         WINNING_SECTOR,
@@ -179,7 +180,6 @@ def test_published_client_proves_winning_post_and_porep_2k(tmp_path: Path, publi
         sector_2k,
         winning_request,
     )
-    from fixture_params import official_params
     from server.conftest import start_daemon
 
     from cuzk.circuits.filecoin.compound_porep import verify_seal

@@ -29,7 +29,7 @@ from cuzk.errors import CuzkError
 P = TypeVar("P", G1Point, G2Point)
 
 #: Below this many scalars a chunk is not worth a thread hop. Splitting pays from about 2 x 128 scalars
-#: on (a 1,024-point G1 MSM: 64 ms in one chunk, 53 ms in two, on 2 cores), so small proofs use every core too.
+#: on (benchmarks/HISTORY.md), so small proofs use every core too.
 MIN_CHUNK = 128
 
 ENGINE_ENV = "CUZK_CPU_MSM"

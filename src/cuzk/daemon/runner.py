@@ -74,9 +74,8 @@ def run_daemon(config: Config, *, instance_id: str, run_args: list[str], log_lev
     from cuzk.server.logs import setup_logging
 
     # A thread that wants the GIL waits up to this long for one that runs Python (a PoRep request's
-    # planning, seconds of it): CRITICAL work crosses this process's threads many times, and at the
-    # interpreter's 5 ms default it took 0.28 s p50 beside planning against 0.05 s at 0.5 ms
-    # (benchmarks/results/planning-stall-cpu-2026-12-02.jsonl).
+    # planning, seconds of it): CRITICAL work crosses this process's threads many times, each time
+    # waiting out a switch interval (benchmarks/results/planning-stall-cpu-2026-12-02.jsonl).
     sys.setswitchinterval(DAEMON_SWITCH_INTERVAL_S)
     notifier = Notifier.from_environment()  # before any worker process could inherit it
     started_at = time.time()

@@ -135,9 +135,9 @@ def _first_geq_r(arr: np.ndarray, parts: int) -> int:
     """Index of the first row >= r, or -1: `parts` contiguous ranges side by side, each with an
     early exit, the first range's find winning. A witness handed over in shared memory is mapped
     afresh by the prover, and the first pass over it takes its page faults, which a single thread
-    takes one by one: PoRep-32GiB's 4.2 GB aux in 467 ms on one thread, 255 on two (2-core box;
-    benchmarks/HISTORY.md). It releases the GIL: a device process checks a witness with it while
-    its other prover threads launch kernels."""
+    takes one by one, so ranges side by side take them in parallel (benchmarks/HISTORY.md). It
+    releases the GIL: a device process checks a witness with it while its other prover threads
+    launch kernels."""
     n = arr.shape[0]
     found = np.full(parts, -1, dtype=np.int64)
     for p in prange(parts):

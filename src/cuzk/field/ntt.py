@@ -4,8 +4,8 @@ Algorithm: Cooley-Tukey butterflies from the top index bit down (natural order i
 out), then one bit-reversal permutation, so callers see natural order both ways. The log2(n) stages
 are grouped into passes of at most ``_PASS_LOG`` stages; within a pass the data splits into
 independent cache-sized tiles (see :func:`_ntt_pass`) processed in parallel. A 2^20 transform thus
-sweeps memory twice instead of twenty times; measured single-threaded this is ~23 % faster than one
-parallel sweep per stage at 2^20 and 2^22.
+sweeps memory twice instead of twenty times, which is faster than one parallel sweep per stage
+(benchmarks/HISTORY.md, "Figures cut from code comments").
 
 Only one twiddle table is kept per domain: ``omega^j`` for ``j < n/2``, in bit-reversed order (see
 :func:`_twiddles`). The inverse transform reuses it through the identity

@@ -197,7 +197,7 @@ _DECODER = json.JSONDecoder()
 def loads_in_pieces(text: str | bytes, depth: int) -> Any:
     """`json.loads(text)`, with the arrays and objects of the top `depth` levels walked here and each
     value below them handed to the C decoder on its own. The C decoder holds the GIL until it
-    returns: on a whole 38.7 MB C1 that is ~1.6 s in which no other thread of the process runs (a
+    returns: on a whole PoRep-32GiB C1 that is seconds in which no other thread of the process runs (a
     daemon's RPCs and dispatch among them; benchmarks/results/planning-stall-cpu-2026-12-02.jsonl),
     in pieces it is one challenge's proof at a time. Same value, and a ValueError where json.loads
     raises one."""

@@ -37,8 +37,8 @@ from cuzk.r1cs.shape import CircuitShape
 from cuzk.r1cs.spmv import check_rows, spmv3_table
 
 #: Rows in each part of `CompiledCircuit.evaluate(..., ready=)`: a part's a, b, c (0.8 GB) leave a
-#: staging buffer in ~16 ms on a PCIe 5 link, and the parts cost nothing against one pass (PoRep-32GiB's
-#: first 2^26 rows: 1,134 ms in parts, 1,145 whole; benchmarks/HISTORY.md; docs/memory.md, section 8).
+#: staging buffer quickly on a PCIe 5 link, and the parts cost nothing against one pass
+#: (benchmarks/HISTORY.md; docs/memory.md, section 8).
 PART_ROWS = 1 << 23
 
 __all__ = [

@@ -189,8 +189,8 @@ def spmv3_table(matrices: tuple[tuple[np.ndarray, np.ndarray, np.ndarray], ...],
                 table_canonical: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(A·w, B·w, C·w, rows where a·b != c) for three CSR matrices (row_ptr, cols, coeff_idx) of one
     circuit, in one pass over the rows: what `spmv_table` three times and `check_rows` after give,
-    in 0.64-0.73x their time on porep-2k's witness (benchmarks/results/host-products-porep-2k-cpu-
-    2026-12-04.json). The rows array is empty unless `check`. `out`: three (rows, 4) uint64 arrays."""
+    in less time (benchmarks/results/host-products-porep-2k-cpu-2026-12-04.json). The rows array is
+    empty unless `check`. `out`: three (rows, 4) uint64 arrays."""
     inputs, aux, table, canonical = _operands(inputs, aux, table_mont, table_canonical)
     if len(matrices) != 3:
         raise ValueError(f"three matrices (A, B, C), got {len(matrices)}")

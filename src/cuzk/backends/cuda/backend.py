@@ -314,8 +314,8 @@ class _PinnedUploader:
     """Host -> device copies on one stream through two pinned staging buffers: the CPU fills one
     while the DMA engine drains the other, so pageable numpy arrays upload at close to PCIe speed.
     Each staging copy is split over `threads` threads (numpy copies release the GIL): one thread's
-    memcpy is far slower than the copy engine (about 55 GB/s). Measured on the H200 host, the 12.5 GB
-    of a, b, c of a 2^27 partition: 2.1-2.3 s on one thread, 0.35-0.55 s on eight."""
+    memcpy is far slower than the copy engine (figures: benchmarks/HISTORY.md, "Figures cut from code
+    comments")."""
 
     def __init__(self, cp: Any, stream: Any, chunk: int = _STAGE_BYTES, threads: int = _STAGE_THREADS) -> None:
         self.cp = cp
@@ -1529,9 +1529,9 @@ class CudaBackend(ProverBackend):
 
     def _select(self, inputs: Any, input_mask: Any, aux: Any, aux_mask: Any) -> Any:
         """The scalars of a density-filtered MSM: inputs[input_mask] (all inputs when None) followed by
-        aux[aux_mask], by integer gathers into one array. CuPy's boolean-mask indexing took ~18.5 ms per
-        130M-entry mask on an H200, the indices (flatnonzero) 1.1 ms and the gather 1.6-6 ms; writing into
-        the output also saves the 4 GB concatenation. The int64 indices (8 bytes per selected entry) live
+        aux[aux_mask], by integer gathers into one array, faster than CuPy's boolean-mask
+        indexing (benchmarks/results/cuda-select-h200-2026-11-30.txt), and writing into the output also
+        saves the concatenation. The int64 indices (8 bytes per selected entry) live
         only here, after H has released a, b and c (32 bytes per domain point each), so the memory plan
         (`proof_working_bytes`) already covers them."""
         cp = self._cp

@@ -34,8 +34,7 @@ from cuzk.curve.points import G1_UNCOMPRESSED_BYTES, G2_UNCOMPRESSED_BYTES, G1Po
 #: Encoded point bytes per group.
 POINT_BYTES = {"g1": G1_UNCOMPRESSED_BYTES, "g2": G2_UNCOMPRESSED_BYTES}
 _KERNELS = {"g1": "g1_fixed_base", "g2": "g2_fixed_base"}
-#: Window widths for large batches, measured on an H200 (benchmarks/cuda/bench_cuda_fixed_base.py, 2^24
-#: points, kernel only): G1 w = 12/13/14/16 at 78.9/84.4/87.5/97.9 M points/s, G2 28.2/30.4/31.7/36.6 M/s.
+#: Window widths for large batches, the fastest on an H200 (benchmarks/results/cuda-fixed-base-h200-2026-11-30.json).
 #: Fewer windows win even when the table (16 x 2^15 points: 50 MB for G1, 100 MB for G2) outgrows L2.
 DEFAULT_WINDOW = {"g1": 16, "g2": 16}
 #: From this many scalars on, the default width; below, the CPU cost model's (smaller table to build).

@@ -147,9 +147,8 @@ class KernelModule:
     def to_host(self, a: Any) -> np.ndarray:
         """A copy on the host, once the current stream's work is done. The wait comes first, in a stream
         synchronisation: a copy to pageable memory issued while kernels still run waits inside the
-        driver, and every other host thread's CUDA calls stall behind it meanwhile. Measured on an H200
-        (benchmarks/probes/probe_upload_load.py): an event record on another stream took ~3.5 ms while the
-        MSM's read-backs waited so, and a 12.5 GB upload beside that MSM 1.05 s instead of 0.41."""
+        driver, and every other host thread's CUDA calls stall behind it meanwhile, uploads beside the
+        MSM included (benchmarks/results/cuda-upload-load-h200-2026-12-01.jsonl)."""
         self.synchronize()
         return self.xp.asnumpy(a)
 

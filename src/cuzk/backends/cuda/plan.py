@@ -14,25 +14,22 @@ Two modes:
   before computes, the next vector's first batch during this vector's last.
 
 Which vectors stay resident in streaming mode follows what streaming a vector costs: bytes over
-the link against the MSM work they overlap. On an H200 (benchmarks/results/cuda-partition-h200-2026-12-01h.json,
-PoRep-32GiB) the H MSM computes ~880 ms over 12.9 GB of bases, B_G2 ~230 ms over 6.4 GB: at ~45 GB/s
-their uploads hide behind their own work. A (~77 ms over 12.5 GB), B_G1 (~30 ms over 3.2 GB) and
-L (~156 ms over 12.5 GB) have mostly 0/1 scalars, so little work per base: streamed, they wait on
-the link. Among the plans that fit, `plan_device` takes the one with the least estimated device
-time: each MSM's work (ns per base from those figures, `NS_PER_POINT`), the H MSM's grown by its
-batch's overhead (`BATCH_OVERHEAD`, from the G1 MSM's time per point at each size) and its tree
-groups' (`TREE_OVERHEAD`), and for a streamed
-vector the part of its upload (`LINK_BYTES_PER_S`) that its MSM does not hide.
+the link against the MSM work they overlap. The H and B_G2 MSMs do enough work per base that their
+uploads hide behind it; A, B_G1 and L have mostly 0/1 scalars, so little work per base: streamed,
+they wait on the link. Among the plans that fit, `plan_device` takes the one with the least
+estimated device time: each MSM's work (`NS_PER_POINT`), the H MSM's grown by its batch's overhead
+(`BATCH_OVERHEAD`, from the G1 MSM's time per point at each size) and its tree groups'
+(`TREE_OVERHEAD`), and for a streamed vector the part of its upload (`LINK_BYTES_PER_S`) that its
+MSM does not hide. The figures behind these constants: benchmarks/results/cuda-partition-h200-2026-12-01h.json.
 
 A key proven from a compiled circuit (`Products`) also weighs where its a, b, c are computed. On the
 device they need room for the witness, a, b, c and one matrix at once beside the resident bases,
 and the matrices go up for each proof. On the host they are computed in the device process, into
 the key's one pinned staging buffer, and go up with the device held: the next partition's products
 start only once this one's have left the buffer, so the partitions come no faster than the host
-products and that transfer (`HOST_PRODUCTS_NS_PER_ROW`). At 32 GiB, keeping A and B_G1 resident left
-no room for the products and cost more than it saved: 27.52 s/proof against 25.95 at 24 GiB, whose
-plan streams everything and computes them on the device
-(benchmarks/results/porep-e2e-cuda-32g-cap32GiB-h200-2026-12-04d.json, -caps-h200-2026-12-04d.json).
+products and that transfer (`HOST_PRODUCTS_NS_PER_ROW`). Keeping vectors resident where that leaves
+no room for the products can cost more than it saves, which is why the two are weighed together
+(benchmarks/results/porep-e2e-cuda-32g-caps-h200-2026-12-04d.json; docs/memory.md, section 6).
 """
 
 from __future__ import annotations

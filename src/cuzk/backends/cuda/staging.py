@@ -3,12 +3,10 @@
 In resident mode a proof stages its inputs on the device before it takes the device lock, beside the
 proof holding it. A streaming plan's working reserve is most of its budget, so there the next proof
 cannot, and copying its witness through the pinned uploader's small buffers with the device held
-takes 517 ms a PoRep-32GiB partition at 24 GiB, against 212 ms staged ahead uncapped
-(benchmarks/results/porep-e2e-cuda-32g-cap24GiB-h200-2026-12-03.json). Host memory is not what the
-cap limits, so the host side of that copy is done here, before the lock: the witness (or, where the
-host computes a, b, c, those) goes into one pinned buffer of the key's, and with the device held
-only the copy engine's transfer from it remains (249 ms there,
-benchmarks/results/porep-e2e-cuda-32g-cap24GiB-h200-2026-12-04.json).
+costs more than twice the staged-ahead transfer. Host memory is not what the cap limits, so the host
+side of that copy is done here, before the lock: the witness (or, where the host computes a, b, c,
+those) goes into one pinned buffer of the key's, and with the device held only the copy engine's
+transfer from it remains.
 
 One buffer serves two workers of a device: the proof on the device hands it back as soon as its
 transfer is queued, before its kernels run, and the next proof's copy waits for that transfer
@@ -18,13 +16,12 @@ as before. Pure numpy with the copy and the pinned array given, so it is tested 
 Where the host computes a, b, c, it writes them straight into the buffer (`take`, no copy), and a
 proof that finds it taken waits for it: a, b, c are 12.5 GB a PoRep-32GiB partition, which a second
 worker holding its own pageable copy would add to the device process beside 47 GB of pinned key
-bases: more than a 128 GiB host has left at 16 GiB (benchmarks/HISTORY.md, the 16 GiB cap).
-There the next partition's products set the pace, and waiting for the whole transfer before they
-start left the device idle ~0.5 s a partition (a partition every 3.0 s, 2.54 s of it on the device;
-benchmarks/results/porep-e2e-cuda-32g-cap16GiB-h200-2026-12-04d.json). So the transfer may hand the
-buffer back in parts (`release` with `marks`: the first bytes of every array are read once an event
-is done), and a writer that takes it `in_parts` writes each part once the transfer has read it
-(`Filled.writable`).
+bases: more than a 128 GiB host has left at 16 GiB. There the next partition's products set the
+pace, and waiting for the whole transfer before they start left the device idle between
+partitions. So the transfer may hand the buffer back in parts (`release` with `marks`: the first
+bytes of every array are read once an event is done), and a writer that takes it `in_parts` writes
+each part once the transfer has read it (`Filled.writable`). Figures:
+benchmarks/results/porep-e2e-cuda-32g-cap16GiB-h200-2026-12-04d.json (history: benchmarks/HISTORY.md).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-import engine.test_filecoin_providers as fc
+import providers.filecoin.test_filecoin_providers as fc
 import pytest
 
 from cuzk.circuits.registry import lookup
