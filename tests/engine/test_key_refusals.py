@@ -8,6 +8,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
+from fake_backend import FakeBackend
 
 from cuzk.engine.devices import DeviceSpec
 from cuzk.engine.executor import Device, DeviceError, Executor, KeyRefusedError, LocalExecutor
@@ -128,11 +129,9 @@ def _streaming_state(entry: dict) -> object:
     """A device process whose backend reports `entry` for the key, beside another key's."""
     from cuzk.engine.device_worker import _DeviceState
 
-    class Streaming:
-        def load_key(self, pk: object) -> None:
-            pass
-
-        def memory_plan(self, names: dict) -> dict:
+    class Streaming(FakeBackend):
+        def memory_plan(self, names: dict | None = None) -> dict:
+            assert names is not None
             return {"keys": [{"circuit_id": names.get(pk, ""), **entry} for pk in names] +
                             [{"circuit_id": "other", "host_pinned_bytes": 1 << 30}]}
 
@@ -188,11 +187,7 @@ def test_the_device_process_says_where_a_keys_products_run_and_the_executor_reme
 def test_a_backend_without_a_memory_plan_says_nothing_of_the_file() -> None:
     from cuzk.engine.device_worker import _DeviceState
 
-    class Cpu:
-        def load_key(self, pk: object) -> None:
-            pass
-
-    state = _DeviceState(Cpu())
+    state = _DeviceState(FakeBackend())
     state.keys["mimc-3"], state.prepared["mimc-3"] = object(), object()
     reply = state.load("mimc-3", "/unused", True)
     assert (reply["pinned_bytes"], reply["pinned_key_bytes"]) == (0, 0) and "file_read_bytes" not in reply

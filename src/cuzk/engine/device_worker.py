@@ -27,13 +27,16 @@ import time
 import traceback
 from concurrent.futures import ThreadPoolExecutor
 from multiprocessing.connection import Connection
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cuzk.backends.device_lock import DEFAULT_PRIORITY, PriorityLock, priority_scope
 from cuzk.engine.compiled_store import load_for_synthesis
 from cuzk.engine.messages import ItemResult, ProveItem
 from cuzk.engine.procs import set_thread_env
 from cuzk.engine.synthesis import CompiledWitness
+
+if TYPE_CHECKING:
+    from cuzk.backends.base import ProverBackend
 
 log = logging.getLogger("cuzk.engine.device_worker")
 #: The interpreter switch interval of a device process. Its threads (the lanes, their staging and
@@ -48,7 +51,7 @@ def set_device_switch_interval() -> None:
     sys.setswitchinterval(DEVICE_SWITCH_INTERVAL_S)
 
 
-def make_backend(kind: str, ordinal: int, memory_limit: int | None = None, memory_share: int = 1) -> Any:
+def make_backend(kind: str, ordinal: int, memory_limit: int | None = None, memory_share: int = 1) -> ProverBackend:
     """The backend object for a device (device-process side); `memory_limit`: `[gpus] memory_limit`
     for this device in bytes (None: "auto"); `memory_share`: logical devices on this GPU, each of
     which plans with that share of its memory when the limit is "auto"."""
@@ -73,7 +76,7 @@ def _limit_prover_threads(threads: int) -> None:
 # -- the device process ---------------------------------------------------------------------------
 
 class _DeviceState:
-    def __init__(self, backend: Any) -> None:
+    def __init__(self, backend: ProverBackend) -> None:
         self.backend = backend
         self.keys: dict[str, Any] = {}
         self.hot: set[str] = set()
@@ -102,10 +105,7 @@ class _DeviceState:
             else (None, None)
         if hot and circuit_id not in self.hot:
             try:
-                if compiled is not None and hasattr(self.backend, "load_compiled"):
-                    self.backend.load_key(pk, compiled=compiled)  # its plan places the products
-                else:
-                    self.backend.load_key(pk)
+                self.backend.load_key(pk, compiled=compiled)  # a device backend's plan places the products
             except Exception as err:
                 if type(err).__name__ == "DeviceTooSmallError":  # the CUDA backend's, named for the operator
                     with self.keys_lock:  # this device proves none of its partitions: no host copy either
@@ -133,10 +133,10 @@ class _DeviceState:
         copies the key's bases, and the bytes of the key's file that proofs still read (streamed
         bases left unpinned). A backend without a device memory plan says nothing of the file: the
         daemon then counts all of it."""
-        plan = getattr(self.backend, "memory_plan", None)
+        plan = self.backend.memory_plan({pk: circuit_id})
         if plan is None:
             return {"pinned_bytes": 0, "pinned_key_bytes": 0, "products_on_host": False}
-        keys = [k for k in plan({pk: circuit_id})["keys"] if k["circuit_id"] == circuit_id]
+        keys = [k for k in plan["keys"] if k["circuit_id"] == circuit_id]
         total = sum(k["host_pinned_bytes"] + k.get("host_mapped_compiled_bytes", 0) for k in keys)
         other = sum(k.get("host_pinned_compiled_bytes", 0) + k.get("host_pinned_staging_bytes", 0)
                     + k.get("host_mapped_compiled_bytes", 0) for k in keys)
@@ -159,13 +159,13 @@ class _DeviceState:
     def _prepare_compiled(self, compiled: Any, pk: Any, mapped: dict[str, Any]) -> dict[str, Any]:
         """With a device backend, make the mapped circuit's matrices resident beside the loaded key."""
         start = time.monotonic()
-        prepare = getattr(self.backend, "load_compiled", None)
         try:
-            resident = None if prepare is None else list(prepare(compiled, pk))
+            resident = self.backend.load_compiled(compiled, pk)
         except Exception as err:  # the key is hot all the same; a proof retries the upload (and reports)
             return {"usable": False, "error": f"{type(err).__name__}: {err}",
                     "seconds": mapped["seconds"] + time.monotonic() - start}
-        return {"usable": True, "resident": resident, "seconds": mapped["seconds"] + time.monotonic() - start}
+        return {"usable": True, "resident": None if resident is None else list(resident),
+                "seconds": mapped["seconds"] + time.monotonic() - start}
 
     def unload(self, circuit_id: str, tier: str) -> None:
         with self.keys_lock:
@@ -215,7 +215,7 @@ class _DeviceState:
             proofs: list[Any] = [None] * len(items)
             # A backend that locks the device itself (CUDA) holds it only around its device phase, so
             # this worker's staging overlaps another worker's kernels; the others run under our lock.
-            own_lock = getattr(self.backend, "locks_device_itself", False)
+            own_lock = self.backend.locks_device_itself
             priority = max((item.priority for item in items), default=DEFAULT_PRIORITY)
             first = True
             with priority_scope(priority), \
@@ -247,9 +247,8 @@ class _DeviceState:
                         # The device phase began when the backend took the device, after staging.
                         results[k].device_start = phases.pop("device_begin", results[k].device_start)
                     except Exception as err:
-                        fatal = getattr(self.backend, "is_fatal", None)
                         results[k] = ItemResult(False, error=f"proving failed: {type(err).__name__}: {err}",
-                                                fatal=bool(fatal is not None and fatal(err)))
+                                                fatal=self.backend.is_fatal(err))
                         log.debug("prove failed: %s", traceback.format_exc())
                         continue
                     results[k].device_end = time.monotonic()
@@ -273,7 +272,7 @@ class _DeviceState:
         return results
 
 
-def _warm_up(backend: Any) -> None:
+def _warm_up(backend: ProverBackend) -> None:
     """Load every kernel a proof may use and prove and verify a tiny circuit once, so that `ready`
     means the first proof pays for neither."""
     import random
@@ -289,13 +288,13 @@ def _warm_up(backend: Any) -> None:
     asg = Assignment.from_proving_assignment(synthesize_for_proving(spec.example(random.Random(0))))
     loaded = backend.prepare_kernels()
     if loaded:
-        log.info("%s kernels ready: %s", getattr(backend, "name", "prover"),
+        log.info("%s kernels ready: %s", backend.name,
                  ", ".join(f"{unit} {seconds:.1f} s" for unit, seconds in loaded.items()))
     backend.load_key(pk)
     proof = backend.prove(pk, asg)
     backend.unload_key(pk)
     if not verify_proof(pk.vk, proof, asg.public_inputs()):
-        raise RuntimeError(f"the {getattr(backend, 'name', 'prover')} backend made an invalid proof in its self-test")
+        raise RuntimeError(f"the {backend.name} backend made an invalid proof in its self-test")
 
 
 def _serve_prover(state: _DeviceState, conn: Connection) -> None:
@@ -318,7 +317,6 @@ def _serve_prover(state: _DeviceState, conn: Connection) -> None:
 
 
 def _device_info(state: _DeviceState) -> list[dict[str, Any]]:
-    plan = getattr(state.backend, "memory_plan", None)
     info = [{"name": d.name, "kind": d.kind, "memory_total": d.memory_total or 0, "memory_free": d.memory_free or 0}
             for d in state.backend.devices()]
     if info:
@@ -327,8 +325,9 @@ def _device_info(state: _DeviceState) -> list[dict[str, Any]]:
             # The key copies this device holds: hot (resident) or warm (mapped only).
             info[0]["keys"] = [{"circuit_id": cid, "tier": "hot" if cid in state.hot else "warm"}
                                for cid in sorted(state.keys)]
+        plan = state.backend.memory_plan(names)
         if plan is not None:
-            info[0]["memory_plan"] = plan(names)
+            info[0]["memory_plan"] = plan
     return info
 
 
