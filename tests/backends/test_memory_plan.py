@@ -319,13 +319,13 @@ def test_a_second_out_of_memory_error_fails_the_proof_clearly() -> None:
 
 
 def test_the_refusal_names_the_circuit_and_the_limit() -> None:
-    from cuzk.engine.device_worker import _DeviceState
+    from cuzk.engine.device_worker import DeviceWorker
 
     class TooSmall(FakeBackend):
         def load_key(self, pk: object, compiled: object = None) -> None:
             raise DeviceTooSmallError("needs at least 12.9 GiB of device memory with memory_limit = 8.0 GiB")
 
-    state = _DeviceState(TooSmall())
+    state = DeviceWorker(TooSmall())
     state.keys["porep-32g"], state.prepared["porep-32g"] = object(), object()
     with pytest.raises(DeviceTooSmallError, match=r"^porep-32g needs at least 12\.9 GiB of device memory with "
                                                   r"memory_limit = 8\.0 GiB$"):
@@ -339,7 +339,7 @@ def test_a_key_is_planned_knowing_the_compiled_circuit_its_proofs_compute(monkey
     (one that plans device memory places the products); a backend that keeps no matrices resident
     (the default `load_compiled`) says so with `resident` None."""
     from cuzk.engine import device_worker
-    from cuzk.engine.device_worker import _DeviceState
+    from cuzk.engine.device_worker import DeviceWorker
 
     compiled = SimpleNamespace(circuit_id="porep-32g")
     monkeypatch.setattr(device_worker, "load_for_synthesis", lambda path, circuit_id: compiled)
@@ -357,13 +357,13 @@ def test_a_key_is_planned_knowing_the_compiled_circuit_its_proofs_compute(monkey
         def load_key(self, pk: object, compiled: object = None) -> None:
             calls.append(("load_key", compiled))
 
-    state = _DeviceState(Planned())
+    state = DeviceWorker(Planned())
     state.keys["porep-32g"], state.prepared["porep-32g"] = object(), object()
     reply = state.load("porep-32g", "/unused", True, "/compiled.cuzk-r1cs")
     assert calls == [("load_key", compiled), ("load_compiled", compiled)]
     assert reply["compiled"]["usable"] and reply["compiled"]["resident"] == [False, False, False]
     calls.clear()
-    state = _DeviceState(Unplanned())
+    state = DeviceWorker(Unplanned())
     state.keys["porep-32g"], state.prepared["porep-32g"] = object(), object()
     reply = state.load("porep-32g", "/unused", True, "/compiled.cuzk-r1cs")
     assert reply["compiled"]["usable"] and reply["compiled"]["resident"] is None
@@ -371,7 +371,7 @@ def test_a_key_is_planned_knowing_the_compiled_circuit_its_proofs_compute(monkey
     # A compiled file found unusable: the key is planned without it, and the reply says so.
     calls.clear()
     monkeypatch.setattr(device_worker, "load_for_synthesis", lambda path, circuit_id: None)
-    state = _DeviceState(Planned())
+    state = DeviceWorker(Planned())
     state.keys["porep-32g"], state.prepared["porep-32g"] = object(), object()
     reply = state.load("porep-32g", "/unused", True, "/compiled.cuzk-r1cs")
     assert calls == [("load_key", None)] and not reply["compiled"]["usable"] and "porep-32g" in state.hot

@@ -127,7 +127,7 @@ def test_a_device_that_failed_holding_a_partition_passes_over_it_until_it_has_re
 
 def _streaming_state(entry: dict) -> object:
     """A device process whose backend reports `entry` for the key, beside another key's."""
-    from cuzk.engine.device_worker import _DeviceState
+    from cuzk.engine.device_worker import DeviceWorker
 
     class Streaming(FakeBackend):
         def memory_plan(self, names: dict | None = None) -> dict:
@@ -135,7 +135,7 @@ def _streaming_state(entry: dict) -> object:
             return {"keys": [{"circuit_id": names.get(pk, ""), **entry} for pk in names] +
                             [{"circuit_id": "other", "host_pinned_bytes": 1 << 30}]}
 
-    state = _DeviceState(Streaming())
+    state = DeviceWorker(Streaming())
     state.keys["porep-32g"], state.prepared["porep-32g"] = object(), object()
     return state
 
@@ -185,12 +185,27 @@ def test_the_device_process_says_where_a_keys_products_run_and_the_executor_reme
 
 
 def test_a_backend_without_a_memory_plan_says_nothing_of_the_file() -> None:
-    from cuzk.engine.device_worker import _DeviceState
+    from cuzk.engine.device_worker import DeviceWorker
 
-    state = _DeviceState(FakeBackend())
+    state = DeviceWorker(FakeBackend())
     state.keys["mimc-3"], state.prepared["mimc-3"] = object(), object()
     reply = state.load("mimc-3", "/unused", True)
     assert (reply["pinned_bytes"], reply["pinned_key_bytes"]) == (0, 0) and "file_read_bytes" not in reply
+
+
+def test_a_device_workers_info_lists_its_keys_and_its_backends_memory_plan() -> None:
+    from cuzk.engine.device_worker import DeviceWorker
+
+    worker = _streaming_state({"host_pinned_bytes": 0})
+    assert isinstance(worker, DeviceWorker)
+    worker.hot.add("porep-32g")
+    worker.keys["wpost-32g"] = object()
+    [info] = worker.info()
+    assert info["name"] == "fake" and info["keys"] == [{"circuit_id": "porep-32g", "tier": "hot"},
+                                                       {"circuit_id": "wpost-32g", "tier": "warm"}]
+    assert [k["circuit_id"] for k in info["memory_plan"]["keys"]] == ["porep-32g", "wpost-32g", "other"]
+    [info] = DeviceWorker(FakeBackend()).info()
+    assert info["keys"] == [] and "memory_plan" not in info  # the default backend plans no device memory
 
 
 def test_a_hot_key_on_gpus_counts_its_pinned_copies_and_only_the_file_they_still_read() -> None:

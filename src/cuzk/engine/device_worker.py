@@ -1,7 +1,8 @@
-"""The device process: one per device, several prover workers inside it (the local executor spawns it).
+"""The device worker (`DeviceWorker`), and the device process that runs one (the local executor
+spawns it; a Ray executor's actor runs one too, `cuzk.engine.ray_executor`).
 
-Each device process owns a `ProverBackend` (CPU now, CUDA later: the daemon process itself never
-imports a GPU library) and the parameter sets made resident for it. Inside, one thread per prover
+A device worker owns a `ProverBackend` (CPU or CUDA: the daemon process itself never imports a GPU
+library) and the parameter sets made resident for it. In a device process, one thread per prover
 worker (`gpus.gpu_workers_per_device`, plus one lane that only CRITICAL partitions use, so that
 CRITICAL work never waits for a worker busy with a lower priority) serves its own pipe; the workers share one
 device lock (`cuzk.backends.device_lock.PriorityLock`: served by the partition's priority, FIFO
@@ -75,7 +76,23 @@ def _limit_prover_threads(threads: int) -> None:
 
 # -- the device process ---------------------------------------------------------------------------
 
-class _DeviceState:
+class DeviceWorker:
+    """One device's prover: its backend, the parameter sets read and made resident for it, and the
+    device lock its lanes share. The process that owns a device holds one: a local device process
+    (`device_worker_main`) or a Ray executor's actor (`cuzk.engine.ray_executor.DeviceActor`). Each
+    lane calls `prove` from a thread of its own; `load`, `unload` and `info` come from the control side."""
+
+    @classmethod
+    def start(cls, settings: dict[str, Any]) -> DeviceWorker:
+        """The worker for the device `settings` name ("kind", "ordinal", "threads", optional
+        "memory_limit" and "memory_share"), its backend made and warmed up (`_warm_up`): the first
+        proof pays for no kernel load. Call after `set_thread_env`, in the process that owns the device."""
+        _limit_prover_threads(settings["threads"])
+        backend = make_backend(settings["kind"], settings["ordinal"], settings.get("memory_limit"),
+                               settings.get("memory_share", 1))
+        _warm_up(backend)
+        return cls(backend)
+
     def __init__(self, backend: ProverBackend) -> None:
         self.backend = backend
         self.keys: dict[str, Any] = {}
@@ -177,6 +194,21 @@ class _DeviceState:
                 self.prepared.pop(circuit_id, None)
         if pk is not None and was_hot:
             self.backend.unload_key(pk)
+
+    def info(self) -> list[dict[str, Any]]:
+        """What the device is (name, kind, memory), the keys it holds and its backend's memory plan."""
+        info = [{"name": d.name, "kind": d.kind, "memory_total": d.memory_total or 0, "memory_free": d.memory_free or 0}
+                for d in self.backend.devices()]
+        if info:
+            with self.keys_lock:
+                names = {pk: cid for cid, pk in self.keys.items()}
+                # The key copies this device holds: hot (resident) or warm (mapped only).
+                info[0]["keys"] = [{"circuit_id": cid, "tier": "hot" if cid in self.hot else "warm"}
+                                   for cid in sorted(self.keys)]
+            plan = self.backend.memory_plan(names)
+            if plan is not None:
+                info[0]["memory_plan"] = plan
+        return info
 
     def prove(self, items: list[ProveItem], verify: bool) -> list[ItemResult]:
         """Prove items back to back under one hold of the device lock (a batch shares the lock), at
@@ -297,7 +329,7 @@ def _warm_up(backend: ProverBackend) -> None:
         raise RuntimeError(f"the {backend.name} backend made an invalid proof in its self-test")
 
 
-def _serve_prover(state: _DeviceState, conn: Connection) -> None:
+def _serve_prover(worker: DeviceWorker, conn: Connection) -> None:
     while True:
         try:
             msg = conn.recv()
@@ -305,7 +337,7 @@ def _serve_prover(state: _DeviceState, conn: Connection) -> None:
             return
         try:
             if msg[0] == "prove":
-                reply: Any = ("ok", state.prove(msg[1], msg[2]))
+                reply: Any = ("ok", worker.prove(msg[1], msg[2]))
             else:
                 reply = ("error", f"unknown request {msg[0]!r}")
         except Exception as err:
@@ -316,38 +348,19 @@ def _serve_prover(state: _DeviceState, conn: Connection) -> None:
             return
 
 
-def _device_info(state: _DeviceState) -> list[dict[str, Any]]:
-    info = [{"name": d.name, "kind": d.kind, "memory_total": d.memory_total or 0, "memory_free": d.memory_free or 0}
-            for d in state.backend.devices()]
-    if info:
-        with state.keys_lock:
-            names = {pk: cid for cid, pk in state.keys.items()}
-            # The key copies this device holds: hot (resident) or warm (mapped only).
-            info[0]["keys"] = [{"circuit_id": cid, "tier": "hot" if cid in state.hot else "warm"}
-                               for cid in sorted(state.keys)]
-        plan = state.backend.memory_plan(names)
-        if plan is not None:
-            info[0]["memory_plan"] = plan
-    return info
-
-
 def device_worker_main(name: str, control: Connection, *rest: Any) -> None:
     """Entry point of a device process: args are the worker pipes, then a settings dict."""
     *channels, settings = rest
     set_thread_env(settings["threads"])
     set_device_switch_interval()
     try:
-        _limit_prover_threads(settings["threads"])
-        backend = make_backend(settings["kind"], settings["ordinal"], settings.get("memory_limit"),
-                               settings.get("memory_share", 1))
-        _warm_up(backend)
-        state = _DeviceState(backend)
-        info = _device_info(state)
+        worker = DeviceWorker.start(settings)
+        info = worker.info()
     except BaseException as err:
         control.send(("error", f"{type(err).__name__}: {err}"))
         return
     for conn in channels:
-        threading.Thread(target=_serve_prover, args=(state, conn), daemon=True).start()
+        threading.Thread(target=_serve_prover, args=(worker, conn), daemon=True).start()
     control.send(("ready", {"pid": os.getpid(), "devices": info}))
     while True:
         try:
@@ -356,12 +369,12 @@ def device_worker_main(name: str, control: Connection, *rest: Any) -> None:
             return
         try:
             if msg[0] == "load":
-                reply: Any = ("ok", state.load(*msg[1:]))
+                reply: Any = ("ok", worker.load(*msg[1:]))
             elif msg[0] == "unload":
-                state.unload(msg[1], msg[2])
+                worker.unload(msg[1], msg[2])
                 reply = ("ok", None)
             elif msg[0] == "info":
-                reply = ("ok", _device_info(state))
+                reply = ("ok", worker.info())
             else:
                 reply = ("error", f"unknown request {msg[0]!r}")
         except Exception as err:

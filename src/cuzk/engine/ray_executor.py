@@ -5,7 +5,7 @@ daemon process; this executor joins a Ray cluster as its driver and keeps one ac
 per device on every node that offers the `GPU` resource (a CUDA device each) or the `cuzk_device`
 custom resource (a CPU device each, e.g. `ray start --resources='{"cuzk_device": 1}'`). Each actor is
 pinned to its node (hard node affinity) and restarted there by Ray when its process dies
-(`max_restarts`); it owns its backend (`make_backend`), loads keys from its node's
+(`max_restarts`); it runs a `DeviceWorker` (the device processes' own), loads keys from its node's
 `srs.param_cache` (the same path on every node), and synthesizes each partition it proves on its
 own node, from the partition's picklable recipe, with the code a local synthesis process runs
 (`synthesize_shared`): a witness never crosses the network. What travels is the recipe one way and
@@ -139,7 +139,7 @@ class DeviceActor:
     """One device on its node: the backend, its keys, and synthesis of the partitions it proves.
 
     Threaded (`max_concurrency`): each lane's `prove` runs in a thread of its own, the device lock
-    of `_DeviceState` ordering them by priority as in a local device process. Regular lane k
+    of its `DeviceWorker` ordering them by priority as in a local device process. Regular lane k
     synthesizes in synthesis process k, spawned by this actor on its node (its children: they exit
     when this process goes, at the EOF of their pipes)."""
 
@@ -160,12 +160,9 @@ class DeviceActor:
         for proc in self.synth:  # their imports run beside the backend's warm-up
             proc.start()
         try:
-            from cuzk.engine.device_worker import _DeviceState, _limit_prover_threads, _warm_up, make_backend
+            from cuzk.engine.device_worker import DeviceWorker
 
-            _limit_prover_threads(settings["threads"])
-            backend = make_backend(settings["kind"], settings["ordinal"], settings.get("memory_limit"))
-            _warm_up(backend)
-            self.state = _DeviceState(backend)
+            self.worker = DeviceWorker.start(settings)
             for proc in self.synth:
                 proc.wait_ready()
         except BaseException:
@@ -174,18 +171,14 @@ class DeviceActor:
             raise
 
     def ready(self) -> dict[str, Any]:
-        from cuzk.engine.device_worker import _device_info
-
-        return {"pid": os.getpid(), "devices": _device_info(self.state), "now": time.monotonic(),
+        return {"pid": os.getpid(), "devices": self.worker.info(), "now": time.monotonic(),
                 "node_id": ray.get_runtime_context().get_node_id()}
 
     def clock(self) -> float:
         return time.monotonic()
 
     def info(self) -> list[dict[str, Any]]:
-        from cuzk.engine.device_worker import _device_info
-
-        return _device_info(self.state)
+        return self.worker.info()
 
     def load(self, circuit_id: str, path: str, hot: bool, compiled_path: str | None) -> dict[str, Any]:
         if not os.path.isfile(path):
@@ -193,10 +186,10 @@ class DeviceActor:
                                     "files on every node)")
         if compiled_path is not None and not os.path.isfile(compiled_path):
             compiled_path = None  # the compiled circuit is an optimisation; its jobs fall back without it
-        return self.state.load(circuit_id, path, hot, compiled_path)
+        return self.worker.load(circuit_id, path, hot, compiled_path)
 
     def unload(self, circuit_id: str, tier: str) -> None:
-        self.state.unload(circuit_id, tier)
+        self.worker.unload(circuit_id, tier)
 
     def prove(self, lane: int, items: list[RemoteItem], verify: bool) -> tuple[list[ItemResult], float, int]:
         """Synthesize each item on this node (into shared memory, in the lane's synthesis process; the
@@ -225,7 +218,7 @@ class DeviceActor:
                 slot = (contextlib.nullcontext() if lane >= len(self.synth)
                         else self.slots.hold(max(p.priority for _, p, _ in local)))
                 with slot:
-                    proven = self.state.prove([p for _, p, _ in local], verify)
+                    proven = self.worker.prove([p for _, p, _ in local], verify)
                 for (k, _, synth), result in zip(local, proven, strict=True):
                     result.synth = synth
                     results[k] = result
