@@ -45,7 +45,6 @@ from cuzk.engine import timeline
 from cuzk.engine.compiled_store import CompiledStore
 from cuzk.engine.devices import device_witness_floor, sparse_products_where
 from cuzk.engine.executor import Device, Executor
-from cuzk.engine.executors import make_executor
 from cuzk.engine.jobs import (
     Job,
     JobResult,
@@ -199,12 +198,13 @@ def validate_request(request: ProofRequest) -> None:
 
 
 class Engine:
-    def __init__(self, config: Config, *, providers: ProviderFactory, instance_id: str | None = None,
-                 executor: Executor | None = None) -> None:
-        """`providers`: makes the circuit providers the engine serves (`cuzk.engine.providers`; a daemon's
-        come from the `providers` package above the engine), called once with what they depend on.
-        `executor`: the devices to prove on (`cuzk.engine.executor`; default: `make_executor(config)`,
-        one process per device on this host). The engine starts and stops it."""
+    def __init__(self, config: Config, *, executor: Executor, providers: ProviderFactory,
+                 instance_id: str | None = None) -> None:
+        """`executor`: the devices to prove on (`cuzk.engine.executor`), built from the same config
+        where the daemon is wired (`cuzk.engine.executors.make_executor`); the engine starts and stops
+        it. `providers`: makes the circuit providers the engine serves (`cuzk.engine.providers`; a
+        daemon's come from the `providers` package above the engine), called once with what they
+        depend on."""
         self.config = config
         self.instance_id = instance_id or uuid.uuid4().hex[:12]
         self.started_wall = time.time()
@@ -212,7 +212,7 @@ class Engine:
         mode = config.synthesis.compiled
         self.compiled = CompiledStore(Path(config.srs.param_cache) / "compiled", enabled=mode != "off",
                                       auto_build=mode == "build")
-        self.executor = executor if executor is not None else make_executor(config)
+        self.executor = executor
         self.device_specs = self.executor.specs
         self.sparse_products = sparse_products_where(config.synthesis.sparse_products, self.device_specs)
         self.device_witness = device_witness_floor(config.synthesis.device_witness, self.sparse_products,

@@ -1,11 +1,10 @@
 """The executor seam: the devices the engine proves on, behind one interface.
 
-The engine never starts a device itself. It is given an `Executor` (built where the daemon is wired
-together: `cuzk.engine.executors.make_executor`) and asks it for its devices, to make keys hot
-or cold on them, to prove partitions on a device's lane, and to restart a device that died. Each
-device has
-`workers_per_device` lanes that take any work and one more (`critical_lane`) that takes CRITICAL
-work only; the engine runs one prover thread per lane.
+The engine never starts a device itself. It is given an `Executor` (built from the config where the
+daemon is wired together, `cuzk.server.serve`, by `cuzk.engine.executors.make_executor`) and asks
+it for its devices, to make keys hot or cold on them, to prove partitions on a device's lane, and
+to restart a device that died. Each device has `workers_per_device` lanes that take any work and
+one more (`critical_lane`) that takes CRITICAL work only; the engine runs one prover thread per lane.
 
 `LocalExecutor` is the implementation for one host: a spawned process per device
 (`cuzk.engine.device_worker`), its lanes one pipe each, partitions handed over as shared-memory
