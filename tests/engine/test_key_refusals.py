@@ -30,7 +30,7 @@ def _local_load(reply_error: str | None, device: Device) -> float:
             raise DeviceError(f"{d.worker_name}: {reply_error}")
         return {"load_s": 2.5, "pinned_bytes": 7 << 30}
 
-    fake = SimpleNamespace(compiled_for=None, _control=control, _refused_or_raise=Executor._refused_or_raise,
+    fake = SimpleNamespace(host=None, _control=control, _refused_or_raise=Executor._refused_or_raise,
                            _loaded=Executor._loaded)
     return LocalExecutor.load(fake, device, "porep-32g", "/params/p.params", hot=True)  # type: ignore[arg-type]
 

@@ -243,11 +243,6 @@ class Engine:
         self.metrics = EngineMetrics(lambda: status_views.gauges(self))
 
         cores = os.cpu_count() or 1
-        self.executor.on_restart = self._device_restarted
-        self.executor.on_device_added = self._device_added
-        if self.sparse_products == "prover" and self.compiled.enabled:
-            # Verified and prepared with the key (preload: before the daemon says ready), not by a first proof.
-            self.executor.compiled_for = self.compiled.ready_path
         synth_count = max(1, min(config.pipeline.max_parallel_synthesis or 18, cores))
         synth_threads = config.synthesis.threads or max(1, cores // synth_count)
         warm_up = self.providers.warm_up_calls()
@@ -287,7 +282,7 @@ class Engine:
         log.info("starting %d synthesis and %d device processes (%s)", len(self.synth_procs),
                  len(self.executor.devices), ", ".join(f"{s.kind}{s.ordinal}" for s in self.device_specs))
         with _sigint_ignored():
-            self.executor.start()
+            self.executor.start(self)
             for p in self.synth_procs:
                 p.start()
         try:
@@ -572,7 +567,15 @@ class Engine:
         ref, args = source.generator
         self.pipeline.call(ref, args)
 
-    def _device_added(self, device: Device) -> None:
+    # -- what the executor asks of the engine (`ExecutorHost`) ----------------------------------------
+    def compiled_path(self, circuit_id: str) -> str | None:
+        """With the products computed by the prover, the circuit's ready compiled file: verified and
+        prepared with the key (preload: before the daemon says ready), not by a first proof."""
+        if self.sparse_products != "prover" or not self.compiled.enabled:
+            return None
+        return self.compiled.ready_path(circuit_id)
+
+    def device_added(self, device: Device) -> None:
         """A device that joined after the start (a node new to a Ray cluster): the parameter sets the
         others hold, then lanes of its own; the window grows with the lanes."""
         log.info("device %s joined: loading its parameter sets", device.worker_name)
@@ -583,7 +586,7 @@ class Engine:
                 self.window = max(self.window, self.pipeline.regular_provers + self.config.pipeline.synthesis_lookahead)
             self._cv.notify_all()
 
-    def _device_restarted(self, device: Device) -> None:
+    def device_restarted(self, device: Device) -> None:
         log.warning("device %s restarted: reloading its parameter sets", device.worker_name)
         self.srs.reload_device(device)
 

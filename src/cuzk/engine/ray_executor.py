@@ -27,11 +27,12 @@ the same reference. A node fetches an object once, whatever the number of its pa
 Faults: an actor that dies (its process, or its node with it) makes `prove` raise
 `WorkerCrashedError`, as a local device process does, so the pipeline gives its partitions to
 another device. `restart` then waits for Ray to bring the actor back (and reloads its keys through
-`on_restart`), or, when its node is gone, marks the device lost, named with its node in the
-status, and blocks that lane until shutdown. `refresh_info` (every few seconds) notices nodes that
-joined since, starts their actors, and announces each device once ready (`on_device_added`). A
-synthesis process of an actor that dies fails the partition it held (a synthesis error, not a
-device fault), and the actor spawns a new one for its lane's next partition.
+`ExecutorHost.device_restarted`), or, when its node is gone, marks the device lost, named with its
+node in the status, and blocks that lane until shutdown. `refresh_info` (every few seconds) notices
+nodes that joined since, starts their actors, and announces each device once ready
+(`ExecutorHost.device_added`). A synthesis process of an actor that dies fails the partition it
+held (a synthesis error, not a device fault), and the actor spawns a new one for its lane's next
+partition.
 
 Only `gpu_workers_per_device` lanes of a device are in its prove at once (`_ProverSlots`, by
 priority): the rest have synthesized and wait there, as a local device's synthesized partitions wait
@@ -67,7 +68,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from cuzk.config import Config
 from cuzk.config.engine import ExecutorConfig
 from cuzk.engine.devices import DeviceSpec
-from cuzk.engine.executor import TOO_SMALL_ERROR, Device, DeviceError, Executor, host_bytes_of
+from cuzk.engine.executor import TOO_SMALL_ERROR, Device, DeviceError, Executor, ExecutorHost, host_bytes_of
 from cuzk.engine.messages import ItemResult, ProveItem
 from cuzk.engine.procs import WorkerCrashedError
 from cuzk.engine.synthesis import PickledRecipe, synthesize_shared
@@ -495,7 +496,8 @@ class RayExecutor(Executor):
         sent, stamp, received = min(trips, key=lambda t: t[2] - t[0])
         return (sent + received) / 2 - stamp
 
-    def start(self) -> None:
+    def start(self, host: ExecutorHost) -> None:
+        self.host = host
         self._started = True
         for d in self.all_devices:
             self._spawn(d)
@@ -531,7 +533,7 @@ class RayExecutor(Executor):
 
     def load(self, device: Device, circuit_id: str, path: str, *, hot: bool) -> float:
         assert isinstance(device, RayDevice)
-        compiled = self.compiled_for(circuit_id) if hot and self.compiled_for is not None else None
+        compiled = self.host.compiled_path(circuit_id) if hot and self.host is not None else None
         try:
             reply = self._call(device, "load", circuit_id, path, hot, compiled)
         except DeviceError as err:
@@ -545,7 +547,7 @@ class RayExecutor(Executor):
         if not ready:
             return 0.0
         refs = []
-        compiled = self.compiled_for(circuit_id) if hot and self.compiled_for is not None else None
+        compiled = self.host.compiled_path(circuit_id) if hot and self.host is not None else None
         for d in ready:
             assert isinstance(d, RayDevice)
             refs.append(d.actor.load.remote(circuit_id, path, hot, compiled))
@@ -586,7 +588,7 @@ class RayExecutor(Executor):
 
     def refresh_info(self) -> None:
         """Each ready device's info; nodes that left (their devices marked lost) and nodes that joined
-        (their devices started, and announced through `on_device_added` once ready)."""
+        (their devices started, and announced through `host.device_added` once ready)."""
         if self._stop.is_set():
             return
         for d in self.all_devices:
@@ -629,8 +631,8 @@ class RayExecutor(Executor):
                 self._lose(device, f"did not start: {err}")
             return
         log.info("device %s joined (node %s)", device.worker_name, device.node_address)
-        if self.on_device_added is not None and not self._stop.is_set():
-            self.on_device_added(device)
+        if self.host is not None and not self._stop.is_set():
+            self.host.device_added(device)
 
     def _lose(self, device: RayDevice, reason: str) -> None:
         if device.state == "lost":
@@ -722,8 +724,8 @@ class RayExecutor(Executor):
 
     def restart(self, device: Device, reason: str, *, force: bool = False) -> None:
         """Wait for Ray to bring the device's actor back (`force`: kill it first, for a device that is
-        alive but unusable) and reload its keys (`on_restart`); a device whose node is gone is marked
-        lost, and this returns only at shutdown, so that its lanes take no more work."""
+        alive but unusable) and reload its keys (`host.device_restarted`); a device whose node is gone
+        is marked lost, and this returns only at shutdown, so that its lanes take no more work."""
         assert isinstance(device, RayDevice)
         with device.restart_lock:
             if device.state == "ready":
@@ -759,8 +761,8 @@ class RayExecutor(Executor):
                         break
                     self._ready(device, reply, sent)
                     log.warning("device %s restarted (pid %s)", device.worker_name, device.pid)
-                    if self.on_restart is not None:
-                        self.on_restart(device)
+                    if self.host is not None:
+                        self.host.device_restarted(device)
                     return
         if device.state == "lost":
             self._stop.wait()
