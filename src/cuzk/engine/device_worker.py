@@ -74,7 +74,7 @@ def _limit_prover_threads(threads: int) -> None:
     msm._POOL = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="cuzk-msm")
 
 
-# -- the device process ---------------------------------------------------------------------------
+# -- the device worker ----------------------------------------------------------------------------
 
 class DeviceWorker:
     """One device's prover: its backend, the parameter sets read and made resident for it, and the
@@ -328,6 +328,8 @@ def _warm_up(backend: ProverBackend) -> None:
     if not verify_proof(pk.vk, proof, asg.public_inputs()):
         raise RuntimeError(f"the {backend.name} backend made an invalid proof in its self-test")
 
+
+# -- the device process ---------------------------------------------------------------------------
 
 def _serve_prover(worker: DeviceWorker, conn: Connection) -> None:
     while True:
