@@ -63,7 +63,7 @@ def _engine(root: Path, executor: dict[str, Any], name: str) -> tuple[Any, list[
     try:  # the daemon's providers, from the package that builds them where the tree has one
         from cuzk.providers import default_providers
 
-        engine = Engine(config, providers=default_providers(config), executor=ex)
+        engine = Engine(config, executor=ex, providers=default_providers(config))
     except ImportError:
         engine = Engine(config, executor=ex)
     engine.start()

@@ -11,6 +11,7 @@ import pytest
 
 from cuzk.config import config_from_dict
 from cuzk.engine.engine import Engine, FinishedJob, JobInfo, RequestConflictError
+from cuzk.engine.executors import make_executor
 from cuzk.engine.jobs import JobResult, PartitionTiming, Priority, ProofKind, ProofRequest, ProofTimings, ResultStatus
 from cuzk.engine.journal import MAX_ATTEMPTS, Journal, decode_request, encode_request
 from cuzk.providers import default_providers
@@ -131,7 +132,8 @@ def test_a_request_id_reused_after_failure_starts_over(tmp_path: Path) -> None:
 def test_engine_records_jobs_and_answers_restored_results(tmp_path: Path) -> None:
     config = config_from_dict({"srs": {"param_cache": str(tmp_path)}, "memory": {"total_budget": "3GiB"},
                                "debug": {"test_circuits": True}})
-    engine = Engine(config, providers=default_providers(config))  # not started: submissions queue, nothing runs
+    # Not started: submissions queue, nothing runs.
+    engine = Engine(config, executor=make_executor(config), providers=default_providers(config))
     journal = open_journal(tmp_path / "j.sqlite3", engine.instance_id)
     old = info("old", request("old"))
     engine.restore_finished([FinishedJob("old", old.digest, ProofKind.TEST, Priority.NORMAL, completed(old))])

@@ -11,6 +11,7 @@ from typing import Any
 
 from cuzk.config import config_from_dict
 from cuzk.engine.engine import Engine
+from cuzk.engine.executors import make_executor
 from cuzk.engine.jobs import JobResult, Priority, ProofKind, ProofRequest, ResultStatus
 from cuzk.groth16.formats.params_file import read_vk
 from cuzk.groth16.proof import proofs_from_bytes
@@ -31,7 +32,7 @@ def start_engine(tmp: Path, params: Path, **sections: dict[str, Any]) -> Engine:
     for name, values in sections.items():
         data.setdefault(name, {}).update(values)
     config = config_from_dict(data)
-    engine = Engine(config, providers=default_providers(config))
+    engine = Engine(config, executor=make_executor(config), providers=default_providers(config))
     engine.start()
     return engine
 

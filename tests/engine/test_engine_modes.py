@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from engine.engine_helpers import assert_verifies, make_request, start_engine
 
+from cuzk.engine.executors import make_executor
 from cuzk.engine.jobs import JobResult, Priority
 
 
@@ -79,4 +80,4 @@ def test_preload_ids_are_checked_before_anything_starts(tmp_path: Path) -> None:
     data = {"srs": {"param_cache": str(tmp_path), "preload": ["porep-16g"]}, "memory": {"total_budget": "1GiB"}}
     with pytest.raises(ConfigError, match=r"srs\.preload: unknown circuit id 'porep-16g'"):
         config = config_from_dict(data)
-        Engine(config, providers=default_providers(config))
+        Engine(config, executor=make_executor(config), providers=default_providers(config))

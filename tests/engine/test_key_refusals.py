@@ -8,6 +8,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
+from fake_backend import FakeBackend
 
 from cuzk.engine.devices import DeviceSpec
 from cuzk.engine.executor import Device, DeviceError, Executor, KeyRefusedError, LocalExecutor
@@ -29,7 +30,7 @@ def _local_load(reply_error: str | None, device: Device) -> float:
             raise DeviceError(f"{d.worker_name}: {reply_error}")
         return {"load_s": 2.5, "pinned_bytes": 7 << 30}
 
-    fake = SimpleNamespace(compiled_for=None, _control=control, _refused_or_raise=Executor._refused_or_raise,
+    fake = SimpleNamespace(host=None, _control=control, _refused_or_raise=Executor._refused_or_raise,
                            _loaded=Executor._loaded)
     return LocalExecutor.load(fake, device, "porep-32g", "/params/p.params", hot=True)  # type: ignore[arg-type]
 
@@ -126,17 +127,15 @@ def test_a_device_that_failed_holding_a_partition_passes_over_it_until_it_has_re
 
 def _streaming_state(entry: dict) -> object:
     """A device process whose backend reports `entry` for the key, beside another key's."""
-    from cuzk.engine.device_worker import _DeviceState
+    from cuzk.engine.device_worker import DeviceWorker
 
-    class Streaming:
-        def load_key(self, pk: object) -> None:
-            pass
-
-        def memory_plan(self, names: dict) -> dict:
+    class Streaming(FakeBackend):
+        def memory_plan(self, names: dict | None = None) -> dict:
+            assert names is not None
             return {"keys": [{"circuit_id": names.get(pk, ""), **entry} for pk in names] +
                             [{"circuit_id": "other", "host_pinned_bytes": 1 << 30}]}
 
-    state = _DeviceState(Streaming())
+    state = DeviceWorker(Streaming())
     state.keys["porep-32g"], state.prepared["porep-32g"] = object(), object()
     return state
 
@@ -186,16 +185,27 @@ def test_the_device_process_says_where_a_keys_products_run_and_the_executor_reme
 
 
 def test_a_backend_without_a_memory_plan_says_nothing_of_the_file() -> None:
-    from cuzk.engine.device_worker import _DeviceState
+    from cuzk.engine.device_worker import DeviceWorker
 
-    class Cpu:
-        def load_key(self, pk: object) -> None:
-            pass
-
-    state = _DeviceState(Cpu())
+    state = DeviceWorker(FakeBackend())
     state.keys["mimc-3"], state.prepared["mimc-3"] = object(), object()
     reply = state.load("mimc-3", "/unused", True)
     assert (reply["pinned_bytes"], reply["pinned_key_bytes"]) == (0, 0) and "file_read_bytes" not in reply
+
+
+def test_a_device_workers_info_lists_its_keys_and_its_backends_memory_plan() -> None:
+    from cuzk.engine.device_worker import DeviceWorker
+
+    worker = _streaming_state({"host_pinned_bytes": 0})
+    assert isinstance(worker, DeviceWorker)
+    worker.hot.add("porep-32g")
+    worker.keys["wpost-32g"] = object()
+    [info] = worker.info()
+    assert info["name"] == "fake" and info["keys"] == [{"circuit_id": "porep-32g", "tier": "hot"},
+                                                       {"circuit_id": "wpost-32g", "tier": "warm"}]
+    assert [k["circuit_id"] for k in info["memory_plan"]["keys"]] == ["porep-32g", "wpost-32g", "other"]
+    [info] = DeviceWorker(FakeBackend()).info()
+    assert info["keys"] == [] and "memory_plan" not in info  # the default backend plans no device memory
 
 
 def test_a_hot_key_on_gpus_counts_its_pinned_copies_and_only_the_file_they_still_read() -> None:

@@ -14,7 +14,7 @@ import psutil
 import pytest
 from engine.engine_helpers import assert_verifies, make_request, start_engine, wait_until
 
-from cuzk.engine.device_worker import _DeviceState
+from cuzk.engine.device_worker import DeviceWorker
 from cuzk.engine.engine import SYNTHESIS_NICE, Engine
 from cuzk.engine.jobs import Job, PartitionRecord, Priority, ResultStatus
 from cuzk.engine.messages import ItemResult, ProveItem
@@ -112,7 +112,7 @@ def test_a_batch_lets_a_critical_partition_in_between_two_of_its_partitions(debu
     device; a CRITICAL partition that asks meanwhile is proven between the two."""
     from cuzk.backends.cpu import CpuBackend
 
-    state = _DeviceState(CpuBackend())
+    state = DeviceWorker(CpuBackend())
     state.load("mimc-3", str(debug_params_path(debug_params, "mimc-3")), True)
     shared = []
 

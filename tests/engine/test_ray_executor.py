@@ -404,7 +404,7 @@ def test_a_lane_restarts_its_device_unless_another_lane_did_since_its_call(monke
     executor = RayExecutor.__new__(RayExecutor)
     executor._lane_saw, executor._stop, executor._lock = threading.local(), threading.Event(), threading.Lock()
     reloaded: list[str] = []
-    executor.on_restart = lambda d: reloaded.append(d.worker_name)
+    executor.host = SimpleNamespace(device_restarted=lambda d: reloaded.append(d.worker_name))
     device = RayDevice(DeviceSpec(0, "cpu"), "ab" * 28, "10.0.0.7", 0)
     device.actor = actor = Actor()
     executor._ready(device, actor._reply(), time.monotonic())

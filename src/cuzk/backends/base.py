@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
-from collections.abc import MutableMapping
+from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -45,15 +45,26 @@ class DeviceInfo:
 
 
 class ProverBackend(ABC):
+    """What a device worker (`cuzk.engine.device_worker.DeviceWorker`) asks of its backend. The
+    abstract methods are the core; the others have defaults that fit a backend without a device
+    memory of its own (the CPU's), which a device backend overrides."""
+
     name: str
+
+    #: Whether the backend takes its device's lock itself (`cuzk.backends.device_lock`), around its
+    #: device phase only, at the priority in `priority_scope`; False: the worker holds the lock around
+    #: the whole of `prove`.
+    locks_device_itself: bool = False
 
     @abstractmethod
     def devices(self) -> list[DeviceInfo]:
         """What this backend computes on."""
 
     @abstractmethod
-    def load_key(self, pk: ProvingKey) -> None:
-        """Make `pk` ready for fast proving (decode points / upload them); idempotent."""
+    def load_key(self, pk: ProvingKey, compiled: CompiledCircuit | None = None) -> None:
+        """Make `pk` ready for fast proving (decode points / upload them); idempotent. `compiled`: the
+        compiled circuit whose a, b, c pk's proofs will compute (`prove_compiled`), which a backend
+        planning device memory leaves room for; one that plans nothing ignores it."""
 
     @abstractmethod
     def unload_key(self, pk: ProvingKey) -> None:
@@ -84,6 +95,23 @@ class ProverBackend(ABC):
         asg = Assignment.from_compiled(compiled, (inputs, aux), check=check)
         t["spmv"] = time.perf_counter() - start
         return self.prove(pk, asg, r=r, s=s, timings=t)
+
+    def load_compiled(self, compiled: CompiledCircuit, pk: ProvingKey | None = None) -> tuple[bool, ...] | None:
+        """Make a compiled circuit's matrices resident beside `pk` where the backend's memory allows;
+        which of A, B, C are resident. This default keeps nothing (None): `prove_compiled` reads the
+        mapped circuit on every proof."""
+        return None
+
+    def memory_plan(self, names: Mapping[ProvingKey, str] | None = None) -> dict[str, Any] | None:
+        """The device memory plan, for the status and the daemon's host-memory budget: per key (named
+        by `names`) what is resident, streamed and pinned on the host (`cuzk.backends.cuda` documents
+        the fields). This default has no plan (None): the daemon then counts a hot key's whole file."""
+        return None
+
+    def is_fatal(self, err: BaseException) -> bool:
+        """Whether a proof's failure left the backend unusable, so that its process must be restarted
+        (a GPU context that keeps failing every call). This default: never, the next proof may run."""
+        return False
 
     def prepare_kernels(self) -> dict[str, float]:
         """Load (compile, where no cache holds them) every kernel a proof may use, so that no proof

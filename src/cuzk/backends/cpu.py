@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import platform
 from collections.abc import MutableMapping
+from typing import TYPE_CHECKING
 
 from cuzk.backends.base import DeviceInfo, ProverBackend
 from cuzk.curve.msm import cpu_count, msm_engine, prepare_bases
@@ -11,6 +12,9 @@ from cuzk.groth16 import prover
 from cuzk.groth16.assignment import Assignment
 from cuzk.groth16.keys import ProvingKey
 from cuzk.groth16.proof import Proof
+
+if TYPE_CHECKING:
+    from cuzk.r1cs.compiled import CompiledCircuit
 
 
 def cpu_model() -> str:
@@ -42,7 +46,7 @@ class CpuBackend(ProverBackend):
         return [DeviceInfo(name=cpu_model(), kind="cpu", memory_total=_mem_total(),
                            extra={"threads": str(cpu_count()), "msm_engine": msm_engine()})]
 
-    def load_key(self, pk: ProvingKey) -> None:
+    def load_key(self, pk: ProvingKey, compiled: CompiledCircuit | None = None) -> None:
         for bases in (pk.h, pk.l, pk.a, pk.b_g1, pk.b_g2):
             prepare_bases(bases)
 

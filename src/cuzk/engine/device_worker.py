@@ -1,7 +1,8 @@
-"""The device process: one per device, several prover workers inside it (the local executor spawns it).
+"""The device worker (`DeviceWorker`), and the device process that runs one (the local executor
+spawns it; a Ray executor's actor runs one too, `cuzk.engine.ray_executor`).
 
-Each device process owns a `ProverBackend` (CPU now, CUDA later: the daemon process itself never
-imports a GPU library) and the parameter sets made resident for it. Inside, one thread per prover
+A device worker owns a `ProverBackend` (CPU or CUDA: the daemon process itself never imports a GPU
+library) and the parameter sets made resident for it. In a device process, one thread per prover
 worker (`gpus.gpu_workers_per_device`, plus one lane that only CRITICAL partitions use, so that
 CRITICAL work never waits for a worker busy with a lower priority) serves its own pipe; the workers share one
 device lock (`cuzk.backends.device_lock.PriorityLock`: served by the partition's priority, FIFO
@@ -27,13 +28,16 @@ import time
 import traceback
 from concurrent.futures import ThreadPoolExecutor
 from multiprocessing.connection import Connection
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cuzk.backends.device_lock import DEFAULT_PRIORITY, PriorityLock, priority_scope
 from cuzk.engine.compiled_store import load_for_synthesis
 from cuzk.engine.messages import ItemResult, ProveItem
 from cuzk.engine.procs import set_thread_env
 from cuzk.engine.synthesis import CompiledWitness
+
+if TYPE_CHECKING:
+    from cuzk.backends.base import ProverBackend
 
 log = logging.getLogger("cuzk.engine.device_worker")
 #: The interpreter switch interval of a device process. Its threads (the lanes, their staging and
@@ -48,7 +52,7 @@ def set_device_switch_interval() -> None:
     sys.setswitchinterval(DEVICE_SWITCH_INTERVAL_S)
 
 
-def make_backend(kind: str, ordinal: int, memory_limit: int | None = None, memory_share: int = 1) -> Any:
+def make_backend(kind: str, ordinal: int, memory_limit: int | None = None, memory_share: int = 1) -> ProverBackend:
     """The backend object for a device (device-process side); `memory_limit`: `[gpus] memory_limit`
     for this device in bytes (None: "auto"); `memory_share`: logical devices on this GPU, each of
     which plans with that share of its memory when the limit is "auto"."""
@@ -70,10 +74,26 @@ def _limit_prover_threads(threads: int) -> None:
     msm._POOL = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="cuzk-msm")
 
 
-# -- the device process ---------------------------------------------------------------------------
+# -- the device worker ----------------------------------------------------------------------------
 
-class _DeviceState:
-    def __init__(self, backend: Any) -> None:
+class DeviceWorker:
+    """One device's prover: its backend, the parameter sets read and made resident for it, and the
+    device lock its lanes share. The process that owns a device holds one: a local device process
+    (`device_worker_main`) or a Ray executor's actor (`cuzk.engine.ray_executor.DeviceActor`). Each
+    lane calls `prove` from a thread of its own; `load`, `unload` and `info` come from the control side."""
+
+    @classmethod
+    def start(cls, settings: dict[str, Any]) -> DeviceWorker:
+        """The worker for the device `settings` name ("kind", "ordinal", "threads", optional
+        "memory_limit" and "memory_share"), its backend made and warmed up (`_warm_up`): the first
+        proof pays for no kernel load. Call after `set_thread_env`, in the process that owns the device."""
+        _limit_prover_threads(settings["threads"])
+        backend = make_backend(settings["kind"], settings["ordinal"], settings.get("memory_limit"),
+                               settings.get("memory_share", 1))
+        _warm_up(backend)
+        return cls(backend)
+
+    def __init__(self, backend: ProverBackend) -> None:
         self.backend = backend
         self.keys: dict[str, Any] = {}
         self.hot: set[str] = set()
@@ -102,10 +122,7 @@ class _DeviceState:
             else (None, None)
         if hot and circuit_id not in self.hot:
             try:
-                if compiled is not None and hasattr(self.backend, "load_compiled"):
-                    self.backend.load_key(pk, compiled=compiled)  # its plan places the products
-                else:
-                    self.backend.load_key(pk)
+                self.backend.load_key(pk, compiled=compiled)  # a device backend's plan places the products
             except Exception as err:
                 if type(err).__name__ == "DeviceTooSmallError":  # the CUDA backend's, named for the operator
                     with self.keys_lock:  # this device proves none of its partitions: no host copy either
@@ -133,10 +150,10 @@ class _DeviceState:
         copies the key's bases, and the bytes of the key's file that proofs still read (streamed
         bases left unpinned). A backend without a device memory plan says nothing of the file: the
         daemon then counts all of it."""
-        plan = getattr(self.backend, "memory_plan", None)
+        plan = self.backend.memory_plan({pk: circuit_id})
         if plan is None:
             return {"pinned_bytes": 0, "pinned_key_bytes": 0, "products_on_host": False}
-        keys = [k for k in plan({pk: circuit_id})["keys"] if k["circuit_id"] == circuit_id]
+        keys = [k for k in plan["keys"] if k["circuit_id"] == circuit_id]
         total = sum(k["host_pinned_bytes"] + k.get("host_mapped_compiled_bytes", 0) for k in keys)
         other = sum(k.get("host_pinned_compiled_bytes", 0) + k.get("host_pinned_staging_bytes", 0)
                     + k.get("host_mapped_compiled_bytes", 0) for k in keys)
@@ -159,13 +176,13 @@ class _DeviceState:
     def _prepare_compiled(self, compiled: Any, pk: Any, mapped: dict[str, Any]) -> dict[str, Any]:
         """With a device backend, make the mapped circuit's matrices resident beside the loaded key."""
         start = time.monotonic()
-        prepare = getattr(self.backend, "load_compiled", None)
         try:
-            resident = None if prepare is None else list(prepare(compiled, pk))
+            resident = self.backend.load_compiled(compiled, pk)
         except Exception as err:  # the key is hot all the same; a proof retries the upload (and reports)
             return {"usable": False, "error": f"{type(err).__name__}: {err}",
                     "seconds": mapped["seconds"] + time.monotonic() - start}
-        return {"usable": True, "resident": resident, "seconds": mapped["seconds"] + time.monotonic() - start}
+        return {"usable": True, "resident": None if resident is None else list(resident),
+                "seconds": mapped["seconds"] + time.monotonic() - start}
 
     def unload(self, circuit_id: str, tier: str) -> None:
         with self.keys_lock:
@@ -177,6 +194,21 @@ class _DeviceState:
                 self.prepared.pop(circuit_id, None)
         if pk is not None and was_hot:
             self.backend.unload_key(pk)
+
+    def info(self) -> list[dict[str, Any]]:
+        """What the device is (name, kind, memory), the keys it holds and its backend's memory plan."""
+        info = [{"name": d.name, "kind": d.kind, "memory_total": d.memory_total or 0, "memory_free": d.memory_free or 0}
+                for d in self.backend.devices()]
+        if info:
+            with self.keys_lock:
+                names = {pk: cid for cid, pk in self.keys.items()}
+                # The key copies this device holds: hot (resident) or warm (mapped only).
+                info[0]["keys"] = [{"circuit_id": cid, "tier": "hot" if cid in self.hot else "warm"}
+                                   for cid in sorted(self.keys)]
+            plan = self.backend.memory_plan(names)
+            if plan is not None:
+                info[0]["memory_plan"] = plan
+        return info
 
     def prove(self, items: list[ProveItem], verify: bool) -> list[ItemResult]:
         """Prove items back to back under one hold of the device lock (a batch shares the lock), at
@@ -215,7 +247,7 @@ class _DeviceState:
             proofs: list[Any] = [None] * len(items)
             # A backend that locks the device itself (CUDA) holds it only around its device phase, so
             # this worker's staging overlaps another worker's kernels; the others run under our lock.
-            own_lock = getattr(self.backend, "locks_device_itself", False)
+            own_lock = self.backend.locks_device_itself
             priority = max((item.priority for item in items), default=DEFAULT_PRIORITY)
             first = True
             with priority_scope(priority), \
@@ -247,9 +279,8 @@ class _DeviceState:
                         # The device phase began when the backend took the device, after staging.
                         results[k].device_start = phases.pop("device_begin", results[k].device_start)
                     except Exception as err:
-                        fatal = getattr(self.backend, "is_fatal", None)
                         results[k] = ItemResult(False, error=f"proving failed: {type(err).__name__}: {err}",
-                                                fatal=bool(fatal is not None and fatal(err)))
+                                                fatal=self.backend.is_fatal(err))
                         log.debug("prove failed: %s", traceback.format_exc())
                         continue
                     results[k].device_end = time.monotonic()
@@ -273,7 +304,7 @@ class _DeviceState:
         return results
 
 
-def _warm_up(backend: Any) -> None:
+def _warm_up(backend: ProverBackend) -> None:
     """Load every kernel a proof may use and prove and verify a tiny circuit once, so that `ready`
     means the first proof pays for neither."""
     import random
@@ -289,16 +320,18 @@ def _warm_up(backend: Any) -> None:
     asg = Assignment.from_proving_assignment(synthesize_for_proving(spec.example(random.Random(0))))
     loaded = backend.prepare_kernels()
     if loaded:
-        log.info("%s kernels ready: %s", getattr(backend, "name", "prover"),
+        log.info("%s kernels ready: %s", backend.name,
                  ", ".join(f"{unit} {seconds:.1f} s" for unit, seconds in loaded.items()))
     backend.load_key(pk)
     proof = backend.prove(pk, asg)
     backend.unload_key(pk)
     if not verify_proof(pk.vk, proof, asg.public_inputs()):
-        raise RuntimeError(f"the {getattr(backend, 'name', 'prover')} backend made an invalid proof in its self-test")
+        raise RuntimeError(f"the {backend.name} backend made an invalid proof in its self-test")
 
 
-def _serve_prover(state: _DeviceState, conn: Connection) -> None:
+# -- the device process ---------------------------------------------------------------------------
+
+def _serve_prover(worker: DeviceWorker, conn: Connection) -> None:
     while True:
         try:
             msg = conn.recv()
@@ -306,7 +339,7 @@ def _serve_prover(state: _DeviceState, conn: Connection) -> None:
             return
         try:
             if msg[0] == "prove":
-                reply: Any = ("ok", state.prove(msg[1], msg[2]))
+                reply: Any = ("ok", worker.prove(msg[1], msg[2]))
             else:
                 reply = ("error", f"unknown request {msg[0]!r}")
         except Exception as err:
@@ -317,38 +350,19 @@ def _serve_prover(state: _DeviceState, conn: Connection) -> None:
             return
 
 
-def _device_info(state: _DeviceState) -> list[dict[str, Any]]:
-    plan = getattr(state.backend, "memory_plan", None)
-    info = [{"name": d.name, "kind": d.kind, "memory_total": d.memory_total or 0, "memory_free": d.memory_free or 0}
-            for d in state.backend.devices()]
-    if info:
-        with state.keys_lock:
-            names = {pk: cid for cid, pk in state.keys.items()}
-            # The key copies this device holds: hot (resident) or warm (mapped only).
-            info[0]["keys"] = [{"circuit_id": cid, "tier": "hot" if cid in state.hot else "warm"}
-                               for cid in sorted(state.keys)]
-        if plan is not None:
-            info[0]["memory_plan"] = plan(names)
-    return info
-
-
 def device_worker_main(name: str, control: Connection, *rest: Any) -> None:
     """Entry point of a device process: args are the worker pipes, then a settings dict."""
     *channels, settings = rest
     set_thread_env(settings["threads"])
     set_device_switch_interval()
     try:
-        _limit_prover_threads(settings["threads"])
-        backend = make_backend(settings["kind"], settings["ordinal"], settings.get("memory_limit"),
-                               settings.get("memory_share", 1))
-        _warm_up(backend)
-        state = _DeviceState(backend)
-        info = _device_info(state)
+        worker = DeviceWorker.start(settings)
+        info = worker.info()
     except BaseException as err:
         control.send(("error", f"{type(err).__name__}: {err}"))
         return
     for conn in channels:
-        threading.Thread(target=_serve_prover, args=(state, conn), daemon=True).start()
+        threading.Thread(target=_serve_prover, args=(worker, conn), daemon=True).start()
     control.send(("ready", {"pid": os.getpid(), "devices": info}))
     while True:
         try:
@@ -357,12 +371,12 @@ def device_worker_main(name: str, control: Connection, *rest: Any) -> None:
             return
         try:
             if msg[0] == "load":
-                reply: Any = ("ok", state.load(*msg[1:]))
+                reply: Any = ("ok", worker.load(*msg[1:]))
             elif msg[0] == "unload":
-                state.unload(msg[1], msg[2])
+                worker.unload(msg[1], msg[2])
                 reply = ("ok", None)
             elif msg[0] == "info":
-                reply = ("ok", _device_info(state))
+                reply = ("ok", worker.info())
             else:
                 reply = ("error", f"unknown request {msg[0]!r}")
         except Exception as err:

@@ -45,7 +45,6 @@ from cuzk.engine import timeline
 from cuzk.engine.compiled_store import CompiledStore
 from cuzk.engine.devices import device_witness_floor, sparse_products_where
 from cuzk.engine.executor import Device, Executor
-from cuzk.engine.executors import make_executor
 from cuzk.engine.jobs import (
     Job,
     JobResult,
@@ -199,12 +198,13 @@ def validate_request(request: ProofRequest) -> None:
 
 
 class Engine:
-    def __init__(self, config: Config, *, providers: ProviderFactory, instance_id: str | None = None,
-                 executor: Executor | None = None) -> None:
-        """`providers`: makes the circuit providers the engine serves (`cuzk.engine.providers`; a daemon's
-        come from the `providers` package above the engine), called once with what they depend on.
-        `executor`: the devices to prove on (`cuzk.engine.executor`; default: `make_executor(config)`,
-        one process per device on this host). The engine starts and stops it."""
+    def __init__(self, config: Config, *, executor: Executor, providers: ProviderFactory,
+                 instance_id: str | None = None) -> None:
+        """`executor`: the devices to prove on (`cuzk.engine.executor`), built from the same config
+        where the daemon is wired (`cuzk.engine.executors.make_executor`); the engine starts and stops
+        it. `providers`: makes the circuit providers the engine serves (`cuzk.engine.providers`; a
+        daemon's come from the `providers` package above the engine), called once with what they
+        depend on."""
         self.config = config
         self.instance_id = instance_id or uuid.uuid4().hex[:12]
         self.started_wall = time.time()
@@ -212,7 +212,7 @@ class Engine:
         mode = config.synthesis.compiled
         self.compiled = CompiledStore(Path(config.srs.param_cache) / "compiled", enabled=mode != "off",
                                       auto_build=mode == "build")
-        self.executor = executor if executor is not None else make_executor(config)
+        self.executor = executor
         self.device_specs = self.executor.specs
         self.sparse_products = sparse_products_where(config.synthesis.sparse_products, self.device_specs)
         self.device_witness = device_witness_floor(config.synthesis.device_witness, self.sparse_products,
@@ -243,11 +243,6 @@ class Engine:
         self.metrics = EngineMetrics(lambda: status_views.gauges(self))
 
         cores = os.cpu_count() or 1
-        self.executor.on_restart = self._device_restarted
-        self.executor.on_device_added = self._device_added
-        if self.sparse_products == "prover" and self.compiled.enabled:
-            # Verified and prepared with the key (preload: before the daemon says ready), not by a first proof.
-            self.executor.compiled_for = self.compiled.ready_path
         synth_count = max(1, min(config.pipeline.max_parallel_synthesis or 18, cores))
         synth_threads = config.synthesis.threads or max(1, cores // synth_count)
         warm_up = self.providers.warm_up_calls()
@@ -287,7 +282,7 @@ class Engine:
         log.info("starting %d synthesis and %d device processes (%s)", len(self.synth_procs),
                  len(self.executor.devices), ", ".join(f"{s.kind}{s.ordinal}" for s in self.device_specs))
         with _sigint_ignored():
-            self.executor.start()
+            self.executor.start(self)
             for p in self.synth_procs:
                 p.start()
         try:
@@ -572,7 +567,15 @@ class Engine:
         ref, args = source.generator
         self.pipeline.call(ref, args)
 
-    def _device_added(self, device: Device) -> None:
+    # -- what the executor asks of the engine (`ExecutorHost`) ----------------------------------------
+    def compiled_path(self, circuit_id: str) -> str | None:
+        """With the products computed by the prover, the circuit's ready compiled file: verified and
+        prepared with the key (preload: before the daemon says ready), not by a first proof."""
+        if self.sparse_products != "prover" or not self.compiled.enabled:
+            return None
+        return self.compiled.ready_path(circuit_id)
+
+    def device_added(self, device: Device) -> None:
         """A device that joined after the start (a node new to a Ray cluster): the parameter sets the
         others hold, then lanes of its own; the window grows with the lanes."""
         log.info("device %s joined: loading its parameter sets", device.worker_name)
@@ -583,7 +586,7 @@ class Engine:
                 self.window = max(self.window, self.pipeline.regular_provers + self.config.pipeline.synthesis_lookahead)
             self._cv.notify_all()
 
-    def _device_restarted(self, device: Device) -> None:
+    def device_restarted(self, device: Device) -> None:
         log.warning("device %s restarted: reloading its parameter sets", device.worker_name)
         self.srs.reload_device(device)
 

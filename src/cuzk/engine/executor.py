@@ -1,11 +1,10 @@
 """The executor seam: the devices the engine proves on, behind one interface.
 
-The engine never starts a device itself. It is given an `Executor` (built where the daemon is wired
-together: `cuzk.engine.executors.make_executor`) and asks it for its devices, to make keys hot
-or cold on them, to prove partitions on a device's lane, and to restart a device that died. Each
-device has
-`workers_per_device` lanes that take any work and one more (`critical_lane`) that takes CRITICAL
-work only; the engine runs one prover thread per lane.
+The engine never starts a device itself. It is given an `Executor` (built from the config where the
+daemon is wired together, `cuzk.server.serve`, by `cuzk.engine.executors.make_executor`) and asks
+it for its devices, to make keys hot or cold on them, to prove partitions on a device's lane, and
+to restart a device that died. Each device has `workers_per_device` lanes that take any work and
+one more (`critical_lane`) that takes CRITICAL work only; the engine runs one prover thread per lane.
 
 `LocalExecutor` is the implementation for one host: a spawned process per device
 (`cuzk.engine.device_worker`), its lanes one pipe each, partitions handed over as shared-memory
@@ -24,7 +23,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, Protocol
 
 from cuzk.config import Config
 from cuzk.engine.device_worker import device_worker_main
@@ -133,20 +132,32 @@ def host_bytes_of(devices: list[Device], circuit_id: str, file_bytes: int) -> tu
     return read, pinned
 
 
+class ExecutorHost(Protocol):
+    """What an executor asks of the engine that runs it (given to `Executor.start`)."""
+
+    def compiled_path(self, circuit_id: str) -> str | None:
+        """The ready compiled file of a circuit whose products the prover computes, which a device
+        verifies and prepares as it makes the key hot; None: the device loads the key alone."""
+        ...
+
+    def device_restarted(self, device: Device) -> None:
+        """`device` was restarted and is ready again, without keys: give it back the hot ones."""
+        ...
+
+    def device_added(self, device: Device) -> None:
+        """`device` joined after `start` (a node new to a Ray cluster) and is ready: give it the hot
+        keys and lanes of its own."""
+        ...
+
+
 class Executor(ABC):
     """What the engine needs of its devices (module docstring)."""
 
     #: Lanes per device that take any work; lane `critical_lane` takes CRITICAL work only.
     workers_per_device: int
     critical_lane: int
-    #: Set by the engine: the ready compiled file of a circuit, when the prover computes the
-    #: products, so that devices verify and prepare it as they make the key hot.
-    compiled_for: Callable[[str], str | None] | None = None
-    #: Set by the engine: called with a device after it was restarted and is ready again.
-    on_restart: Callable[[Device], None] | None = None
-    #: Set by the engine: called with a device that joined after `start` (a node new to a Ray
-    #: cluster) once it is ready, to give it the hot keys and lanes of its own.
-    on_device_added: Callable[[Device], None] | None = None
+    #: The engine, from `start` on.
+    host: ExecutorHost | None = None
     #: The devices synthesize the partitions they prove on their own node, from `ProveItem.recipe`:
     #: the pipeline then hands partitions to the device queue unsynthesized, reserving nothing here.
     synthesizes: bool = False
@@ -169,8 +180,9 @@ class Executor(ABC):
         """How many devices keep a hot key decoded in this host's memory (CPU backends)."""
 
     @abstractmethod
-    def start(self) -> None:
-        """Begin starting every device (returns at once; `wait_ready` waits)."""
+    def start(self, host: ExecutorHost) -> None:
+        """Begin starting every device (returns at once; `wait_ready` waits); from now on devices
+        that restart or join are reported to `host`."""
 
     @abstractmethod
     def wait_ready(self) -> None:
@@ -276,7 +288,7 @@ class Executor(ABC):
     def restart(self, device: Device, reason: str, *, force: bool = False) -> None:
         """Restart a device that died (logged with `reason`), or with `force` one that is alive but
         unusable, recording the failure on the device once however many of its lanes report it;
-        `on_restart` follows once it is ready."""
+        `host.device_restarted` follows once it is ready."""
 
     def processes(self) -> list[WorkerProcess]:
         """The local processes behind the devices (their memory counts against this host's budget)."""
@@ -353,11 +365,12 @@ class LocalExecutor(Executor):
     def _restarted(self, device: LocalDevice) -> Callable[[WorkerProcess], None]:
         def hook(proc: WorkerProcess) -> None:
             device.info = proc.info["devices"]
-            if self.on_restart is not None:
-                self.on_restart(device)
+            if self.host is not None:
+                self.host.device_restarted(device)
         return hook
 
-    def start(self) -> None:
+    def start(self, host: ExecutorHost) -> None:
+        self.host = host
         for d in self._devices:
             d.proc.start()
 
@@ -377,7 +390,7 @@ class LocalExecutor(Executor):
         return reply[1]
 
     def load(self, device: Device, circuit_id: str, path: str, *, hot: bool) -> float:
-        compiled = self.compiled_for(circuit_id) if hot and self.compiled_for is not None else None
+        compiled = self.host.compiled_path(circuit_id) if hot and self.host is not None else None
         try:
             reply = self._control(device, ("load", circuit_id, path, hot, compiled))
         except DeviceError as err:
@@ -429,7 +442,7 @@ class LocalExecutor(Executor):
                     if force and device.proc.process is not None and device.proc.alive:
                         device.proc.process.kill()  # its CUDA context is unusable: a new process gets a new one
                         device.proc.process.join(10.0)
-            device.proc.restart(reason)  # returns once `on_restart` has made its keys hot again
+            device.proc.restart(reason)  # returns once `host.device_restarted` has made its keys hot again
         except CuzkError as err:
             log.error("cannot restart %s: %s", device.proc.name, err)
         finally:

@@ -186,7 +186,7 @@ class Pipeline:
             self._threads.append(t)
 
     def add_device(self, device: Device) -> None:
-        """Lanes for a device that joined after the start (`Executor.on_device_added`: a node new to a
+        """Lanes for a device that joined after the start (`ExecutorHost.device_added`: a node new to a
         Ray cluster): its regular lanes and its CRITICAL lane, each with its feeder thread, as the
         devices the pipeline began with have."""
         lanes = [(device, ch, WorkerState(f"{device.worker_name}/w{ch}", "prover", device.spec.ordinal))

@@ -5,7 +5,7 @@ daemon process; this executor joins a Ray cluster as its driver and keeps one ac
 per device on every node that offers the `GPU` resource (a CUDA device each) or the `cuzk_device`
 custom resource (a CPU device each, e.g. `ray start --resources='{"cuzk_device": 1}'`). Each actor is
 pinned to its node (hard node affinity) and restarted there by Ray when its process dies
-(`max_restarts`); it owns its backend (`make_backend`), loads keys from its node's
+(`max_restarts`); it runs a `DeviceWorker` (the device processes' own), loads keys from its node's
 `srs.param_cache` (the same path on every node), and synthesizes each partition it proves on its
 own node, from the partition's picklable recipe, with the code a local synthesis process runs
 (`synthesize_shared`): a witness never crosses the network. What travels is the recipe one way and
@@ -27,11 +27,12 @@ the same reference. A node fetches an object once, whatever the number of its pa
 Faults: an actor that dies (its process, or its node with it) makes `prove` raise
 `WorkerCrashedError`, as a local device process does, so the pipeline gives its partitions to
 another device. `restart` then waits for Ray to bring the actor back (and reloads its keys through
-`on_restart`), or, when its node is gone, marks the device lost, named with its node in the
-status, and blocks that lane until shutdown. `refresh_info` (every few seconds) notices nodes that
-joined since, starts their actors, and announces each device once ready (`on_device_added`). A
-synthesis process of an actor that dies fails the partition it held (a synthesis error, not a
-device fault), and the actor spawns a new one for its lane's next partition.
+`ExecutorHost.device_restarted`), or, when its node is gone, marks the device lost, named with its
+node in the status, and blocks that lane until shutdown. `refresh_info` (every few seconds) notices
+nodes that joined since, starts their actors, and announces each device once ready
+(`ExecutorHost.device_added`). A synthesis process of an actor that dies fails the partition it
+held (a synthesis error, not a device fault), and the actor spawns a new one for its lane's next
+partition.
 
 Only `gpu_workers_per_device` lanes of a device are in its prove at once (`_ProverSlots`, by
 priority): the rest have synthesized and wait there, as a local device's synthesized partitions wait
@@ -67,7 +68,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from cuzk.config import Config
 from cuzk.config.engine import ExecutorConfig
 from cuzk.engine.devices import DeviceSpec
-from cuzk.engine.executor import TOO_SMALL_ERROR, Device, DeviceError, Executor, host_bytes_of
+from cuzk.engine.executor import TOO_SMALL_ERROR, Device, DeviceError, Executor, ExecutorHost, host_bytes_of
 from cuzk.engine.messages import ItemResult, ProveItem
 from cuzk.engine.procs import WorkerCrashedError
 from cuzk.engine.synthesis import PickledRecipe, synthesize_shared
@@ -139,7 +140,7 @@ class DeviceActor:
     """One device on its node: the backend, its keys, and synthesis of the partitions it proves.
 
     Threaded (`max_concurrency`): each lane's `prove` runs in a thread of its own, the device lock
-    of `_DeviceState` ordering them by priority as in a local device process. Regular lane k
+    of its `DeviceWorker` ordering them by priority as in a local device process. Regular lane k
     synthesizes in synthesis process k, spawned by this actor on its node (its children: they exit
     when this process goes, at the EOF of their pipes)."""
 
@@ -160,12 +161,9 @@ class DeviceActor:
         for proc in self.synth:  # their imports run beside the backend's warm-up
             proc.start()
         try:
-            from cuzk.engine.device_worker import _DeviceState, _limit_prover_threads, _warm_up, make_backend
+            from cuzk.engine.device_worker import DeviceWorker
 
-            _limit_prover_threads(settings["threads"])
-            backend = make_backend(settings["kind"], settings["ordinal"], settings.get("memory_limit"))
-            _warm_up(backend)
-            self.state = _DeviceState(backend)
+            self.worker = DeviceWorker.start(settings)
             for proc in self.synth:
                 proc.wait_ready()
         except BaseException:
@@ -174,18 +172,14 @@ class DeviceActor:
             raise
 
     def ready(self) -> dict[str, Any]:
-        from cuzk.engine.device_worker import _device_info
-
-        return {"pid": os.getpid(), "devices": _device_info(self.state), "now": time.monotonic(),
+        return {"pid": os.getpid(), "devices": self.worker.info(), "now": time.monotonic(),
                 "node_id": ray.get_runtime_context().get_node_id()}
 
     def clock(self) -> float:
         return time.monotonic()
 
     def info(self) -> list[dict[str, Any]]:
-        from cuzk.engine.device_worker import _device_info
-
-        return _device_info(self.state)
+        return self.worker.info()
 
     def load(self, circuit_id: str, path: str, hot: bool, compiled_path: str | None) -> dict[str, Any]:
         if not os.path.isfile(path):
@@ -193,10 +187,10 @@ class DeviceActor:
                                     "files on every node)")
         if compiled_path is not None and not os.path.isfile(compiled_path):
             compiled_path = None  # the compiled circuit is an optimisation; its jobs fall back without it
-        return self.state.load(circuit_id, path, hot, compiled_path)
+        return self.worker.load(circuit_id, path, hot, compiled_path)
 
     def unload(self, circuit_id: str, tier: str) -> None:
-        self.state.unload(circuit_id, tier)
+        self.worker.unload(circuit_id, tier)
 
     def prove(self, lane: int, items: list[RemoteItem], verify: bool) -> tuple[list[ItemResult], float, int]:
         """Synthesize each item on this node (into shared memory, in the lane's synthesis process; the
@@ -225,7 +219,7 @@ class DeviceActor:
                 slot = (contextlib.nullcontext() if lane >= len(self.synth)
                         else self.slots.hold(max(p.priority for _, p, _ in local)))
                 with slot:
-                    proven = self.state.prove([p for _, p, _ in local], verify)
+                    proven = self.worker.prove([p for _, p, _ in local], verify)
                 for (k, _, synth), result in zip(local, proven, strict=True):
                     result.synth = synth
                     results[k] = result
@@ -502,7 +496,8 @@ class RayExecutor(Executor):
         sent, stamp, received = min(trips, key=lambda t: t[2] - t[0])
         return (sent + received) / 2 - stamp
 
-    def start(self) -> None:
+    def start(self, host: ExecutorHost) -> None:
+        self.host = host
         self._started = True
         for d in self.all_devices:
             self._spawn(d)
@@ -538,7 +533,7 @@ class RayExecutor(Executor):
 
     def load(self, device: Device, circuit_id: str, path: str, *, hot: bool) -> float:
         assert isinstance(device, RayDevice)
-        compiled = self.compiled_for(circuit_id) if hot and self.compiled_for is not None else None
+        compiled = self.host.compiled_path(circuit_id) if hot and self.host is not None else None
         try:
             reply = self._call(device, "load", circuit_id, path, hot, compiled)
         except DeviceError as err:
@@ -552,7 +547,7 @@ class RayExecutor(Executor):
         if not ready:
             return 0.0
         refs = []
-        compiled = self.compiled_for(circuit_id) if hot and self.compiled_for is not None else None
+        compiled = self.host.compiled_path(circuit_id) if hot and self.host is not None else None
         for d in ready:
             assert isinstance(d, RayDevice)
             refs.append(d.actor.load.remote(circuit_id, path, hot, compiled))
@@ -593,7 +588,7 @@ class RayExecutor(Executor):
 
     def refresh_info(self) -> None:
         """Each ready device's info; nodes that left (their devices marked lost) and nodes that joined
-        (their devices started, and announced through `on_device_added` once ready)."""
+        (their devices started, and announced through `host.device_added` once ready)."""
         if self._stop.is_set():
             return
         for d in self.all_devices:
@@ -636,8 +631,8 @@ class RayExecutor(Executor):
                 self._lose(device, f"did not start: {err}")
             return
         log.info("device %s joined (node %s)", device.worker_name, device.node_address)
-        if self.on_device_added is not None and not self._stop.is_set():
-            self.on_device_added(device)
+        if self.host is not None and not self._stop.is_set():
+            self.host.device_added(device)
 
     def _lose(self, device: RayDevice, reason: str) -> None:
         if device.state == "lost":
@@ -729,8 +724,8 @@ class RayExecutor(Executor):
 
     def restart(self, device: Device, reason: str, *, force: bool = False) -> None:
         """Wait for Ray to bring the device's actor back (`force`: kill it first, for a device that is
-        alive but unusable) and reload its keys (`on_restart`); a device whose node is gone is marked
-        lost, and this returns only at shutdown, so that its lanes take no more work."""
+        alive but unusable) and reload its keys (`host.device_restarted`); a device whose node is gone
+        is marked lost, and this returns only at shutdown, so that its lanes take no more work."""
         assert isinstance(device, RayDevice)
         with device.restart_lock:
             if device.state == "ready":
@@ -766,8 +761,8 @@ class RayExecutor(Executor):
                         break
                     self._ready(device, reply, sent)
                     log.warning("device %s restarted (pid %s)", device.worker_name, device.pid)
-                    if self.on_restart is not None:
-                        self.on_restart(device)
+                    if self.host is not None:
+                        self.host.device_restarted(device)
                     return
         if device.state == "lost":
             self._stop.wait()

@@ -57,8 +57,8 @@ def build_providers(param_cache: str, *, test_circuits: bool, compiled: Any = No
 
 def default_providers(config: Config) -> ProviderFactory:
     """The providers of a daemon of `config` (`srs.param_cache`, `[debug] test_circuits`), for
-    `Engine(config, providers=default_providers(config))`: made by `build_providers` once the engine
-    has its compiled-circuit store and knows its devices."""
+    `Engine(config, executor=..., providers=default_providers(config))`: made by `build_providers`
+    once the engine has its compiled-circuit store and knows its devices."""
 
     def make(context: ProviderContext) -> ProviderRegistry:
         return build_providers(config.srs.param_cache, test_circuits=config.debug.test_circuits,

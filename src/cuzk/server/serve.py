@@ -41,6 +41,7 @@ import grpc
 
 from cuzk.config import Config, loopback_if_no_host
 from cuzk.engine.engine import Engine
+from cuzk.engine.executors import make_executor
 from cuzk.engine.jobs import JobState, ProofRequest
 from cuzk.engine.memory import BudgetError
 from cuzk.errors import CuzkError
@@ -89,7 +90,8 @@ class Daemon:
     def __init__(self, config: Config, *, instance_id: str | None = None, journal: Journal | None = None,
                  identity: dict[str, Any] | None = None) -> None:
         self.config = config
-        self.engine = Engine(config, providers=default_providers(config), instance_id=instance_id)
+        self.engine = Engine(config, executor=make_executor(config), providers=default_providers(config),
+                             instance_id=instance_id)
         self.engine.identity.update(identity or {})
         self.engine.identity.update(ready=False, draining=False)
         self.journal = journal

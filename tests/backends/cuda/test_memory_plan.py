@@ -9,6 +9,7 @@ import threading
 from types import SimpleNamespace
 
 import pytest
+from fake_backend import FakeBackend
 
 from cuzk.backends.cuda.backend import CudaBackend, CudaDeviceError, _DeviceKey
 from cuzk.backends.cuda.msm import working_bytes
@@ -318,13 +319,13 @@ def test_a_second_out_of_memory_error_fails_the_proof_clearly() -> None:
 
 
 def test_the_refusal_names_the_circuit_and_the_limit() -> None:
-    from cuzk.engine.device_worker import _DeviceState
+    from cuzk.engine.device_worker import DeviceWorker
 
-    class TooSmall:
-        def load_key(self, pk: object) -> None:
+    class TooSmall(FakeBackend):
+        def load_key(self, pk: object, compiled: object = None) -> None:
             raise DeviceTooSmallError("needs at least 12.9 GiB of device memory with memory_limit = 8.0 GiB")
 
-    state = _DeviceState(TooSmall())
+    state = DeviceWorker(TooSmall())
     state.keys["porep-32g"], state.prepared["porep-32g"] = object(), object()
     with pytest.raises(DeviceTooSmallError, match=r"^porep-32g needs at least 12\.9 GiB of device memory with "
                                                   r"memory_limit = 8\.0 GiB$"):
@@ -334,16 +335,17 @@ def test_the_refusal_names_the_circuit_and_the_limit() -> None:
 
 
 def test_a_key_is_planned_knowing_the_compiled_circuit_its_proofs_compute(monkeypatch) -> None:
-    """The device process maps the compiled circuit before it loads the key, and gives it to a backend
-    that plans device memory (one with `load_compiled`); a backend without a plan loads the key alone."""
+    """The device process maps the compiled circuit before it loads the key and gives it to the backend
+    (one that plans device memory places the products); a backend that keeps no matrices resident
+    (the default `load_compiled`) says so with `resident` None."""
     from cuzk.engine import device_worker
-    from cuzk.engine.device_worker import _DeviceState
+    from cuzk.engine.device_worker import DeviceWorker
 
     compiled = SimpleNamespace(circuit_id="porep-32g")
     monkeypatch.setattr(device_worker, "load_for_synthesis", lambda path, circuit_id: compiled)
     calls: list[tuple[str, object]] = []
 
-    class Planned:
+    class Planned(FakeBackend):
         def load_key(self, pk: object, compiled: object = None) -> None:
             calls.append(("load_key", compiled))
 
@@ -351,24 +353,25 @@ def test_a_key_is_planned_knowing_the_compiled_circuit_its_proofs_compute(monkey
             calls.append(("load_compiled", compiled))
             return (False, False, False)
 
-    class Unplanned:
-        def load_key(self, pk: object) -> None:
-            calls.append(("load_key", None))
+    class Unplanned(FakeBackend):
+        def load_key(self, pk: object, compiled: object = None) -> None:
+            calls.append(("load_key", compiled))
 
-    state = _DeviceState(Planned())
+    state = DeviceWorker(Planned())
     state.keys["porep-32g"], state.prepared["porep-32g"] = object(), object()
     reply = state.load("porep-32g", "/unused", True, "/compiled.cuzk-r1cs")
     assert calls == [("load_key", compiled), ("load_compiled", compiled)]
     assert reply["compiled"]["usable"] and reply["compiled"]["resident"] == [False, False, False]
     calls.clear()
-    state = _DeviceState(Unplanned())
+    state = DeviceWorker(Unplanned())
     state.keys["porep-32g"], state.prepared["porep-32g"] = object(), object()
-    assert state.load("porep-32g", "/unused", True, "/compiled.cuzk-r1cs")["compiled"]["usable"]
-    assert calls == [("load_key", None)]
+    reply = state.load("porep-32g", "/unused", True, "/compiled.cuzk-r1cs")
+    assert reply["compiled"]["usable"] and reply["compiled"]["resident"] is None
+    assert calls == [("load_key", compiled)]
     # A compiled file found unusable: the key is planned without it, and the reply says so.
     calls.clear()
     monkeypatch.setattr(device_worker, "load_for_synthesis", lambda path, circuit_id: None)
-    state = _DeviceState(Planned())
+    state = DeviceWorker(Planned())
     state.keys["porep-32g"], state.prepared["porep-32g"] = object(), object()
     reply = state.load("porep-32g", "/unused", True, "/compiled.cuzk-r1cs")
     assert calls == [("load_key", None)] and not reply["compiled"]["usable"] and "porep-32g" in state.hot
