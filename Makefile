@@ -26,15 +26,17 @@ demo: $(VENV)/.installed
 lint: $(VENV)/.installed
 	$(BIN)/ruff check .
 
-# Then the kernel tests once more with the host emulator (tests/gpu/kernel_emulator.py builds the CUDA
-# sources as C++ with g++), so that kernel changes are tested where no GPU is: about a minute.
+# Then tests/gpu once more where no GPU is: the kernels through the host emulator (tests/gpu/kernel_emulator.py
+# builds the CUDA sources as C++ with g++) and CudaBackend on the emulated device (cuzk.backends.cuda.emulated,
+# a 4 GiB card), so that kernel and GPU-path changes are tested everywhere: a few minutes.
+EMULATED := CUZK_TEST_KERNEL_MODULE=tests/gpu/kernel_emulator.py CUZK_EMULATED_GPUS=4GiB
 test: setup lint
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 	@if command -v g++ >/dev/null; then \
-	    echo "CUZK_TEST_KERNEL_MODULE=tests/gpu/kernel_emulator.py pytest tests/gpu"; \
-	    CUZK_TEST_KERNEL_MODULE=tests/gpu/kernel_emulator.py $(BIN)/python -m pytest tests/gpu $(PYTEST_ARGS); \
+	    echo "$(EMULATED) pytest tests/gpu"; \
+	    $(EMULATED) $(BIN)/python -m pytest tests/gpu $(PYTEST_ARGS); \
 	else \
-	    echo "make test: g++ not found, so the kernel tests under the host emulator (tests/gpu) did not run"; \
+	    echo "make test: g++ not found, so tests/gpu on the kernel emulator and the emulated device did not run"; \
 	fi
 
 bench: setup

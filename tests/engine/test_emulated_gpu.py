@@ -8,6 +8,7 @@ partition 0 also by py_ecc's (`reference_verifier`)."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,8 @@ from cuzk.groth16 import reference_verifier
 from cuzk.groth16.formats.params_file import read_params, read_vk, vk_to_bytes
 from cuzk.providers.debug import debug_params_path, debug_public_inputs
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(shutil.which("g++") is None, reason="the emulated device builds its kernels with g++")]
 
 
 def emulated(tmp: Path, params: Path, *, cards: list[str], **gpus: Any) -> Engine:
@@ -97,15 +99,15 @@ def test_a_cap_below_the_resident_plan_streams_and_gives_verified_proofs(tmp_pat
         engine.shutdown(0)
 
 
-@pytest.mark.parametrize(("skip", "device_failures"), [(0, 0)])
+@pytest.mark.parametrize(("skip", "attempts"), [(0, 0), (12, 1)])
 def test_an_out_of_memory_error_in_a_proof_is_recovered(tmp_path: Path, debug_params: Path,
                                                         monkeypatch: pytest.MonkeyPatch, skip: int,
-                                                        device_failures: int) -> None:
+                                                        attempts: int) -> None:
     """An allocation of a proof fails. Its first (`skip` 0) is the staging of its inputs before it
     takes the device: it stages them with the device held instead. One inside its device phase: a key
     this small has no smaller plan to retry with in the backend (`DevicePlan.smaller`;
-    tests/gpu/test_cuda_capped.py retries a large one), so the partition fails on the device, which
-    stays up, and the engine proves it again."""
+    tests/gpu/test_cuda_capped.py retries a large one), so the partition fails as transient
+    (`ItemResult.transient`) and the engine proves it again, on the same device, which stays up."""
     trigger = tmp_path / "oom-now"
     monkeypatch.setenv("CUZK_EMULATED_GPU_OOM", str(trigger))
     engine = emulated(tmp_path, debug_params, cards=["4GiB"], gpu_workers_per_device=1)
@@ -118,9 +120,7 @@ def test_an_out_of_memory_error_in_a_proof_is_recovered(tmp_path: Path, debug_pa
         assert not trigger.exists()
         (record,) = engine.jobs[job].partitions
         (device,) = engine.executor.devices
-        assert record.device_attempts == device_failures and device.failures == device_failures
-        if device_failures:
-            assert "out of memory" in device.last_failure[1].lower()
+        assert record.device_attempts == attempts and device.failures == 0 and device.restarts == 0
     finally:
         engine.shutdown(0)
 

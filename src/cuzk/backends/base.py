@@ -113,6 +113,12 @@ class ProverBackend(ABC):
         (a GPU context that keeps failing every call). This default: never, the next proof may run."""
         return False
 
+    def is_transient(self, err: BaseException) -> bool:
+        """Whether a proof's failure may pass on another attempt with nothing restarted (device memory
+        that ran out: another process's allocation, fragmentation), so the partition is proven again
+        rather than failing its job. This default: never."""
+        return False
+
     def prepare_kernels(self) -> dict[str, float]:
         """Load (compile, where no cache holds them) every kernel a proof may use, so that no proof
         pays for it; seconds by kernel group. Called before a device worker reports ready. This

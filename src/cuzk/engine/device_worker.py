@@ -280,7 +280,8 @@ class DeviceWorker:
                         results[k].device_start = phases.pop("device_begin", results[k].device_start)
                     except Exception as err:
                         results[k] = ItemResult(False, error=f"proving failed: {type(err).__name__}: {err}",
-                                                fatal=self.backend.is_fatal(err))
+                                                fatal=self.backend.is_fatal(err),
+                                                transient=self.backend.is_transient(err))
                         log.debug("prove failed: %s", traceback.format_exc())
                         continue
                     results[k].device_end = time.monotonic()

@@ -56,3 +56,6 @@ class ItemResult:
     #: The failure left the device unusable (a CUDA error that poisons its context): the executor
     #: restarts the device and the partition is proven elsewhere.
     fatal: bool = False
+    #: The failure may pass on another attempt (out of device memory): the partition is proven again
+    #: on the next free lane, this device's included, and the device keeps running.
+    transient: bool = False

@@ -505,7 +505,8 @@ class Pipeline:
                 state.set(None)
                 for work, result in zip(batch, results, strict=True):
                     self._synthesized_on_device(work, result)
-                    if not (result.fatal and self._requeue(work, device, incarnation, result.error)):
+                    if not ((result.fatal or result.transient)
+                            and self._requeue(work, device, incarnation, result.error, avoid=result.fatal)):
                         self._proven(work, result)
                     if result.ok:  # less what it lent a proof of higher priority mid-phase
                         device.proven(result.device_end - result.device_start - result.phases.get("yielded", 0.0))
@@ -516,16 +517,18 @@ class Pipeline:
                 self.metrics.worker_restarts.labels("device").inc()
                 self.executor.restart(device, reason, force=not crashed)
 
-    def _requeue(self, work: PartitionWork, device: Device, incarnation: int, error: str) -> bool:
-        """Give a partition whose device died (or became unusable) before answering to the next free
-        lane, which is another device's or the restarted one's (`incarnation`: the device's restart
-        count when it was handed the partition): no proof came back, so it is proven once. At most
-        MAX_DEVICE_ATTEMPTS devices are tried; False: fail it instead."""
+    def _requeue(self, work: PartitionWork, device: Device, incarnation: int, error: str, avoid: bool = True) -> bool:
+        """Give a partition whose device died (or became unusable), or whose proof failed in a way that
+        may pass (`ItemResult.transient`), to the next free lane: with `avoid`, another device's or the
+        restarted one's (`incarnation`: the device's restart count when it was handed the partition),
+        else any. No proof came back, so it is proven once. At most MAX_DEVICE_ATTEMPTS attempts are
+        made; False: fail it instead."""
         rec = work.record
         if work.job.state.finished or rec.device_attempts + 1 >= MAX_DEVICE_ATTEMPTS:
             return False
         rec.device_attempts += 1
-        rec.failed_on = (device.worker_name, incarnation)
+        if avoid:
+            rec.failed_on = (device.worker_name, incarnation)
         rec.state = PartitionState.SYNTH_DONE
         log.warning("%s: its device %s failed (%s); requeued for the next free device (attempt %d of %d)",
                     work.label, device.worker_name, error, rec.device_attempts + 1, MAX_DEVICE_ATTEMPTS)

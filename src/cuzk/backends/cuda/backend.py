@@ -891,6 +891,12 @@ class CudaBackend(ProverBackend):
         cause = err.__cause__ if isinstance(err, CudaDeviceError) else err
         return getattr(cause, "status", None) in STICKY_CUDA_ERRORS
 
+    def is_transient(self, err: BaseException) -> bool:
+        """Out of device memory with no smaller plan left to retry with (`_guarded`): another attempt,
+        once the memory other work holds has moved, may fit."""
+        cause = err.__cause__ if isinstance(err, CudaDeviceError) else err
+        return isinstance(cause, self._cp.cuda.memory.OutOfMemoryError)
+
     def _retry_smaller(self, pk: ProvingKey, exc: BaseException) -> bool:
         """After an out-of-memory error: make the key's plan one that holds less at once (kept for
         later proofs too), counted and logged; False when there is none."""
