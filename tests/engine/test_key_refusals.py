@@ -227,6 +227,23 @@ def test_a_hot_key_on_gpus_counts_its_pinned_copies_and_only_the_file_they_still
     assert Executor.hot_host_bytes(fake, "porep-32g", file_bytes) == (file_bytes, 0)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("count", [2, 4])
+def test_a_shared_host_copy_of_the_bases_counts_once_however_many_devices_hold_it(count: int) -> None:
+    # Each device pinned 19 GiB of bases, held in the copies this host's devices share, and 6 GiB of
+    # its own (matrices, staging): the budget holds 19 GiB once and 6 GiB per device.
+    file_bytes = 44 << 30
+    devices = [_device(k) for k in range(count)]
+    for d in devices:
+        Executor._loaded(d, "porep-32g", {"pinned_bytes": 25 << 30, "pinned_key_bytes": 19 << 30,
+                                          "pinned_shared_bytes": 19 << 30, "file_read_bytes": 0})
+    fake = SimpleNamespace(devices=devices)
+    assert Executor.hot_host_bytes(fake, "porep-32g", file_bytes) == (0, (19 + 6 * count) << 30)  # type: ignore[arg-type]
+    Executor._unloading("porep-32g", "warm", devices[1:])
+    assert Executor.hot_host_bytes(fake, "porep-32g", file_bytes) == (0, 25 << 30)  # type: ignore[arg-type]
+    Executor._unloading("porep-32g", "warm", devices[:1])
+    assert Executor.hot_host_bytes(fake, "porep-32g", file_bytes) == (file_bytes, 0)  # type: ignore[arg-type]
+
+
 def test_a_device_that_says_nothing_of_the_file_keeps_all_of_it_and_one_pinned_copy_stands_for_its_pages() -> None:
     # The whole file counts: one device's pinned copy of the bases is the same bytes as its pages.
     devices = [_device(0), _device(1)]

@@ -160,12 +160,15 @@ def test_a_streaming_proof_takes_the_device_with_no_blocks_cached(capped, bits_p
     assert proof == CpuBackend().prove(pk, asg, r=3, s=5)
 
 
-def test_streamed_bases_left_unpinned_give_the_resident_proof(capped, bits_params, monkeypatch) -> None:
-    """A host without memory to spare for the pinned copies: the streamed vectors stay unpinned and
-    each batch is converted from the key's bytes on the device; the proof is the same."""
+def test_streamed_bases_left_unpinned_give_the_resident_proof(capped, bits_params, monkeypatch, tmp_path) -> None:
+    """A host without memory to spare for the pinned copies (and no shared copy of them to join): the
+    streamed vectors stay unpinned and each batch is converted from the key's bytes on the device;
+    the proof is the same."""
     from cuzk.backends.cuda import backend as cuda_backend
+    from cuzk.backends.cuda import shared_pinned
 
     monkeypatch.setattr(cuda_backend, "_host_available", lambda: 0)
+    monkeypatch.setenv(shared_pinned.ROOT_ENV, str(tmp_path))
     pk = bits_params.pk
     backend = capped(None)
     asg = _assignment(bits_params.circuit_id, 44)

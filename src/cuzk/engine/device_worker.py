@@ -159,7 +159,9 @@ class DeviceWorker:
                     + k.get("host_mapped_compiled_bytes", 0) for k in keys)
         bases = total - other
         streamed = sum(k.get("streamed_bytes", 0) for k in keys)
-        return {"pinned_bytes": total, "pinned_key_bytes": bases, "file_read_bytes": max(0, streamed - bases),
+        shared = sum(k.get("host_pinned_shared_bytes", 0) for k in keys)
+        return {"pinned_bytes": total, "pinned_key_bytes": bases, "pinned_shared_bytes": shared,
+                "file_read_bytes": max(0, streamed - bases),
                 "products_on_host": any(k.get("products") == "host" for k in keys)}
 
     @staticmethod

@@ -74,6 +74,9 @@ class Device:
         #: entry; `pinned_key` is the part that copies the key's own bases.
         self.pinned: dict[str, int] = {}
         self.pinned_key: dict[str, int] = {}
+        #: ... and of `pinned_key` the part held in host copies this host's devices share
+        #: (`backends/cuda/shared_pinned.py`): counted once however many devices hold it.
+        self.pinned_shared: dict[str, int] = {}
         #: circuit id -> bytes of the key's file the device still reads while the key is hot (its
         #: plan's streamed vectors left unpinned); None: it did not say (a CPU backend), the whole file.
         self.file_read: dict[str, int | None] = {}
@@ -126,7 +129,8 @@ def host_bytes_of(devices: list[Device], circuit_id: str, file_bytes: int) -> tu
         return file_bytes, 0
     reads = [d.file_read.get(circuit_id) for d in holders]
     read = file_bytes if None in reads else min(file_bytes, max(r for r in reads if r is not None))
-    pinned = sum(d.pinned[circuit_id] for d in holders)
+    shared = [d.pinned_shared.get(circuit_id, 0) for d in holders]
+    pinned = sum(d.pinned[circuit_id] for d in holders) - sum(shared) + max(shared)
     if read >= file_bytes:
         pinned -= max(d.pinned_key.get(circuit_id, 0) for d in holders)
     return read, pinned
@@ -230,6 +234,7 @@ class Executor(ABC):
         device.refused.pop(circuit_id, None)
         device.pinned[circuit_id] = reply.get("pinned_bytes", 0)
         device.pinned_key[circuit_id] = min(reply.get("pinned_key_bytes", 0), device.pinned[circuit_id])
+        device.pinned_shared[circuit_id] = min(reply.get("pinned_shared_bytes", 0), device.pinned_key[circuit_id])
         device.file_read[circuit_id] = reply.get("file_read_bytes")
         if reply.get("products_on_host"):
             device.products_on_host.add(circuit_id)
@@ -249,6 +254,7 @@ class Executor(ABC):
         for d in devices:
             d.pinned.pop(circuit_id, None)
             d.pinned_key.pop(circuit_id, None)
+            d.pinned_shared.pop(circuit_id, None)
             d.file_read.pop(circuit_id, None)
             d.products_on_host.discard(circuit_id)
             if tier == "cold":

@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import functools
 import gc
+import hashlib
 import logging
 import os
 import threading
@@ -86,6 +87,9 @@ from cuzk.backends.cuda.plan import (
 from cuzk.backends.cuda.poseidon_witness import DevicePoseidonPaths
 from cuzk.backends.cuda.runtime import get_cupy, get_cupyx
 from cuzk.backends.cuda.sha256_witness import DeviceSha256Witness
+from cuzk.backends.cuda.shared_pinned import SharedHostCopy, room_for
+from cuzk.backends.cuda.shared_pinned import root as shared_root
+from cuzk.backends.cuda.shared_pinned import sweep as sweep_shared_copies
 from cuzk.backends.cuda.spmv import DeviceCompiled, DeviceSpmv, largest_matrix_bytes, matrix_bytes
 from cuzk.backends.cuda.staging import Filled, HostStaging, Mark, staging_bytes
 from cuzk.backends.device_lock import PriorityLock, current_priority
@@ -95,6 +99,7 @@ from cuzk.field.constants import FR_GENERATOR, R_MODULUS
 from cuzk.field.limbs import as_limb_array
 from cuzk.groth16 import prover
 from cuzk.groth16.assignment import Assignment
+from cuzk.groth16.formats.params_file import vk_to_bytes
 from cuzk.groth16.keys import HBasis, ProvingKey
 from cuzk.groth16.proof import Proof
 from cuzk.r1cs.compiled import PART_ROWS, CompiledCircuit, CompiledMatrix
@@ -274,6 +279,8 @@ class _DeviceKey:
     bases: dict[str, Any] = field(default_factory=dict)
     host: dict[str, Any] = field(default_factory=dict)
     staging: HostStaging | None = None
+    #: The host copies in `host` that this host's device processes share (`shared_pinned`).
+    shared: list[SharedHostCopy] = field(default_factory=list)
 
     def nbytes(self) -> int:
         return sum(int(b.nbytes) for b in self.bases.values() if b is not None)
@@ -428,6 +435,9 @@ class CudaBackend(ProverBackend):
             memory_limit = properties(device_id).total_memory // memory_share
         self.plan = MemoryPlan(device_id, memory_margin, memory_limit)
         self.props = properties(device_id)
+        swept = sweep_shared_copies()
+        if swept:
+            log.info("device %d: removed %d shared host copies that no live process held", device_id, len(swept))
         self._keys: weakref.WeakKeyDictionary[ProvingKey, _DeviceKey] = weakref.WeakKeyDictionary()
         self._spmv: DeviceSpmv | None = None
         self._sha256_witness: DeviceSha256Witness | None = None
@@ -489,6 +499,8 @@ class CudaBackend(ProverBackend):
                          "resident_bytes": p.resident_bytes(dk.shape), "streamed_bytes": p.streamed_bytes(dk.shape),
                          "host_pinned_bytes": dk.host_bytes() + matrices + (staging.nbytes if staging else 0),
                          "host_pinned_compiled_bytes": matrices,
+                         # Of the key's pinned bases, those this host's device processes share (counted once).
+                         "host_pinned_shared_bytes": sum(c.nbytes for c in dk.shared),
                          "host_pinned_staging_bytes": staging.nbytes if staging else 0,
                          # Host products read the compiled file's matrices on every proof: pages
                          # the host must keep beside the pinned memory, or read again from disk.
@@ -558,6 +570,7 @@ class CudaBackend(ProverBackend):
                 compiled.num_constraints, largest_matrix_bytes(compiled), matrix_bytes(compiled))
             plan = plan if plan is not None else self._plan_key(pk, shape, products)
             dk = _DeviceKey(plan, shape)
+            key_id = hashlib.sha256(vk_to_bytes(pk.vk)).hexdigest()[:20]
             for name, group in _QUERIES:
                 raw, ready = getattr(pk, name).raw, given.get(name)
                 on_host = isinstance(ready, np.ndarray)
@@ -566,7 +579,7 @@ class CudaBackend(ProverBackend):
                                       else self._cp.asarray(ready) if on_host else ready)
                 else:
                     dk.bases[name] = None
-                    dk.host[name] = ready if on_host else self._pinned_bases(group, raw, ready)
+                    dk.host[name] = ready if on_host else self._pinned_bases(group, raw, ready, dk, f"{key_id}-{name}")
             self._cp.cuda.Device().synchronize()
             self._keys[pk] = dk
             if plan.mode == "streaming":
@@ -578,23 +591,43 @@ class CudaBackend(ProverBackend):
                          ", ".join(plan.streamed), format_gib(plan.streamed_bytes(shape)),
                          (plan.batch or 1).bit_length() - 1, format_gib(plan.reserve), where)
 
-    def _pinned_bases(self, group: str, raw: np.ndarray, device: Any = None) -> Any:
+    def _pinned_bases(self, group: str, raw: np.ndarray, device: Any = None, dk: _DeviceKey | None = None,
+                      shared: str | None = None) -> Any:
         """A streamed vector's bases in device form in pinned host memory (from `device` when given,
         else converted from the key's bytes chunk by chunk on the device); None when pinned memory
-        cannot be had, so each batch converts from `raw` instead."""
+        cannot be had, so each batch converts from `raw` instead. With `shared` (the vector's name on
+        this host) the copy is the one this host's device processes share (`shared_pinned`), kept
+        in `dk.shared`; a private one where it cannot be."""
         n = raw.shape[0]
-        pinned = _empty_pinned(self, [((n, AFFINE_WORDS[group]), np.dtype(np.uint32))], f"{group} bases",
+        shape, dtype = (n, AFFINE_WORDS[group]), np.dtype(np.uint32)
+
+        def fill(host: np.ndarray) -> None:
+            step = 1 << 22
+            for lo in range(0, n, step):
+                hi = min(n, lo + step)
+                dev = device[lo:hi] if device is not None else self.msm.upload_bases(group, raw[lo:hi])
+                dev.get(out=host[lo:hi])
+                del dev
+
+        nbytes = n * AFFINE_WORDS[group] * 4
+        if shared is not None and dk is not None and room_for(shared, nbytes):
+            joining = (shared_root() / shared / "whole").exists()
+            if joining or nbytes <= _host_available():
+                runtime = self._cp.cuda.runtime
+                try:
+                    copy = SharedHostCopy.open(shared, shape, dtype, fill, lambda ptr, size: runtime.hostRegister(
+                        ptr, size, 0), runtime.hostUnregister)
+                    dk.shared.append(copy)
+                    return copy.array
+                except (OSError, self._cp.cuda.runtime.CUDARuntimeError) as err:
+                    log.warning("device %d: no shared host copy of the %s bases (%s): a copy of its own instead",
+                                self.device_id, group, err)
+        pinned = _empty_pinned(self, [(shape, dtype)], f"{group} bases",
                                "each proof converts them from the key's bytes")
         if pinned is None:
             return None
-        host = pinned[0]
-        step = 1 << 22
-        for lo in range(0, n, step):
-            hi = min(n, lo + step)
-            dev = device[lo:hi] if device is not None else self.msm.upload_bases(group, raw[lo:hi])
-            dev.get(out=host[lo:hi])
-            del dev
-        return host
+        fill(pinned[0])
+        return pinned[0]
 
     def unload_key(self, pk: ProvingKey) -> None:
         with self._lock, self._device:
@@ -605,6 +638,9 @@ class CudaBackend(ProverBackend):
                 del self._compiled[key]
             if dk is not None:
                 dk.bases.clear()
+                dk.host.clear()
+                for copy in dk.shared:
+                    copy.release()
                 self.plan.release_cached()
 
     def resident(self, pk: ProvingKey) -> dict[str, bool]:

@@ -53,6 +53,7 @@ def _runtime() -> types.SimpleNamespace:
         memGetInfo=device.mem_get_info, getDeviceProperties=device.device_properties,
         getDeviceCount=device.device_count, getDevice=device.current_device_id,
         deviceSynchronize=lambda: device.Device().synchronize(),
+        hostRegister=arrays.host_register, hostUnregister=arrays.host_unregister,
     )
 
 

@@ -351,6 +351,21 @@ def empty_pinned(shape: Any, dtype: Any = float, order: str = "C") -> np.ndarray
     return arr
 
 
+def host_register(ptr: int, size: int, flags: int = 0) -> None:
+    """cudaHostRegister: host memory made "pinned" (registered, so copies from it are checked)."""
+    with _PINNED_LOCK:
+        if int(ptr) in _PINNED:
+            raise dev.CUDARuntimeError(712, "cudaErrorHostMemoryAlreadyRegistered")
+        _PINNED[int(ptr)] = _Pinned(int(ptr), int(size), f"registered host memory ({int(size):,} bytes, registered "
+                                                          f"at {_caller()})")
+
+
+def host_unregister(ptr: int) -> None:
+    with _PINNED_LOCK:
+        if _PINNED.pop(int(ptr), None) is None:
+            raise dev.CUDARuntimeError(713, "cudaErrorHostMemoryNotRegistered")
+
+
 def _unpin(addr: int) -> None:
     with _PINNED_LOCK:
         _PINNED.pop(addr, None)

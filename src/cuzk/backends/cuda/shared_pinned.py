@@ -1,0 +1,173 @@
+"""One pinned host copy per host of what the device processes read alike: a key's streamed bases.
+
+On a card smaller than a key, the vectors that do not fit are streamed from pinned host memory
+(`backend._pinned_bases`). Each device process used to pin a copy of its own: two 16 GiB cards
+streaming PoRep-32GiB's 47 GB key pinned 95 GB (docs/memory.md). Here the first process to load a
+vector makes a file of it in /dev/shm (tmpfs: memory, not disk), fills it and marks it whole; every
+other process of the host maps the same pages and registers them with CUDA (cudaHostRegister), so
+the host holds and pins them once while each process may copy from them at full speed.
+
+A holder is a file named by its pid in the copy's directory; the copy is removed when the last
+holder releases it, or by the next process that finds every holder dead (a killed device process
+leaves its file behind). A lock file serialises making, joining and leaving a copy: a process that
+finds the copy being made waits for it rather than making its own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import mmap
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+#: Where the copies live (tmpfs); tests point it elsewhere.
+ROOT_ENV = "CUZK_SHARED_PINNED_DIR"
+DEFAULT_ROOT = "/dev/shm/cuzk-pinned"
+
+
+def root() -> Path:
+    return Path(os.environ.get(ROOT_ENV) or DEFAULT_ROOT)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class SharedHostCopy:
+    """A host array shared by this host's processes under `name` (see the module docstring). `made`
+    says whether this process filled it (False: it joined a copy another process made)."""
+
+    def __init__(self, name: str, array: np.ndarray, mapping: mmap.mmap, made: bool,
+                 unregister: Callable[[int], None] | None) -> None:
+        self.name, self.array, self.made = name, array, made
+        self._mapping, self._unregister = mapping, unregister
+        self.nbytes = int(array.nbytes)
+
+    @classmethod
+    def open(cls, name: str, shape: tuple[int, ...], dtype: np.dtype, fill: Callable[[np.ndarray], None],
+             register: Callable[[int, int], None] | None = None,
+             unregister: Callable[[int], None] | None = None) -> SharedHostCopy:
+        """The copy named `name`, made here with `fill(array)` when no whole one exists; registered
+        with `register(address, nbytes)` (cudaHostRegister) in this process. A copy of another
+        shape under that name (a changed key) is an error while its holders live."""
+        nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
+        where = root() / name
+        with _Locked(where):
+            holders = where / "holders"
+            live = _prune(holders)
+            data, whole = where / "data", where / "whole"
+            if whole.exists() and data.stat().st_size != nbytes:
+                if live:
+                    raise ValueError(f"shared host copy {name}: {data.stat().st_size} bytes held by processes "
+                                     f"{sorted(live)}, {nbytes} asked")
+                whole.unlink()
+            made = not whole.exists()
+            with open(data, "a+b") as f:
+                if made:
+                    f.truncate(0)
+                    f.truncate(nbytes)
+                mapping = mmap.mmap(f.fileno(), nbytes)
+            array = np.frombuffer(mapping, dtype=dtype, count=nbytes // np.dtype(dtype).itemsize).reshape(shape)
+            try:
+                if made:
+                    fill(array)
+                    whole.touch()
+                holders.mkdir(exist_ok=True)
+                (holders / str(os.getpid())).touch()
+            except BaseException:
+                del array
+                mapping.close()
+                raise
+        if register is not None and nbytes:
+            register(int(array.ctypes.data), nbytes)
+        return cls(name, array, mapping, made, unregister if register is not None else None)
+
+    def release(self) -> None:
+        """Leave the copy; the last holder removes it."""
+        if self._mapping.closed:
+            return
+        if self._unregister is not None and self.nbytes:
+            self._unregister(int(self.array.ctypes.data))
+        where = root() / self.name
+        with _Locked(where):
+            (where / "holders" / str(os.getpid())).unlink(missing_ok=True)
+            self.array = np.empty(0, dtype=self.array.dtype)
+            with contextlib.suppress(BufferError):  # views of it still live: unmapped once they are gone
+                self._mapping.close()
+            if not _prune(where / "holders"):
+                shutil.rmtree(where, ignore_errors=True)
+
+
+def room_for(name: str, nbytes: int) -> bool:
+    """Whether the copy `name` is there whole, or there is room to make it: tmpfs pages written past
+    its free space kill the writer (SIGBUS), and a container's /dev/shm is often 64 MiB."""
+    where = root() / name
+    if (where / "whole").exists():
+        return True
+    root().mkdir(parents=True, exist_ok=True)
+    stat = os.statvfs(root())
+    return stat.f_bavail * stat.f_frsize >= nbytes
+
+
+def held_copies() -> dict[str, int]:
+    """The copies on this host and their bytes (for the status and tests)."""
+    out = {}
+    if root().is_dir():
+        for d in root().iterdir():
+            if (d / "whole").exists():
+                out[d.name] = (d / "data").stat().st_size
+    return out
+
+
+def sweep() -> list[str]:
+    """Remove the copies no live process holds (their holders were killed); the names removed. A
+    device process sweeps when it starts, so that a killed one's copy lasts until the next start."""
+    removed = []
+    if root().is_dir():
+        for d in root().iterdir():
+            if d.is_dir():
+                with _Locked(d):
+                    if not _prune(d / "holders"):
+                        shutil.rmtree(d, ignore_errors=True)
+                        removed.append(d.name)
+    return removed
+
+
+def _prune(holders: Path) -> set[int]:
+    """The live holders' pids; dead ones' files removed."""
+    live = set()
+    if holders.is_dir():
+        for f in holders.iterdir():
+            if f.name.isdigit() and _alive(int(f.name)):
+                live.add(int(f.name))
+            else:
+                f.unlink(missing_ok=True)
+    return live
+
+
+class _Locked:
+    """An exclusive lock on a copy's name (a lock file beside its directory)."""
+
+    def __init__(self, where: Path) -> None:
+        where.parent.mkdir(parents=True, exist_ok=True)
+        where.mkdir(exist_ok=True)
+        self._path = where.parent / f"{where.name}.lock"
+
+    def __enter__(self) -> None:
+        self._file = open(self._path, "a")
+        fcntl.flock(self._file, fcntl.LOCK_EX)
+
+    def __exit__(self, *exc: object) -> None:
+        fcntl.flock(self._file, fcntl.LOCK_UN)
+        self._file.close()
