@@ -9,8 +9,9 @@ the host holds and pins them once while each process may copy from them at full 
 
 A holder is a file named by its pid in the copy's directory; the copy is removed when the last
 holder releases it, or by the next process that finds every holder dead (a killed device process
-leaves its file behind). A lock file serialises making, joining and leaving a copy: a process that
-finds the copy being made waits for it rather than making its own.
+leaves its file behind). One lock file for the host serialises making, joining and leaving copies:
+a process that finds a copy being made waits for it rather than making its own (a lock per copy
+could not be removed with the copy without two processes locking different files of one name).
 """
 
 from __future__ import annotations
@@ -157,12 +158,11 @@ def _prune(holders: Path) -> set[int]:
 
 
 class _Locked:
-    """An exclusive lock on a copy's name (a lock file beside its directory)."""
+    """The host's lock on its copies, with `where` (a copy's directory) made."""
 
     def __init__(self, where: Path) -> None:
-        where.parent.mkdir(parents=True, exist_ok=True)
-        where.mkdir(exist_ok=True)
-        self._path = where.parent / f"{where.name}.lock"
+        where.mkdir(parents=True, exist_ok=True)
+        self._path = where.parent / ".lock"
 
     def __enter__(self) -> None:
         self._file = open(self._path, "a")
