@@ -43,7 +43,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             if p.mode in ("refused", "cpu"):
                 detail = p.why
             else:
-                kept = ", ".join(p.resident) or "nothing"
+                kept = "all" if len(p.resident) == 5 else ", ".join(p.resident) or "nothing"
                 batch = "whole" if p.batch is None else f"2^{p.batch.bit_length() - 1}"
                 detail = (f"resident {kept}, MSM batch {batch}, device {format_gib(p.device_bytes)}, "
                           f"streamed {format_gib(p.streamed_bytes)}/proof, pinned {format_gib(p.pinned_bytes)}")
