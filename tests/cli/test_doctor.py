@@ -252,3 +252,33 @@ def test_unknown_and_test_circuits() -> None:
     report = diagnose(config, box=parse_box("1x24GiB,64GiB,8cores"), circuits=["porep-33g", "mimc-3"])
     verdicts = {v.circuit_id: v for v in report.verdicts}
     assert verdicts["porep-33g"].level == ERROR and verdicts["mimc-3"].level == INFO and report.exit_status == 2
+
+
+def test_gpus_as_cupy_reports_them(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The GPU probe's reading of CuPy (no GPU here: nvidia-smi, CuPy and the device's properties
+    stand in), and the plan it makes for the cards found."""
+    import sys
+    from types import SimpleNamespace
+
+    from cuzk.backends.cuda import device
+    from cuzk.engine import devices
+
+    runtime = SimpleNamespace(driverGetVersion=lambda: 12040, runtimeGetVersion=lambda: 12020)
+    monkeypatch.setitem(sys.modules, "cupy", SimpleNamespace(cuda=SimpleNamespace(runtime=runtime),
+                                                             __version__="13.3.0"))
+    monkeypatch.setattr(devices, "nvidia_gpus", lambda: [0, 1])
+    monkeypatch.setattr(devices, "cuda_backend_installed", lambda: True)
+    monkeypatch.setattr(device, "properties", lambda k: device.GpuProperties(k, "NVIDIA GeForce RTX 4090",
+                                                                              24 * GIB, 128, "8.9", 2520))
+    _params(tmp_path / "params", "winning-32g")
+    report = diagnose(config_from_dict(_config(tmp_path, gpus={"backend": "auto"}, srs={"preload": ["winning-32g"]})))
+    gpu = _find(report, "gpu")
+    assert [f.level for f in gpu] == [OK, OK, OK]
+    assert "GPU 1: NVIDIA GeForce RTX 4090, 24.0 GiB, compute capability 8.9" in gpu[1].message
+    assert gpu[2].message == "driver CUDA 12.4, runtime 12.2, CuPy 13.3.0"
+    assert [(p.device, p.mode) for p in report.plans] == [("cuda0", "resident"), ("cuda1", "resident")]
+    assert report.box.text().startswith("2 GPU(s) (2 x NVIDIA GeForce RTX 4090 24.0 GiB)")
+    monkeypatch.setattr(devices, "cuda_backend_installed", lambda: False)
+    cuda = diagnose(config_from_dict(_config(tmp_path, gpus={"backend": "cuda"}, srs={"preload": ["winning-32g"]})))
+    (finding,) = _find(cuda, "gpu")
+    assert finding.level == ERROR and "CuPy or the CUDA backend is not installed" in finding.message
