@@ -171,11 +171,13 @@ def test_memory_limit_too_small(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     (root / "sys/fs/cgroup/cuzk").mkdir(parents=True)
     (root / "sys/fs/cgroup/cuzk/memory.max").write_text(f"{GIB}\n")
     (root / "sys/fs/cgroup/cuzk/memory.current").write_text("0\n")
+    (root / "sys/fs/cgroup/cuzk/cpu.max").write_text("100000 100000\n")
     monkeypatch.setattr(host, "ROOT", root)
     _params(tmp_path / "params")
     code, out = _doctor(capsys, "--config", _toml(tmp_path, _config(tmp_path)))
     assert code == 2
     assert "INFO    memory: a cgroup limit applies: cgroup v2 /sys/fs/cgroup/cuzk/memory.max (1.0 GiB)" in out
+    assert "INFO    cpu: a cgroup CPU quota applies: cgroup v2 /sys/fs/cgroup/cuzk/cpu.max = 100000/100000" in out
     line = next(x for x in out.splitlines() if x.startswith(f"  ERROR   {CIRCUIT}"))
     assert "do not fit the host budget (0.8 GiB)" in line and "looser cgroup limit" in line
 

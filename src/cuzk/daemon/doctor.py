@@ -162,6 +162,9 @@ def probe_box(config: Config) -> tuple[Box, list[Finding]]:
         findings.append(Finding(INFO, "memory", f"a cgroup limit applies: {limit.source} "
                                 f"({limit.limit / GIB:.1f} GiB), below MemAvailable ({(meminfo or 0) / GIB:.1f} GiB)"))
     findings.append(Finding(OK, "cpu", f"{cpus.cpus} CPUs ({cpus.source}; {os.cpu_count()} on the host)"))
+    if cpus.source.startswith("cgroup"):
+        findings.append(Finding(INFO, "cpu", f"a cgroup CPU quota applies: {cpus.source}; synthesis runs "
+                                f"min(pipeline.max_parallel_synthesis, {cpus.cpus}) processes"))
     return Box(tuple(gpus), limit.available, limit.source, cpus.cpus, cpus.source), findings
 
 
