@@ -34,16 +34,21 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
+    from cuzk.config.host import cpu_limit
+
     config = resolve_config(args.config)
-    budget = config.memory.resolve_budget()
+    budget, source = config.memory.resolve()
+    cpus = cpu_limit()
     if args.json:
         print(json.dumps({"source": config.source, "fingerprint": config.fingerprint(), "settings": config.settings(),
-                          "resolved": {"memory_budget_bytes": budget}, "warnings": config.warnings}, indent=2))
+                          "resolved": {"memory_budget_bytes": budget, "memory_budget_source": source,
+                                       "cpus": cpus.cpus, "cpus_source": cpus.source},
+                          "warnings": config.warnings}, indent=2))
         return 0
     print(f"# source: {config.source or 'defaults'}")
     print(f"# fingerprint: {config.fingerprint()}")
-    auto = " (auto: MemAvailable - safety_margin)" if config.memory.total_budget is None else ""
-    print(f"# memory budget: {budget:,} bytes{auto}")
+    print(f"# memory budget: {budget:,} bytes ({source})")
+    print(f"# cpus: {cpus.cpus} ({cpus.source})")
     for warning in config.warnings:
         print(f"# warning: {warning}")
     print()

@@ -31,6 +31,7 @@ COMMAND_MODULES = {
     "gen-vanilla": "gen_vanilla",
     "daemon": "daemon_cmd",
     "config": "config_cmd",
+    "doctor": "doctor_cmd",
     "prove": "client_cmd",
     "status": "client_cmd",
     "metrics": "client_cmd",

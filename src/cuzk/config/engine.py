@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from cuzk.config.host import memory_available
 from cuzk.config.values import GIB, ConfigError, expect, mem_available, parse_size
 
 BACKENDS = ("auto", "cpu", "cuda")
@@ -27,7 +28,7 @@ class SrsConfig:
 
 @dataclass
 class MemoryConfig:
-    #: Bytes, or None for "auto" = MemAvailable - safety_margin.
+    #: Bytes, or None for "auto" = MemAvailable (or less, under a cgroup memory limit) - safety_margin.
     total_budget: int | None = None
     safety_margin: int = 5 * GIB
     #: Seconds an SRS entry must be unused before budget pressure may evict it.
@@ -37,14 +38,20 @@ class MemoryConfig:
     working_memory_budget: int | None = None
 
     def resolve_budget(self) -> int:
-        """The budget in bytes: explicit, or MemAvailable minus the margin (never below zero)."""
+        """The budget in bytes (`resolve`)."""
+        return self.resolve()[0]
+
+    def resolve(self) -> tuple[int, str]:
+        """The budget in bytes and where it comes from: explicit, or what this process may still take
+        (MemAvailable, bounded by its cgroups' memory limits: `cuzk.config.host`) less the margin,
+        never below zero."""
         if self.total_budget is not None:
-            return self.total_budget
-        available = mem_available()
+            return self.total_budget, "memory.total_budget"
+        available = memory_available(mem_available())
         if available is None:
             raise ConfigError("memory.total_budget = \"auto\" needs /proc/meminfo (MemAvailable); "
                               "set an explicit size instead")
-        return max(0, available - self.safety_margin)
+        return max(0, available.available - self.safety_margin), f"auto: {available.describe()} - safety_margin"
 
 
 @dataclass

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import queue
 import signal
 import threading
@@ -39,7 +38,7 @@ from typing import Any, Protocol
 
 import psutil
 
-from cuzk.config import Config, ConfigError
+from cuzk.config import Config, ConfigError, host
 from cuzk.engine import status as status_views
 from cuzk.engine import timeline
 from cuzk.engine.compiled_store import CompiledStore
@@ -223,7 +222,8 @@ class Engine:
                 self.providers.srs_source(circuit_id)
             except CuzkError as err:
                 raise ConfigError(f"srs.preload: {err}") from None
-        self.budget = MemoryBudget(config.memory.resolve_budget())
+        budget, self.budget_source = config.memory.resolve()
+        self.budget = MemoryBudget(budget)
         self.compiled.budget = self.budget  # a background compile reserves its memory like any other user
         self._cv = threading.Condition(threading.RLock())
         self.scheduler = Scheduler(sort_by_type=config.scheduler.sort_by_type)
@@ -242,7 +242,9 @@ class Engine:
         self.counters = {"completed": 0, "failed": 0, "cancelled": 0}
         self.metrics = EngineMetrics(lambda: status_views.gauges(self))
 
-        cores = os.cpu_count() or 1
+        #: The CPUs synthesis may use: the cores, bounded by a cgroup CPU quota (`cuzk.config.host`).
+        self.cpus = host.cpu_limit()
+        cores = self.cpus.cpus
         synth_count = max(1, min(config.pipeline.max_parallel_synthesis or 18, cores))
         synth_threads = config.synthesis.threads or max(1, cores // synth_count)
         warm_up = self.providers.warm_up_calls()
@@ -301,8 +303,9 @@ class Engine:
             t = threading.Thread(target=target, name=name, daemon=True)
             t.start()
             self._threads.append(t)
-        log.info("engine started: budget %s bytes (%s held by worker processes), window %d jobs, %d prover workers",
-                 f"{self.budget.total:,}", f"{self.baseline_bytes:,}", self.window, len(self.pipeline.prover_workers))
+        log.info("engine started: budget %s bytes (%s; %s held by worker processes), %d CPUs (%s), window %d jobs, "
+                 "%d prover workers", f"{self.budget.total:,}", self.budget_source, f"{self.baseline_bytes:,}",
+                 self.cpus.cpus, self.cpus.source, self.window, len(self.pipeline.prover_workers))
         for circuit_id in self.config.srs.preload:
             try:
                 already, seconds = self.preload_srs(circuit_id)

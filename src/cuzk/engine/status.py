@@ -231,9 +231,11 @@ def snapshot(engine: Engine) -> dict[str, Any]:
         "accepting": engine.accepting,
         "memory": {"total_bytes": budget.total, "used_bytes": budget.used, "available_bytes": budget.available,
                    "peak_bytes": budget.peak, "baseline_bytes": engine.baseline_bytes,
-                   "by_purpose": budget.by_label(), "process_rss_bytes": engine.rss()},
+                   "by_purpose": budget.by_label(), "process_rss_bytes": engine.rss(),
+                   # Which limit the budget came from: memory.total_budget, MemAvailable or a cgroup's.
+                   "budget_source": engine.budget_source},
         "synthesis": {"max_concurrent": len(engine.synth_procs), "active": sum(s["state"] != "idle" for s in synth),
-                      "workers": synth},
+                      "cpus": engine.cpus.cpus, "cpus_source": engine.cpus.source, "workers": synth},
         "devices": devices,
         "gpu_workers": workers,
         "pipelines": pipelines,

@@ -132,10 +132,14 @@ def _words(v: np.ndarray) -> np.ndarray:
 
 
 def _host_available() -> int:
-    """Host memory that may still be pinned: MemAvailable less `HOST_PIN_SPARE`."""
+    """Host memory that may still be pinned: MemAvailable, bounded by the process's cgroup memory limits
+    (a container's, a systemd unit's: pinned pages count against them), less `HOST_PIN_SPARE`."""
     import psutil
 
-    return max(0, psutil.virtual_memory().available - HOST_PIN_SPARE)
+    from cuzk.config.host import memory_available
+
+    limit = memory_available(psutil.virtual_memory().available)
+    return max(0, (limit.available if limit is not None else 0) - HOST_PIN_SPARE)
 
 
 def _empty_pinned(backend: Any, specs: list[tuple[tuple[int, ...], np.dtype]], what: str,
