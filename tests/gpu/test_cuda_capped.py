@@ -160,6 +160,29 @@ def test_a_streaming_proof_takes_the_device_with_no_blocks_cached(capped, bits_p
     assert proof == CpuBackend().prove(pk, asg, r=3, s=5)
 
 
+def test_an_allocation_failing_in_the_device_phase_is_retried_with_a_smaller_plan(capped, bits_params) -> None:
+    """The device itself runs out of memory mid-proof (an allocation fails, as a card shared with other
+    work does): the attempt's memory goes back, and the retry's smaller plan gives the same proof."""
+    from cuzk.backends.cuda import runtime
+    from cuzk.backends.cuda.emulated import device as emulated_device
+
+    if not runtime.emulated():
+        pytest.skip("injects the failure through the emulated device (CUZK_EMULATED_GPUS)")
+    pk = bits_params.pk
+    backend = capped(None)
+    first = DevicePlan(budget=1 << 40, mode="streaming", resident=(), reserve=0, batch=1 << 20)
+    backend.load_key(pk, plan=first)
+    asg = _assignment(bits_params.circuit_id, 47)
+    want = CpuBackend().prove(pk, asg, r=3, s=5)
+    assert backend.prove(pk, asg, r=3, s=5) == want  # the tables a first proof leaves on the device
+    used_before = backend.plan.pool_used()
+    emulated_device.device_state(0).inject_oom(after=20)  # past staging, inside the device phase
+    assert backend.prove(pk, asg, r=3, s=5) == want
+    assert backend.oom_retries == 1 and backend.key_plan(pk).tree_bytes == first.tree_bytes // 2
+    assert backend.plan.pool_used() == used_before and backend._running_reserve == 0
+    backend.unload_key(pk)
+
+
 def test_streamed_bases_left_unpinned_give_the_resident_proof(capped, bits_params, monkeypatch, tmp_path) -> None:
     """A host without memory to spare for the pinned copies (and no shared copy of them to join): the
     streamed vectors stay unpinned and each batch is converted from the key's bytes on the device;
