@@ -3,6 +3,8 @@ priorities, memory backpressure and release, listeners."""
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 import time
 from pathlib import Path
@@ -214,3 +216,20 @@ def test_listeners_status_and_metrics(engine: Engine) -> None:
     assert status["compiled_circuits"]["root"] == str(Path(engine.config.srs.param_cache) / "compiled")
     text = engine.metrics_text()
     assert "cuzk_proofs_completed_total" in text and 'cuzk_partition_stage_seconds_count{stage="device"}' in text
+
+
+def test_a_device_process_killed_between_proofs_is_restarted_before_the_next_job(engine: Engine,
+                                                                                  debug_params: Path) -> None:
+    """Found dead by the housekeeper, not by the next job: that job's key load used to fail it and
+    restart nothing, so every later job failed the same way (the soak found it)."""
+    assert run(engine, "before-kill", "bits-1", partitions=2, seed=60).status is ResultStatus.COMPLETED
+    wait_until(lambda: idle(engine), 30, "the engine to be idle")
+    engine.evict_srs("bits-1")  # the next job loads its key again: the control request a dead device fails
+    device = engine.executor.devices[0]
+    pid, restarts = device.pid, device.restarts
+    assert pid is not None
+    os.kill(pid, signal.SIGKILL)  # the executor's own record of its device process, not a name lookup
+    wait_until(lambda: device.restarts > restarts and device.alive, 60, "the device to be restarted")
+    assert device.pid != pid and "found dead while idle" in device.last_failure[1]
+    result = run(engine, "after-kill", "bits-1", partitions=2, seed=62)
+    assert_verifies(result, debug_params, "bits-1", seed=62, partitions=2)

@@ -800,6 +800,9 @@ class Engine:
                 if dead and not proc.stopping:
                     self.metrics.worker_restarts.labels("synthesis").inc()
                     self._safe_restart(proc, "found dead while idle")
+            revived = self.executor.revive()
+            if revived:
+                self.metrics.worker_restarts.labels("device").inc(revived)
             if time.monotonic() - last_info > 5.0:
                 last_info = time.monotonic()
                 self.executor.refresh_info()

@@ -282,6 +282,13 @@ class Executor(ABC):
         """The local processes behind the devices (their memory counts against this host's budget)."""
         return []
 
+    def revive(self) -> int:
+        """Restart devices found dead while no lane was proving on them (the housekeeper's call); how
+        many. A device that dies under a lane is restarted by that lane; one that dies between
+        proofs is otherwise found only by the next key load, which fails its job and restarts
+        nothing, so every later job failed the same way."""
+        return 0
+
 
 class LocalDevice(Device):
     """A device owned by a spawned process on this host."""
@@ -399,6 +406,12 @@ class LocalExecutor(Executor):
         for d in self._devices:
             if d.proc.alive:
                 self._control(d, ("unload", circuit_id, tier))
+
+    def revive(self) -> int:
+        dead = [d for d in self._devices if d.proc.process is not None and not d.proc.alive and not d.proc.stopping]
+        for d in dead:
+            self.restart(d, "found dead while idle")
+        return len(dead)
 
     def refresh_info(self) -> None:
         for d in self._devices:
