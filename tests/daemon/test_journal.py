@@ -253,10 +253,9 @@ def test_a_real_full_file_system_refuses_and_recovers(tmp_path: Path) -> None:
         journal = open_journal(state / "journal.sqlite3")
         accept(journal, "first", request("first"))
         ballast = state / "ballast"
-        with open(ballast, "wb") as f, contextlib.suppress(OSError):
+        with open(ballast, "wb", buffering=0) as f, contextlib.suppress(OSError):
             while True:
                 f.write(b"\0" * 65536)
-                f.flush()
         with pytest.raises(JournalUnavailableError, match="database or disk is full"):
             for k in range(64):  # the WAL's pages already allocated take a few writes to exhaust
                 accept(journal, f"j{k}", request(f"j{k}", seed=k, pad="x" * 4096))

@@ -25,10 +25,9 @@ pytestmark = pytest.mark.slow
 def fill(directory: Path) -> Path:
     """Write a ballast file until the file system is full; the file (remove it to free the space)."""
     ballast = directory / "ballast"
-    with open(ballast, "wb") as f, contextlib.suppress(OSError):
+    with open(ballast, "wb", buffering=0) as f, contextlib.suppress(OSError):
         while True:
             f.write(b"\0" * 65536)
-            f.flush()
     return ballast
 
 
