@@ -571,9 +571,9 @@ def plot(path: Path, samples: list[dict[str, Any]], faults: list[dict[str, Any]]
     for ax in axes[-1]:
         ax.set_xlabel("s")
     handles = [plt.Line2D([], [], color=c, ls="--", label=k) for k, c in colors.items()]
-    fig.legend(handles=handles, loc="upper center", ncol=len(handles), fontsize=8)
     fig.suptitle(title, y=0.995, fontsize=10)
-    fig.tight_layout(rect=(0, 0, 1, 0.97))
+    fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.975), ncol=len(handles), fontsize=8)
+    fig.tight_layout(rect=(0, 0, 1, 0.955))
     fig.savefig(path, dpi=90)
     plt.close(fig)
 
