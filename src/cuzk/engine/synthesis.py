@@ -151,6 +151,29 @@ def new_segment(size: int) -> shared_memory.SharedMemory:
                                       name=f"{SEGMENT_PREFIX}{daemon}_{os.getpid()}_{secrets.token_hex(6)}")
 
 
+def unlink_orphans(maker_pid: int, keep: set[str]) -> list[str]:
+    """Remove the segments this daemon's process `maker_pid` (dead) made that are not in `keep` (those
+    handed over before it died): the one it was filling when it was killed would otherwise stay in
+    /dev/shm, holding its memory, until the daemon exits. The names removed."""
+    prefix = f"{SEGMENT_PREFIX}{os.getpid()}_{maker_pid}_"
+    try:
+        names = [n for n in os.listdir("/dev/shm") if n.startswith(prefix) and n not in keep]
+    except OSError:  # no /dev/shm (not Linux): nothing to find
+        return []
+    removed = []
+    for name in names:
+        try:
+            shm = shared_memory.SharedMemory(name=name)
+        except FileNotFoundError:
+            continue
+        try:
+            shm.unlink()
+            removed.append(name)
+        finally:
+            shm.close()
+    return removed
+
+
 def _layout(arrays: list[tuple[str, tuple[int, ...], np.dtype]]) -> tuple[tuple[ArraySpec, ...], int]:
     """Where each (name, shape, dtype) goes in one segment (_ALIGN-aligned, in order) and its size."""
     specs, offset = [], 0
