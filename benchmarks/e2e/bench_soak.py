@@ -417,10 +417,12 @@ class Faults:
     def _kill_synth(self) -> dict[str, Any]:
         daemon_pid = self.daemon.pid
         out = self._kill_child("synthesis")
-        time.sleep(10.0)  # the daemon notices, fails the partition, removes what the process was filling
+        # Its segments: handed over (the daemon holds them until their partitions are proven) or one it
+        # was filling, which the daemon must remove. Any still there once the daemon is idle is an orphan.
+        time.sleep(2.0)
         prefix = f"cuzk_{daemon_pid}_{out['pid']}_"
         with contextlib.suppress(OSError):
-            out["orphans_after_10s"] = [n for n in os.listdir("/dev/shm") if n.startswith(prefix)]
+            out["segments_of_the_dead"] = [n for n in os.listdir("/dev/shm") if n.startswith(prefix)]
         return out
 
     def _kill_device(self) -> dict[str, Any]:
@@ -689,8 +691,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             faults.inject(kind)
         for w in workers + faults.helpers:
             w.join(max(1.0, give_up - time.monotonic() + 30))
-        # What the daemon (its journal) says now, for every id.
+        # What the daemon (its journal) says now, for every id; idle now, it holds no segment.
         daemon_answers = final_answers(daemon, stream)
+        time.sleep(2.0)
+        for f in faults.log:
+            if f.get("segments_of_the_dead"):
+                f["orphans_when_idle"] = [n for n in f["segments_of_the_dead"] if os.path.exists(f"/dev/shm/{n}")]
         checks.put(None)
         checker.join()
         time.sleep(args.interval)
@@ -772,7 +778,7 @@ def verdicts(args: argparse.Namespace, stream: Stream, faults: Faults, daemon: D
         "verified": not bad_proofs,
         **({"critical_deadlines": not critical_missed_outside_restarts} if args.gate_deadlines else {}),
         "growth": all(g["ok"] for g in growth_rows.values()),
-        "leftovers": not (leftover_procs or leftover_shm or any(f.get("orphans_after_10s") for f in faults.log)),
+        "leftovers": not (leftover_procs or leftover_shm or any(f.get("orphans_when_idle") for f in faults.log)),
         "faults_injected": all("error" not in f for f in faults.log),
         "corrupt_param_named": all(f.get("names_the_file", True) for f in faults.log),
     }
