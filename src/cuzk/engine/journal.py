@@ -275,7 +275,12 @@ class Journal:
     def _flush(self) -> None:
         while self._unwritten:
             job_id = next(iter(self._unwritten))
-            self._write_result(*self._unwritten[job_id])
+            try:
+                self._write_result(*self._unwritten[job_id])
+            except JournalUnavailableError:
+                raise
+            except JournalError as err:  # never writable: kept, it would refuse every later job
+                log.error("journal: the result of job %s cannot be recorded and is dropped: %s", job_id, err)
             del self._unwritten[job_id]
 
     def _write_result(self, job: JobInfo, result: JobResult) -> None:  # lock held
