@@ -337,6 +337,7 @@ class LocalExecutor(Executor):
             self._devices.append(device)
         self.workers_per_device = workers_per_device
         self.critical_lane = workers_per_device  # the pipe past the regular lanes'
+        self._dead_before: set[str] = set()  # devices `revive` found dead last time
 
     @classmethod
     def from_config(cls, config: Config, specs: list[DeviceSpec] | None = None) -> LocalExecutor:
@@ -408,10 +409,15 @@ class LocalExecutor(Executor):
                 self._control(d, ("unload", circuit_id, tier))
 
     def revive(self) -> int:
-        dead = [d for d in self._devices if d.proc.process is not None and not d.proc.alive and not d.proc.stopping]
-        for d in dead:
+        # Dead at two calls in a row (a second apart): a lane that saw it die restarts it first, and
+        # records why ("died while proving ...").
+        dead = {d.worker_name for d in self._devices
+                if d.proc.process is not None and not d.proc.alive and not d.proc.stopping}
+        due = [d for d in self._devices if d.worker_name in dead and d.worker_name in self._dead_before]
+        self._dead_before = dead
+        for d in due:
             self.restart(d, "found dead while idle")
-        return len(dead)
+        return len(due)
 
     def refresh_info(self) -> None:
         for d in self._devices:
