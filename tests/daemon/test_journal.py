@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
+import subprocess
 import time
 from pathlib import Path
 
@@ -13,7 +15,7 @@ from cuzk.config import config_from_dict
 from cuzk.engine.engine import Engine, FinishedJob, JobInfo, RequestConflictError
 from cuzk.engine.executors import make_executor
 from cuzk.engine.jobs import JobResult, PartitionTiming, Priority, ProofKind, ProofRequest, ProofTimings, ResultStatus
-from cuzk.engine.journal import MAX_ATTEMPTS, Journal, decode_request, encode_request
+from cuzk.engine.journal import MAX_ATTEMPTS, Journal, JournalUnavailableError, decode_request, encode_request
 from cuzk.providers import default_providers
 
 
@@ -155,3 +157,114 @@ def test_engine_records_jobs_and_answers_restored_results(tmp_path: Path) -> Non
     row = journal.row("new")
     assert row["state"] == "cancelled" and row["error"] == "cancelled by request"
     assert journal._db.execute("SELECT COUNT(*) FROM requests").fetchone()[0] == 1  # only kept-id's now
+
+
+class FullDisk:
+    """Stands in for a journal's connection: while `full`, every write fails as SQLite reports ENOSPC."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self.db = db
+        self.full = False
+        self.refused = 0
+
+    def execute(self, sql: str, params: tuple = ()) -> sqlite3.Cursor:
+        if self.full and sql.lstrip().split(None, 1)[0].upper() in ("INSERT", "UPDATE", "DELETE"):
+            self.refused += 1
+            raise sqlite3.OperationalError("database or disk is full")
+        return self.db.execute(sql, params)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.db, name)
+
+
+def test_a_full_disk_refuses_new_jobs_clearly_and_recovers_when_space_returns(tmp_path: Path) -> None:
+    config = config_from_dict({"srs": {"param_cache": str(tmp_path)}, "memory": {"total_budget": "3GiB"},
+                               "debug": {"test_circuits": True}})
+    engine = Engine(config, providers=default_providers(config))  # not started: submissions queue, nothing runs
+    (tmp_path / "state").mkdir()
+    journal = open_journal(tmp_path / "state" / "j.sqlite3", engine.instance_id)
+    disk = FullDisk(journal._db)
+    journal._db = disk  # type: ignore[assignment]
+    engine.attach_journal(journal)
+    engine.submit(request("before", seed=1))
+    disk.full = True
+    with pytest.raises(JournalUnavailableError) as refused:
+        engine.submit(request("during", seed=2))
+    message = str(refused.value)
+    assert str(tmp_path / "state") in message and "database or disk is full" in message and "retry" in message
+    assert "during" not in engine.jobs and journal.row("during") is None  # never accepted unrecorded
+    assert not journal._staged  # the refused inputs are not held for ever
+    assert journal.state() == {"path": str(journal.path), "writable": False, "error": "database or disk is full",
+                               "unwritten_results": 0}
+    # A job accepted before keeps going: its result is kept in memory and answered...
+    engine.cancel("before")
+    result = engine.await_result("before", 1.0)
+    assert result is not None and result.status is ResultStatus.CANCELLED
+    assert journal.row("before")["state"] == "accepted" and journal.flush() == 1
+    assert engine.status()["journal"]["unwritten_results"] == 1
+    # ...and written once space returns; the next submission is accepted.
+    disk.full = False
+    assert journal.flush() == 0 and journal.row("before")["state"] == "cancelled"
+    assert engine.submit(request("during", seed=2)).job_id == "during"
+    assert journal.row("during")["state"] == "accepted" and journal.state()["writable"]
+    assert journal._db.execute("SELECT COUNT(*) FROM requests WHERE digest = ?",
+                               (request("during", seed=2).digest(),)).fetchone()[0] == 1
+
+
+def test_a_result_kept_while_full_is_written_before_the_next_accepted_job(tmp_path: Path) -> None:
+    journal = open_journal(tmp_path / "j.sqlite3")
+    disk = FullDisk(journal._db)
+    journal._db = disk  # type: ignore[assignment]
+    i = accept(journal, "a", request("a"))
+    disk.full = True
+    journal.job_finished(i, completed(i))  # kept, not raised: the waiters still get it from the engine
+    with pytest.raises(JournalUnavailableError):
+        accept(journal, "b", request("b", seed=1))
+    disk.full = False
+    accept(journal, "b", request("b", seed=1))
+    assert journal.row("a")["state"] == "completed" and journal.row("b")["state"] == "accepted"
+    journal.close()
+    [done] = open_journal(tmp_path / "j.sqlite3", "cccc2222cccc").recover("requeue").finished
+    assert done.job_id == "a" and done.result.proof == b"\x01" * 192
+
+
+def test_a_result_never_written_is_found_in_flight_at_the_next_start(tmp_path: Path,
+                                                                      caplog: pytest.LogCaptureFixture) -> None:
+    path = tmp_path / "j.sqlite3"
+    journal = open_journal(path)
+    disk = FullDisk(journal._db)
+    journal._db = disk  # type: ignore[assignment]
+    req = request("lost", seed=7)
+    i = accept(journal, "lost", req)
+    disk.full = True
+    journal.job_finished(i, completed(i))
+    journal.close()  # still full: says so, naming the job
+    assert "1 result(s) could not be written" in caplog.text and "lost" in caplog.text
+    recovery = open_journal(path, "dddd3333dddd").recover("requeue")
+    assert recovery.requeue == [("lost", req.digest())]  # run again, not lost
+
+
+def test_a_real_full_file_system_refuses_and_recovers(tmp_path: Path) -> None:
+    """The same on a 1 MiB tmpfs filled to the last byte (needs the right to mount; skipped elsewhere)."""
+    state = tmp_path / "state"
+    state.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(state)], capture_output=True,
+                      check=False).returncode != 0:
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        journal = open_journal(state / "journal.sqlite3")
+        accept(journal, "first", request("first"))
+        ballast = state / "ballast"
+        with open(ballast, "wb", buffering=0) as f, contextlib.suppress(OSError):
+            while True:
+                f.write(b"\0" * 65536)
+        with pytest.raises(JournalUnavailableError, match="database or disk is full"):
+            for k in range(64):  # the WAL's pages already allocated take a few writes to exhaust
+                accept(journal, f"j{k}", request(f"j{k}", seed=k, pad="x" * 4096))
+        assert not journal.state()["writable"]
+        ballast.unlink()
+        accept(journal, "after", request("after", seed=99))
+        assert journal.row("after")["state"] == "accepted" and journal.state()["writable"]
+        journal.close()
+    finally:
+        subprocess.run(["umount", "-l", str(state)], check=False)

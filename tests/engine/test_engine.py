@@ -3,6 +3,8 @@ priorities, memory backpressure and release, listeners."""
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 import time
 from pathlib import Path
@@ -72,6 +74,12 @@ def test_failures_fail_only_their_job(engine: Engine, debug_params: Path) -> Non
     for mode, message in cases.items():
         result = run(engine, f"fail-{mode}", partitions=3, fail_partition=1, fail_mode=mode)
         assert result.status is ResultStatus.FAILED and message in result.error and "partition 1" in result.error
+    # A process that dies while filling a segment leaves none behind (removed with the dead process).
+    result = run(engine, "fail-crash-filling", partitions=2, fail_partition=0, fail_mode="crash_filling")
+    assert result.status is ResultStatus.FAILED and "synthesis failed: worker process cuzk-synth-" in result.error
+    wait_until(lambda: all(p.alive for p in engine.synth_procs), 60, "the synthesis process to be restarted")
+    assert not [n for n in os.listdir("/dev/shm") if n.startswith(f"cuzk_{os.getpid()}_")
+                and n.split("_")[2] not in {str(p.pid) for p in engine.synth_procs}]
     assert_verifies(run(engine, "after-failures", seed=9), debug_params, seed=9)
     wait_until(lambda: idle(engine), what="the failed jobs' work to drain")
 
@@ -214,3 +222,20 @@ def test_listeners_status_and_metrics(engine: Engine) -> None:
     assert status["compiled_circuits"]["root"] == str(Path(engine.config.srs.param_cache) / "compiled")
     text = engine.metrics_text()
     assert "cuzk_proofs_completed_total" in text and 'cuzk_partition_stage_seconds_count{stage="device"}' in text
+
+
+def test_a_device_process_killed_between_proofs_is_restarted_before_the_next_job(engine: Engine,
+                                                                                  debug_params: Path) -> None:
+    """Found dead by the housekeeper, not by the next job: that job's key load used to fail it and
+    restart nothing, so every later job failed the same way (the soak found it)."""
+    assert run(engine, "before-kill", "bits-1", partitions=2, seed=60).status is ResultStatus.COMPLETED
+    wait_until(lambda: idle(engine), 30, "the engine to be idle")
+    engine.evict_srs("bits-1")  # the next job loads its key again: the control request a dead device fails
+    device = engine.executor.devices[0]
+    pid, restarts = device.pid, device.restarts
+    assert pid is not None
+    os.kill(pid, signal.SIGKILL)  # the executor's own record of its device process, not a name lookup
+    wait_until(lambda: device.restarts > restarts and device.alive, 60, "the device to be restarted")
+    assert device.pid != pid and "found dead while idle" in device.last_failure[1]
+    result = run(engine, "after-kill", "bits-1", partitions=2, seed=62)
+    assert_verifies(result, debug_params, "bits-1", seed=62, partitions=2)

@@ -192,3 +192,21 @@ def test_snapdeals_witness_is_generated_in_place_too(monkeypatch: pytest.MonkeyP
             assert np.array_equal(att.assignment.inputs, inputs) and np.array_equal(att.assignment.aux, aux)
     finally:
         shared.unlink()
+
+
+def test_segments_left_by_a_dead_maker_are_removed_and_those_handed_over_kept() -> None:
+    import os
+
+    from cuzk.engine.synthesis import new_segment, unlink_orphans
+
+    handed_over, orphan = new_segment(64), new_segment(64)
+    try:
+        for shm in (handed_over, orphan):  # cuzk_<daemon pid>_<maker pid>_<random>: here both are this process
+            assert shm.name.startswith(f"cuzk_{os.getpid()}_{os.getpid()}_")
+        assert unlink_orphans(os.getpid() + 1_000_000, set()) == []  # another maker's: none
+        assert unlink_orphans(os.getpid(), {handed_over.name}) == [orphan.name]
+        assert not os.path.exists(f"/dev/shm/{orphan.name}") and os.path.exists(f"/dev/shm/{handed_over.name}")
+    finally:
+        orphan.close()
+        handed_over.close()
+        handed_over.unlink()

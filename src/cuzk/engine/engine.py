@@ -118,12 +118,17 @@ class JobJournal(JobListener, Protocol):
     `stage_request` runs before the engine's lock is taken (it may write the whole request) and
     `unstage_request` after it, whatever became of the submission; `job_accepted` and `job_finished`
     run under the lock and must be quick. An exception from `stage_request` or `job_accepted`
-    refuses the submission.
+    refuses the submission. A result `job_finished` cannot write now it keeps; `flush` (the
+    housekeeper, every second) retries those.
     """
 
     def stage_request(self, digest: str, request: ProofRequest) -> None: ...
 
     def unstage_request(self, digest: str) -> None: ...
+
+    def flush(self) -> int: ...
+
+    def state(self) -> dict[str, Any]: ...
 
 
 @dataclass(frozen=True)
@@ -801,9 +806,14 @@ class Engine:
                 if dead and not proc.stopping:
                     self.metrics.worker_restarts.labels("synthesis").inc()
                     self._safe_restart(proc, "found dead while idle")
+            revived = self.executor.revive()
+            if revived:
+                self.metrics.worker_restarts.labels("device").inc(revived)
             if time.monotonic() - last_info > 5.0:
                 last_info = time.monotonic()
                 self.executor.refresh_info()
+            if self.journal is not None:
+                self.journal.flush()
 
     def _safe_restart(self, proc: WorkerProcess, reason: str) -> None:
         try:

@@ -300,6 +300,13 @@ class Executor(ABC):
         """The local processes behind the devices (their memory counts against this host's budget)."""
         return []
 
+    def revive(self) -> int:
+        """Restart devices found dead while no lane was proving on them (the housekeeper's call); how
+        many. A device that dies under a lane is restarted by that lane; one that dies between
+        proofs is otherwise found only by the next key load, which fails its job and restarts
+        nothing, so every later job failed the same way."""
+        return 0
+
 
 class LocalDevice(Device):
     """A device owned by a spawned process on this host."""
@@ -348,6 +355,7 @@ class LocalExecutor(Executor):
             self._devices.append(device)
         self.workers_per_device = workers_per_device
         self.critical_lane = workers_per_device  # the pipe past the regular lanes'
+        self._dead_before: set[str] = set()  # devices `revive` found dead last time
 
     @classmethod
     def from_config(cls, config: Config, specs: list[DeviceSpec] | None = None) -> LocalExecutor:
@@ -418,6 +426,17 @@ class LocalExecutor(Executor):
         for d in self._devices:
             if d.proc.alive:
                 self._control(d, ("unload", circuit_id, tier))
+
+    def revive(self) -> int:
+        # Dead at two calls in a row (a second apart): a lane that saw it die restarts it first, and
+        # records why ("died while proving ...").
+        dead = {d.worker_name for d in self._devices
+                if d.proc.process is not None and not d.proc.alive and not d.proc.stopping}
+        due = [d for d in self._devices if d.worker_name in dead and d.worker_name in self._dead_before]
+        self._dead_before = dead
+        for d in due:
+            self.restart(d, "found dead while idle")
+        return len(due)
 
     def refresh_info(self) -> None:
         for d in self._devices:

@@ -20,11 +20,19 @@ were told, and what the journal keeps.
 WAL mode with synchronous=NORMAL: a commit survives the daemon being killed at any point; an
 operating-system crash may lose the last commits. One daemon per state directory is the only
 writer (the pid file lock ensures it).
+
+While the state directory cannot be written (disk full, I/O errors), a job cannot be recorded, so it
+is refused (`JournalUnavailableError`, gRPC UNAVAILABLE, naming the directory and SQLite's error)
+and every later submission tries again: the daemon recovers by itself once space returns. A result
+that cannot be written stays in memory (its waiters get it) and is written by the next write or
+`flush`; a job whose result is still unwritten when the daemon dies is found in flight at the next
+start, like any other.
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import json
 import logging
 import sqlite3
@@ -85,6 +93,10 @@ CREATE TABLE IF NOT EXISTS requests (digest TEXT PRIMARY KEY, request BLOB NOT N
 
 class JournalError(CuzkError):
     """The journal cannot be opened or written; the message names the file."""
+
+
+class JournalUnavailableError(JournalError):
+    """The journal cannot be written now (the disk is full, I/O errors): new work is refused until it can."""
 
 
 def encode_request(request: ProofRequest) -> bytes:
@@ -164,6 +176,10 @@ class Journal:
         self._lock = threading.Lock()
         self._staged: collections.Counter[str] = collections.Counter()
         self._last_sweep = 0.0
+        #: Finished results not written yet (the journal was unavailable), by job id, oldest first.
+        self._unwritten: dict[str, tuple[JobInfo, JobResult]] = {}
+        #: Why the last write failed; "" while writes succeed.
+        self._write_error = ""
         try:
             self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=10.0)
             mode = self._db.execute("PRAGMA journal_mode=WAL").fetchone()[0]
@@ -179,7 +195,10 @@ class Journal:
                                    "move the file away to start a new journal")
         except sqlite3.Error as err:
             raise JournalError(f"job journal {path}: {err}") from None
-        self.sweep(requests=True)
+        try:
+            self.sweep(requests=True)
+        except JournalUnavailableError as err:  # read-only until space returns: jobs are refused, not lost
+            log.warning("%s", err)
 
     # -- engine hooks ---------------------------------------------------------------------------------------
     def stage_request(self, digest: str, request: ProofRequest) -> None:
@@ -192,7 +211,11 @@ class Journal:
                 return
         blob = encode_request(request)
         with self._lock:
-            self._write("INSERT OR IGNORE INTO requests (digest, request) VALUES (?, ?)", (digest, blob))
+            try:
+                self._write("INSERT OR IGNORE INTO requests (digest, request) VALUES (?, ?)", (digest, blob))
+            except JournalError:
+                self._unstage(digest)  # the submission is refused: nothing will unstage it
+                raise
 
     def unstage_request(self, digest: str) -> None:
         """The staged submission was decided: its inputs stay if an accepted job uses them, else they go."""
@@ -205,6 +228,7 @@ class Journal:
     def job_accepted(self, job: JobInfo) -> None:
         now = round(time.time() * 1000)
         with self._lock:
+            self._flush()  # results finished earlier go first; if they cannot, neither can this job
             self._write(
                 """INSERT INTO jobs (job_id, digest, proof_kind, priority, circuit_id, state, instance_id, attempts,
                                      submitted_at_ms)
@@ -221,26 +245,60 @@ class Journal:
                  job.submitted_at_unix_ms or now))
 
     def job_finished(self, job: JobInfo, result: JobResult) -> None:
-        state = _STATE_BY_STATUS.get(result.status)
-        if state is None:
+        """Record a result; while the journal is unavailable it is kept in memory and written later."""
+        if result.status not in _STATE_BY_STATUS:
             return
-        finished = result.finished_at_unix_ms or round(time.time() * 1000)
         with self._lock:
-            self._write(
-                """INSERT INTO jobs (job_id, digest, proof_kind, priority, circuit_id, state, instance_id,
-                                     submitted_at_ms, finished_at_ms, status, error, proof, result_json)
-                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                   ON CONFLICT (job_id) DO UPDATE SET
-                     digest = excluded.digest, circuit_id = excluded.circuit_id, state = excluded.state,
-                     instance_id = excluded.instance_id, finished_at_ms = excluded.finished_at_ms,
-                     status = excluded.status, error = excluded.error, proof = excluded.proof,
-                     result_json = excluded.result_json""",
-                (job.job_id, job.digest, job.proof_kind, job.priority, result.circuit_id or job.circuit_id, state,
-                 self.instance_id, job.submitted_at_unix_ms, finished, int(result.status), result.error,
-                 result.proof, _result_json(result)))
-            self._drop_request_if_unused(job.digest)
+            self._unwritten[job.job_id] = (job, result)
+            try:
+                self._flush()
+            except JournalUnavailableError:
+                return  # kept; `flush` or the next write retries
         if time.monotonic() - self._last_sweep > SWEEP_INTERVAL_S:
-            self.sweep()
+            with contextlib.suppress(JournalUnavailableError):  # tried again at the next interval
+                self.sweep()
+
+    def flush(self) -> int:
+        """Write the results kept while the journal was unavailable; how many are still unwritten."""
+        with self._lock:
+            if self._unwritten:
+                with contextlib.suppress(JournalUnavailableError):
+                    self._flush()
+            return len(self._unwritten)
+
+    def state(self) -> dict[str, Any]:
+        """For status: whether the journal can be written, why not, and the results waiting to be."""
+        with self._lock:
+            return {"path": str(self.path), "writable": not self._write_error, "error": self._write_error,
+                    "unwritten_results": len(self._unwritten)}
+
+    def _flush(self) -> None:
+        while self._unwritten:
+            job_id = next(iter(self._unwritten))
+            try:
+                self._write_result(*self._unwritten[job_id])
+            except JournalUnavailableError:
+                raise
+            except JournalError as err:  # never writable: kept, it would refuse every later job
+                log.error("journal: the result of job %s cannot be recorded and is dropped: %s", job_id, err)
+            del self._unwritten[job_id]
+
+    def _write_result(self, job: JobInfo, result: JobResult) -> None:  # lock held
+        state = _STATE_BY_STATUS[result.status]
+        finished = result.finished_at_unix_ms or round(time.time() * 1000)
+        self._write(
+            """INSERT INTO jobs (job_id, digest, proof_kind, priority, circuit_id, state, instance_id,
+                                 submitted_at_ms, finished_at_ms, status, error, proof, result_json)
+               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+               ON CONFLICT (job_id) DO UPDATE SET
+                 digest = excluded.digest, circuit_id = excluded.circuit_id, state = excluded.state,
+                 instance_id = excluded.instance_id, finished_at_ms = excluded.finished_at_ms,
+                 status = excluded.status, error = excluded.error, proof = excluded.proof,
+                 result_json = excluded.result_json""",
+            (job.job_id, job.digest, job.proof_kind, job.priority, result.circuit_id or job.circuit_id, state,
+             self.instance_id, job.submitted_at_unix_ms, finished, int(result.status), result.error,
+             result.proof, _result_json(result)))
+        self._drop_request_if_unused(job.digest)
 
     # -- recovery ----------------------------------------------------------------------------------------------
     def recover(self, policy: str) -> Recovery:
@@ -350,6 +408,12 @@ class Journal:
     def close(self) -> None:
         """Checkpoint the WAL into the database file and close (the daemon's last step on a clean stop)."""
         with self._lock:
+            with contextlib.suppress(JournalUnavailableError):
+                self._flush()
+            if self._unwritten:
+                log.error("journal: %d result(s) could not be written (%s): %s; the next start finds those jobs "
+                          "in flight (daemon.on_restart decides)", len(self._unwritten), self._write_error,
+                          ", ".join(self._unwritten))
             try:
                 self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             except sqlite3.Error as err:
@@ -360,8 +424,19 @@ class Journal:
     def _write(self, sql: str, params: tuple[Any, ...]) -> None:
         try:
             self._db.execute(sql, params)
+        except sqlite3.OperationalError as err:  # disk full, I/O error, read-only file system...
+            if not self._write_error:
+                log.error("journal: the state directory %s cannot be written (%s): new jobs are refused until "
+                          "it can", self.path.parent, err)
+            self._write_error = str(err)
+            raise JournalUnavailableError(
+                f"the state directory {self.path.parent} cannot be written ({err}), so job journal {self.path} "
+                "cannot record new jobs; none are accepted until writes succeed again: retry later") from None
         except sqlite3.Error as err:
             raise JournalError(f"job journal {self.path}: {err}") from None
+        if self._write_error:
+            log.warning("journal: the state directory %s can be written again; accepting jobs", self.path.parent)
+            self._write_error = ""
 
     def _unstage(self, digest: str) -> None:
         if self._staged[digest] > 0:

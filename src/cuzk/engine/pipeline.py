@@ -50,7 +50,7 @@ from cuzk.engine.messages import ItemResult, ProveItem
 from cuzk.engine.metrics import EngineMetrics
 from cuzk.engine.procs import WorkerCrashedError, WorkerProcess
 from cuzk.engine.providers import PartitionPlan
-from cuzk.engine.synthesis import SharedAssignment
+from cuzk.engine.synthesis import SharedAssignment, unlink_orphans
 from cuzk.errors import CuzkError
 
 log = logging.getLogger("cuzk.engine.pipeline")
@@ -160,6 +160,8 @@ class Pipeline:
         self.synthesizing = 0
         self.shared_segments = 0
         self.shared_bytes = 0
+        #: Names of the segments handed over and not yet unlinked.
+        self._held_segments: set[str] = set()
         self.synth_workers = [WorkerState(p.name, "synthesis",
                                           min_priority=Priority.CRITICAL if p is critical_synth else 0)
                               for p in synth_procs]
@@ -249,6 +251,7 @@ class Pipeline:
         work.shared.unlink()
         self.shared_segments -= 1
         self.shared_bytes -= work.shared.size
+        self._held_segments.discard(work.shared.shm_name)
         work.shared = None
 
     @property
@@ -343,7 +346,7 @@ class Pipeline:
                 continue
             work = task
             work.record.synth_worker = proc.name
-            crashed = False
+            crashed, dead_pid = False, proc.pid
             try:
                 reply = proc.request(("synth", work.plan.recipe))
             except WorkerCrashedError as crash:
@@ -368,6 +371,7 @@ class Pipeline:
                 self.cv.notify_all()
             if crashed:  # after the job has its answer: a restart takes a second or two
                 self.metrics.worker_restarts.labels("synthesis").inc()
+                self._drop_orphans(dead_pid)
                 self._restart(proc, f"died while synthesizing {work.label}")
 
     def _run_call(self, proc: WorkerProcess, call: _Call) -> None:
@@ -387,6 +391,7 @@ class Pipeline:
         work.shared = shared
         self.shared_segments += 1
         self.shared_bytes += shared.size
+        self._held_segments.add(shared.shm_name)
         rec = work.record
         rec.synth_start, rec.synth_end = start, end
         self.metrics.stage.labels("synthesis").observe(end - start)
@@ -535,6 +540,17 @@ class Pipeline:
         self.metrics.partitions_requeued.inc()
         bisect.insort(self._device_queue, work, key=lambda w: w.key)
         return True
+
+    def _drop_orphans(self, dead_pid: int | None) -> None:
+        """Remove what a synthesis process killed mid-partition left in shared memory."""
+        if dead_pid is None:
+            return
+        with self.cv:
+            keep = set(self._held_segments)
+        removed = unlink_orphans(dead_pid, keep)
+        if removed:
+            log.warning("removed %d shared-memory segment(s) the dead synthesis process %d left: %s", len(removed),
+                        dead_pid, ", ".join(removed))
 
     @staticmethod
     def _restart(proc: WorkerProcess, reason: str) -> None:

@@ -141,7 +141,12 @@ class WorkerProcess:
                 self._close_conns()
                 self.restarts += 1
                 self.start()
-                self.wait_ready()
+                try:
+                    self.wait_ready()
+                except (OSError, EOFError, CuzkError):
+                    if self.stopping:  # stopped meanwhile (`stop` closed its pipes): nothing to restart
+                        return
+                    raise
         if self.on_restart is not None:
             self.on_restart(self)
 

@@ -229,6 +229,8 @@ def snapshot(engine: Engine) -> dict[str, Any]:
         **info(engine),
         "uptime_secs": round(now - engine.started, 3),
         "accepting": engine.accepting,
+        # The job journal: writable, or why not (new jobs are refused meanwhile), results not yet written.
+        "journal": engine.journal.state() if engine.journal is not None else None,
         "memory": {"total_bytes": budget.total, "used_bytes": budget.used, "available_bytes": budget.available,
                    "peak_bytes": budget.peak, "baseline_bytes": engine.baseline_bytes,
                    "by_purpose": budget.by_label(), "process_rss_bytes": engine.rss(),

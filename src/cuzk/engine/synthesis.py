@@ -20,7 +20,10 @@ from __future__ import annotations
 
 import io
 import logging
+import multiprocessing
+import os
 import pickle
+import secrets
 import time
 import traceback
 from collections.abc import Callable, Sequence
@@ -135,6 +138,42 @@ class AttachedAssignment:
         self.close()
 
 
+#: Segment names: cuzk_<daemon pid>_<pid of the maker>_<random>, so that segments a killed process left
+#: can be told apart from other programs' (benchmarks/e2e/bench_soak.py counts them).
+SEGMENT_PREFIX = "cuzk_"
+
+
+def new_segment(size: int) -> shared_memory.SharedMemory:
+    """A new shared-memory segment named after the daemon and the process that makes it."""
+    parent = multiprocessing.parent_process()
+    daemon = parent.pid if parent is not None else os.getpid()
+    return shared_memory.SharedMemory(create=True, size=size,
+                                      name=f"{SEGMENT_PREFIX}{daemon}_{os.getpid()}_{secrets.token_hex(6)}")
+
+
+def unlink_orphans(maker_pid: int, keep: set[str]) -> list[str]:
+    """Remove the segments this daemon's process `maker_pid` (dead) made that are not in `keep` (those
+    handed over before it died): the one it was filling when it was killed would otherwise stay in
+    /dev/shm, holding its memory, until the daemon exits. The names removed."""
+    prefix = f"{SEGMENT_PREFIX}{os.getpid()}_{maker_pid}_"
+    try:
+        names = [n for n in os.listdir("/dev/shm") if n.startswith(prefix) and n not in keep]
+    except OSError:  # no /dev/shm (not Linux): nothing to find
+        return []
+    removed = []
+    for name in names:
+        try:
+            shm = shared_memory.SharedMemory(name=name)
+        except FileNotFoundError:
+            continue
+        try:
+            shm.unlink()
+            removed.append(name)
+        finally:
+            shm.close()
+    return removed
+
+
 def _layout(arrays: list[tuple[str, tuple[int, ...], np.dtype]]) -> tuple[tuple[ArraySpec, ...], int]:
     """Where each (name, shape, dtype) goes in one segment (_ALIGN-aligned, in order) and its size."""
     specs, offset = [], 0
@@ -155,7 +194,7 @@ class WitnessSegment:
     def __init__(self, num_inputs: int, num_aux: int) -> None:
         limbs = np.dtype(np.uint64)
         self.specs, self.size = _layout([("inputs", (num_inputs, 4), limbs), ("aux", (num_aux, 4), limbs)])
-        self._shm = shared_memory.SharedMemory(create=True, size=self.size)
+        self._shm = new_segment(self.size)
         self.inputs: np.ndarray | None = np.ndarray((num_inputs, 4), limbs, self._shm.buf, self.specs[0].offset)
         self.aux: np.ndarray | None = np.ndarray((num_aux, 4), limbs, self._shm.buf, self.specs[1].offset)
 
@@ -188,7 +227,7 @@ def export_assignment(asg: Any) -> SharedAssignment:
     arrays = [(name, np.ascontiguousarray(getattr(asg, name))) for name in
               (_WITNESS_FIELDS if witness_only else _FIELDS)]
     specs, size = _layout([(name, tuple(arr.shape), arr.dtype) for name, arr in arrays])
-    shm = shared_memory.SharedMemory(create=True, size=size)
+    shm = new_segment(size)
     try:
         for spec, (_, arr) in zip(specs, arrays, strict=True):
             if arr.nbytes:

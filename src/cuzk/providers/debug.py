@@ -8,9 +8,10 @@ PROOF_KIND_UNSPECIFIED` and a JSON `vanilla_proof`:
      "batchable": true}
 
 Only `test_circuit` is required. `fail_mode` says how `fail_partition` fails: "error" (synthesis
-raises), "crash" (the synthesis process exits), "prove" (the partition is synthesized from a
-circuit of another size, so the prover rejects it against the parameters) or "unverifiable" (the
-proof is checked against wrong public inputs).
+raises), "crash" (the synthesis process exits), "crash_filling" (it exits with a shared-memory
+segment made and not yet handed over, as a process killed mid-witness does), "prove" (the partition
+is synthesized from a circuit of another size, so the prover rejects it against the parameters) or
+"unverifiable" (the proof is checked against wrong public inputs).
 `device_delay_ms` holds the device that long before each partition's proof (under the device lock on
 the CPU path), to make device contention on purpose.
 `partition_memory` (bytes) raises each partition's memory reservation to at least that much, to
@@ -48,7 +49,7 @@ from cuzk.kinds import ProofKind
 TEST_PARAMS_PREFIX = "cuzk-test-"
 MAX_TEST_PARTITIONS = 64
 MAX_TEST_LOG_CONSTRAINTS = 16
-FAIL_MODES = ("error", "crash", "prove", "unverifiable")
+FAIL_MODES = ("error", "crash", "crash_filling", "prove", "unverifiable")
 
 
 @dataclass(frozen=True)
@@ -151,11 +152,15 @@ class DebugCircuitRecipe(CircuitRecipe):
             time.sleep(self.delay_ms / 1000)
         if self.fail == "error":
             raise SynthesisError(f"injected synthesis failure ({self.label})")
-        if self.fail == "crash":
+        if self.fail in ("crash", "crash_filling"):
             import multiprocessing
 
             if multiprocessing.parent_process() is None:
                 raise SynthesisError(f"injected crash ({self.label}) refused outside a worker process")
+            if self.fail == "crash_filling":
+                from cuzk.engine.synthesis import new_segment
+
+                new_segment(1 << 16).close()
             os._exit(70)
         return super().assignment()
 

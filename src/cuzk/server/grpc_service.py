@@ -3,7 +3,8 @@
 Engine errors map to status codes: a request that can never succeed is INVALID_ARGUMENT (with the
 reason), an unknown job NOT_FOUND, a request_id reused for different inputs ALREADY_EXISTS, an
 eviction of parameters in use FAILED_PRECONDITION, memory that can never suffice
-RESOURCE_EXHAUSTED, a draining daemon UNAVAILABLE. A proof that fails is not an RPC error: the
+RESOURCE_EXHAUSTED, a draining daemon or a state directory that cannot be written (the job journal)
+UNAVAILABLE. A proof that fails is not an RPC error: the
 response says FAILED with the message (docs/compatibility.md §1).
 
 Prove waits for the result; if the client goes away first (deadline, cancel, disconnect) the job
@@ -26,6 +27,7 @@ import grpc
 
 from cuzk.engine.engine import Engine, NotAcceptingError, QueueFullError, RequestConflictError, UnknownJobError
 from cuzk.engine.jobs import JobResult, Priority, ProofKind, ProofRequest
+from cuzk.engine.journal import JournalUnavailableError
 from cuzk.engine.memory import BudgetError
 from cuzk.engine.providers import InvalidRequestError
 from cuzk.engine.srs import SrsInUseError
@@ -60,6 +62,7 @@ _ERROR_CODES: tuple[tuple[type[BaseException], grpc.StatusCode], ...] = (
     (QueueFullError, grpc.StatusCode.RESOURCE_EXHAUSTED),
     (NotYourJobError, grpc.StatusCode.PERMISSION_DENIED),
     (NotAcceptingError, grpc.StatusCode.UNAVAILABLE),
+    (JournalUnavailableError, grpc.StatusCode.UNAVAILABLE),
     (StartingError, grpc.StatusCode.UNAVAILABLE),
     (CuzkError, grpc.StatusCode.FAILED_PRECONDITION),
 )

@@ -1,0 +1,60 @@
+"""The soak (`benchmarks/e2e/bench_soak.py`): a daemon under a mixed stream with faults injected from a
+seed, its verdicts asserted. $CUZK_SOAK_SECONDS sets the length (default: 10 minutes under CI=true,
+90 s elsewhere); $CUZK_SOAK_SEED the seed."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "e2e" / "bench_soak.py"
+
+
+def soak_module():  # type: ignore[no-untyped-def]
+    sys.path.insert(0, str(SCRIPT.parent))
+    spec = importlib.util.spec_from_file_location("bench_soak", SCRIPT)
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    sys.modules["bench_soak"] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module
+
+
+def test_growth_is_the_fitted_slope_over_the_window_without_restart_warm_ups() -> None:
+    soak = soak_module()
+    flat = [{"t": float(t), "x": 100 + (t % 2)} for t in range(60)]
+    g = soak.growth(flat, "x", start=10, skip=[])
+    assert abs(g["growth"]) < 1 and g["samples"] == 50
+    leaking = [{"t": float(t), "x": 100 + 10 * t} for t in range(60)]
+    assert soak.growth(leaking, "x", start=10, skip=[])["growth"] == pytest.approx(490)
+    # a restart drops the series and it climbs back: the climb is left out, the plateau is flat
+    restarted = [{"t": float(t), "x": (t - 30) * 50 if 30 <= t < 35 else 300} for t in range(60)]
+    assert abs(soak.growth(restarted, "x", start=10, skip=[(30, 35)])["growth"]) < 1e-6
+    assert soak.bound("tree_fds", 100, 0) == pytest.approx(26)
+    assert soak.bound("log_bytes", 0, 10) == (1 << 20) + 81920
+
+
+@pytest.mark.slow
+def test_soak_answers_every_id_once_with_verified_proofs_and_nothing_left_behind(tmp_path: Path) -> None:
+    seconds = float(os.environ.get("CUZK_SOAK_SECONDS") or (600 if os.environ.get("CI") == "true" else 90))
+    seed = os.environ.get("CUZK_SOAK_SEED", "1")
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--duration", str(seconds), "--seed", seed, "--root",
+                           str(tmp_path / "root"), "--out", str(out), "--fault-every", str(min(30.0, seconds / 6))],
+                          capture_output=True, text=True, timeout=seconds + 1800, check=False)
+    [path] = out.glob("soak-*.json")
+    record = json.loads(path.read_text())
+    assert (out / path.name.replace(".json", ".png")).stat().st_size > 0
+    checks = record["checks"]
+    detail = {k: record[k] for k in ("requests", "deadlines_by_priority", "critical_missed_outside_restarts",
+                                     "leftover_processes", "leftover_shm", "faults")}
+    detail["growth"] = {n: g for n, g in record["growth"].items() if not g["ok"]}
+    tail = f"{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
+    assert all(checks.values()), f"{checks}\n{json.dumps(detail, indent=1)}\n{tail}"
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert record["requests"]["completed"] > 0 and {f["fault"] for f in record["faults"]}
