@@ -140,9 +140,11 @@ def profiled_proof(backend: Any, pk: Any, asg: Any) -> dict[str, dict[str, float
     slower than the others), by MSM: "wait" is the stream's time since the step before (a streamed
     batch's bases arriving, the host's work between MSMs), then split, ones, sort, tree, accumulate,
     combine, reduce, summed over the batches. B's G2 MSM runs after the G1 ones while profiled."""
+    from cuzk.backends.cuda import phase, streaming
+
     per: dict[str, dict[str, float]] = {}
     g1_order = iter(("h", "l", "a", "b_g1"))
-    real_batches, real_msm = backend._msm_batches, backend._msm
+    real_batches, real_msm = streaming.msm_batches, phase.msm
 
     def attributed(name: str, call: Any) -> Any:
         before = dict(backend.msm.profile)
@@ -151,19 +153,19 @@ def profiled_proof(backend: Any, pk: Any, asg: Any) -> dict[str, dict[str, float
         per[name] = {k: round(v - before.get(k, 0.0), 2) for k, v in after.items() if v != before.get(k, 0.0)}
         return out
 
-    def batches(name: str, *args: Any, **kwargs: Any) -> Any:
-        return attributed(name, lambda: real_batches(name, *args, **kwargs))
+    def batches(gpu: Any, name: str, *args: Any, **kwargs: Any) -> Any:
+        return attributed(name, lambda: real_batches(gpu, name, *args, **kwargs))
 
-    def msm(group: str, *args: Any, **kwargs: Any) -> Any:
-        return attributed("b_g2" if group == "g2" else next(g1_order), lambda: real_msm(group, *args, **kwargs))
+    def msm(gpu: Any, group: str, *args: Any, **kwargs: Any) -> Any:
+        return attributed("b_g2" if group == "g2" else next(g1_order), lambda: real_msm(gpu, group, *args, **kwargs))
 
-    backend._msm_batches, backend._msm = batches, msm
+    streaming.msm_batches, phase.msm = batches, msm
     backend.msm.profile = {}
     try:
         backend.prove(pk, asg, r=1, s=2)
     finally:
         backend.msm.profile = None
-        del backend._msm_batches, backend._msm
+        streaming.msm_batches, phase.msm = real_batches, real_msm
     return per
 
 
@@ -185,7 +187,7 @@ def run_cap(spec: tuple[int | None, int | None, int | None], pk: Any, asg: Any, 
     backend.load_key(pk, device_bases=host)
     load_s = time.monotonic() - start
     plan = backend.key_plan(pk)
-    shape = backend._keys[pk].shape
+    shape = backend.keys.loaded[pk].shape
     forced = forced_batch is not None
     if forced:
         plan = plan.streaming_with(shape, forced_batch, forced_tree)

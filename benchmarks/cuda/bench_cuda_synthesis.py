@@ -127,12 +127,12 @@ def gpu_phase(compiled: Any, inputs: np.ndarray, aux: np.ndarray, reps: int, cpu
               cpu_bad: np.ndarray) -> dict[str, Any]:
     import cupy as cp
 
-    from cuzk.backends.cuda.backend import _PinnedUploader
     from cuzk.backends.cuda.module import get_module
     from cuzk.backends.cuda.spmv import DeviceSpmv
+    from cuzk.backends.cuda.uploader import PinnedUploader
 
     stream = cp.cuda.Stream(non_blocking=True)
-    uploader = _PinnedUploader(cp, stream)
+    uploader = PinnedUploader(cp, stream)
     spmv = DeviceSpmv(get_module(0, "synthesis"))
 
     def copy(host: np.ndarray) -> Any:

@@ -45,13 +45,13 @@ def main() -> None:
     nbytes = sum(h.nbytes for h in host)
 
     with backend._device:
-        lane = backend._take_lane()
+        lane = backend.lanes.take()
         up = lane.uploader
         dst = [cp.empty(h.nbytes, dtype=cp.uint8) for h in host]
         ntt_buf = cp.zeros((m, 8), dtype=cp.uint32)
         scalars = cp.zeros((m, 8), dtype=cp.uint32)
         scalars[: asg.a.shape[0]] = cp.asarray(np.ascontiguousarray(asg.a).view(np.uint32).reshape(-1, 8))
-        h_bases = backend._keys[pk].bases["h"]
+        h_bases = backend.keys.loaded[pk].bases["h"]
         root = backend.ntt.default_root(27)
         backend.ntt.dif(ntt_buf, 27, root)
         cp.cuda.Device().synchronize()
@@ -84,15 +84,15 @@ def main() -> None:
         return {k: round(v * 1e3, 1) for k, v in parts.items()}
 
     def load_ntt() -> None:
-        with backend._device, backend._compute:
+        with backend._device, backend.gpu.compute:
             for _ in range(30):
                 backend.ntt.dif(ntt_buf, 27, root)
-            backend._compute.synchronize()
+            backend.gpu.compute.synchronize()
 
     def load_msm() -> None:
-        with backend._device, backend._compute:
+        with backend._device, backend.gpu.compute:
             backend.msm.msm("g1", h_bases, scalars[: m - 1])
-            backend._compute.synchronize()
+            backend.gpu.compute.synchronize()
 
     def load_proof() -> None:
         backend.prove(pk, asg, r=1, s=2)

@@ -35,14 +35,14 @@ def main() -> None:
     import bench_cuda_partition as part
     import cupy as cp
 
-    import cuzk.backends.cuda.backend as backend_module
+    import cuzk.backends.cuda.uploader as uploader_module
 
     log = part.json_lines(sys.argv[1], connections=os.environ.get("CUDA_DEVICE_MAX_CONNECTIONS", "default"))
 
     backend, pk, asg = part.resident_partition()
     log(step="setup done")
     rt = cp.cuda.runtime
-    staged_upload = backend_module._PinnedUploader.upload
+    staged_upload = uploader_module.PinnedUploader.upload
     reg_log: list[tuple[float, float, float]] = []
 
     def registered_upload(self: Any, dst: Any, src: np.ndarray) -> None:
@@ -65,7 +65,7 @@ def main() -> None:
               "witness": {"inputs": words(asg.inputs), "aux": words(asg.aux), "a_mask": asg.a_aux_density,
                           "b_mask": asg.b_aux_density, "b_in_mask": asg.b_input_density}}
     with backend._device:
-        lane = backend._take_lane()
+        lane = backend.lanes.take()
         for gname, host in groups.items():
             nbytes = sum(v.nbytes for v in host.values())
             dst = {k: cp.empty(v.shape, dtype=cp.bool_ if v.dtype == np.bool_ else cp.uint32) for k, v in host.items()}
@@ -82,12 +82,12 @@ def main() -> None:
                         register_s=round(sum(r[0] for r in reg_log), 3), copy_s=round(sum(r[1] for r in reg_log), 3),
                         unregister_s=round(sum(r[2] for r in reg_log), 3))
             del dst
-        backend._give_lane(lane)
+        backend.lanes.give(lane)
 
     keys = ("h2d_witness", "upload_wait", "h2d_abc", "device", "h", "msm_h", "stage_ahead", "lock_wait")
 
     def use(path: str) -> None:
-        backend_module._PinnedUploader.upload = staged_upload if path == "staged" else registered_upload
+        uploader_module.PinnedUploader.upload = staged_upload if path == "staged" else registered_upload
 
     for path in ("staged", "registered", "staged", "registered"):
         use(path)

@@ -26,7 +26,7 @@ def main() -> None:
     import bench_cuda_partition as part
     import cupy as cp
 
-    import cuzk.backends.cuda.backend as backend_module
+    import cuzk.backends.cuda.uploader as uploader_module
 
     log = part.json_lines(sys.argv[1])
 
@@ -40,7 +40,7 @@ def main() -> None:
                 "b_mask": asg.b_aux_density, "b_in_mask": asg.b_input_density}
     nbytes = sum(v.nbytes for v in host_wit.values())
     with backend._device:
-        lane = backend._take_lane()
+        lane = backend.lanes.take()
         dst = {k: cp.empty(v.shape, dtype=cp.bool_ if v.dtype == np.bool_ else cp.uint32) for k, v in host_wit.items()}
         for _ in range(2):
             t0 = time.perf_counter()
@@ -56,7 +56,7 @@ def main() -> None:
         s = time.perf_counter() - t0
         log(step="witness upload by ndarray.set (pageable), device idle", s=round(s, 3),
             gbps=round(nbytes / s / 1e9, 2))
-        backend._give_lane(lane)
+        backend.lanes.give(lane)
         del dst
 
     keys = ("h2d_witness", "upload_wait", "h2d_abc", "device", "h", "msm_h", "gather", "stage_ahead")
@@ -73,11 +73,11 @@ def main() -> None:
     sys.setswitchinterval(1e-4)
     proofs("switchinterval 1e-4")
     sys.setswitchinterval(5e-3)
-    backend_module._PinnedUploader.__init__.__defaults__ = (256 << 20, 8)
-    backend._lanes.clear()
+    uploader_module.PinnedUploader.__init__.__defaults__ = (256 << 20, 8)
+    backend.lanes.idle.clear()
     proofs("256 MiB chunks")
-    backend_module._PinnedUploader.__init__.__defaults__ = (64 << 20, 16)
-    backend._lanes.clear()
+    uploader_module.PinnedUploader.__init__.__defaults__ = (64 << 20, 16)
+    backend.lanes.idle.clear()
     proofs("16 threads")
 
 

@@ -146,7 +146,7 @@ def test_a_killed_device_process_is_restarted_and_the_job_completes(tmp_path: Pa
 def test_a_critical_partition_is_let_in_mid_phase(tmp_path: Path, debug_params: Path,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """A NORMAL proof's device phase, slowed by the emulated streams, yields at its preemption point
-    to a CRITICAL partition waiting for the device (`CudaBackend._preemption_point`)."""
+    to a CRITICAL partition waiting for the device (`Admission.preemption_point`, cuzk.backends.cuda.admission)."""
     monkeypatch.setenv("CUZK_EMULATED_GPU_DELAY", "0.01")
     engine = emulated(tmp_path, debug_params, cards=["4GiB"], gpu_workers_per_device=1)
     try:

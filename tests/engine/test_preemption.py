@@ -154,7 +154,7 @@ def test_a_batch_lets_a_critical_partition_in_between_two_of_its_partitions(debu
 
 def test_device_time_leaves_out_what_a_partition_lent_mid_phase() -> None:
     """A partition that let a higher-priority proof use the device between two of its steps held it
-    for its span less the time lent (`yielded`, cuzk.backends.cuda.backend): that is what its job's
+    for its span less the time lent (`yielded`, cuzk.backends.cuda.admission): that is what its job's
     device time, the device's busy seconds and the stage metric count."""
     rec = PartitionRecord(0, device_start=10.0, device_end=12.0, device_phases={"yielded": 0.5, "device": 1.4})
     assert rec.device_s == 1.5

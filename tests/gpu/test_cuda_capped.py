@@ -116,7 +116,9 @@ def test_an_out_of_memory_error_is_retried_with_a_smaller_plan(capped, bits_para
     backend.load_key(pk, plan=first)
     asg = _assignment(bits_params.circuit_id, 43)
     want = CpuBackend().prove(pk, asg, r=3, s=5)
-    real, calls = backend._device_phase_streaming, []
+    from cuzk.backends.cuda import streaming
+
+    real, calls = streaming.device_phase, []
 
     def first_call_out_of_memory(*args, **kwargs):
         calls.append(1)
@@ -124,7 +126,7 @@ def test_an_out_of_memory_error_is_retried_with_a_smaller_plan(capped, bits_para
             raise cupy.cuda.memory.OutOfMemoryError(1 << 40, 1 << 40)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(backend, "_device_phase_streaming", first_call_out_of_memory)
+    monkeypatch.setattr(streaming, "device_phase", first_call_out_of_memory)
     assert backend.prove(pk, asg, r=3, s=5) == want
     assert len(calls) == 2 and backend.oom_retries == 1
     retried = backend.key_plan(pk)  # the plan's next smaller one, kept for later proofs
@@ -179,7 +181,7 @@ def test_an_allocation_failing_in_the_device_phase_is_retried_with_a_smaller_pla
     emulated_device.device_state(0).inject_oom(after=20)  # past staging, inside the device phase
     assert backend.prove(pk, asg, r=3, s=5) == want
     assert backend.oom_retries == 1 and backend.key_plan(pk).tree_bytes == first.tree_bytes // 2
-    assert backend.plan.pool_used() == used_before and backend._running_reserve == 0
+    assert backend.plan.pool_used() == used_before and backend.admission.running_reserve == 0
     backend.unload_key(pk)
 
 
@@ -187,10 +189,9 @@ def test_streamed_bases_left_unpinned_give_the_resident_proof(capped, bits_param
     """A host without memory to spare for the pinned copies (and no shared copy of them to join): the
     streamed vectors stay unpinned and each batch is converted from the key's bytes on the device;
     the proof is the same."""
-    from cuzk.backends.cuda import backend as cuda_backend
-    from cuzk.backends.cuda import shared_pinned
+    from cuzk.backends.cuda import residency, shared_pinned
 
-    monkeypatch.setattr(cuda_backend, "_host_available", lambda: 0)
+    monkeypatch.setattr(residency, "host_available", lambda: 0)
     monkeypatch.setenv(shared_pinned.ROOT_ENV, str(tmp_path))
     pk = bits_params.pk
     backend = capped(None)
@@ -198,7 +199,7 @@ def test_streamed_bases_left_unpinned_give_the_resident_proof(capped, bits_param
     want = CpuBackend().prove(pk, asg, r=7, s=9)
     backend.load_key(pk, plan=DevicePlan(budget=1 << 40, mode="streaming", resident=("b_g1",), reserve=0,
                                          batch=1 << 9))
-    assert all(name == "b_g1" or backend._keys[pk].host.get(name) is None for name in ("h", "l", "a", "b_g2"))
+    assert all(name == "b_g1" or backend.keys.loaded[pk].host.get(name) is None for name in ("h", "l", "a", "b_g2"))
     proof = backend.prove(pk, asg, r=7, s=9)
     assert proof == want and verify_proof(pk.vk, proof, asg.public_inputs())
     backend.unload_key(pk)
@@ -240,6 +241,8 @@ def test_a_witness_copied_into_the_pinned_staging_first_gives_the_same_proof(cap
     witness into the key's pinned buffer before it takes the device and uploads from there
     (`cuzk.backends.cuda.staging`), and a proof from a, b, c (the host products') its a, b, c: the
     same proofs, the buffer used by each proof in turn."""
+    from cuzk.backends.cuda import residency
+
     pk, backend = bits_params.pk, capped(None)
     compiled, inputs, aux, want = _resident_compiled_proof(backend, bits_params, 47, r=3, s=4)
     backend.load_key(pk, plan=DevicePlan(budget=1 << 40, mode="streaming", resident=(), reserve=0,
@@ -249,7 +252,8 @@ def test_a_witness_copied_into_the_pinned_staging_first_gives_the_same_proof(cap
     entry = backend.memory_plan()["keys"][0]
     assert entry["inputs_prestaged"] == 2 and entry["inputs_prestage_missed"] == 0
     assert entry["host_pinned_staging_bytes"] > 0
-    backend._host_staging(backend._keys[pk], compiled, on_device=False)  # the host products' buffer
+    # The host products' buffer:
+    residency.host_staging(backend.gpu, backend.keys.loaded[pk], compiled, on_device=False)
     asg = Assignment.from_compiled(compiled, (inputs, aux))
     assert backend.prove(pk, asg, r=3, s=4) == want
     entry = backend.memory_plan()["keys"][0]
@@ -267,14 +271,16 @@ def test_host_products_written_into_the_pinned_staging_give_the_resident_proof(c
     import threading
 
     from cuzk.backends.cuda import backend as backend_module
+    from cuzk.backends.cuda import lanes, residency
     from cuzk.r1cs import compiled as compiled_module
 
     if part_rows is not None:
-        monkeypatch.setattr(backend_module, "PART_ROWS", part_rows)
+        monkeypatch.setattr(lanes, "PART_ROWS", part_rows)
         monkeypatch.setattr(compiled_module, "PART_ROWS", part_rows)
     pk, backend = bits_params.pk, capped(None)
     compiled, inputs, aux, want = _resident_compiled_proof(backend, bits_params, 48, r=3, s=4)
     monkeypatch.setattr(backend_module, "products_fit", lambda *args: False)
+    monkeypatch.setattr(residency, "products_fit", lambda *args: False)
     backend.load_key(pk, plan=DevicePlan(budget=1 << 40, mode="streaming", resident=(), reserve=0,
                                          batch=1 << 9, tree_bytes=1 << 26))
     backend.load_compiled(compiled, pk)  # as the daemon does with the key: the staging buffer is made here

@@ -81,16 +81,18 @@ def test_a_failing_msm_beside_the_other_fails_only_its_proof(backend, bits_param
     assert all(backend.resident(pk).values())
     asg = _assignment(bits_params.circuit_id, 24)
     want = backend.prove(pk, asg, r=5, s=6)
-    real = backend._msm
-    l_bases = backend._keys[pk].bases["l"]
+    from cuzk.backends.cuda import phase
 
-    def failing(group, bases, *args, **kwargs):
+    real = phase.msm
+    l_bases = backend.keys.loaded[pk].bases["l"]
+
+    def failing(gpu, group, bases, *args, **kwargs):
         # G1: the L MSM, the first one that runs beside the G2 MSM
         if group == failing_group and (group == "g2" or bases is l_bases):
             raise RuntimeError(f"injected {group} failure")
-        return real(group, bases, *args, **kwargs)
+        return real(gpu, group, bases, *args, **kwargs)
 
-    monkeypatch.setattr(backend, "_msm", failing)
+    monkeypatch.setattr(phase, "msm", failing)
     with pytest.raises(RuntimeError, match=f"injected {failing_group} failure"):
         backend.prove(pk, asg, r=5, s=6)
     monkeypatch.undo()
@@ -168,7 +170,7 @@ def test_concurrent_proofs_stage_beside_each_others_device_work(backend, bits_pa
     assert proofs == alone
     for t in timings:
         assert t["stage_ahead"] > 0 and t["lock_wait"] >= 0 and t["device_begin"] > 0
-    assert backend._ahead_bytes == 0 and backend._running_reserve == 0
+    assert backend.admission.ahead_bytes == 0 and backend.admission.running_reserve == 0
 
 
 def _critical_arrives_after_h(backend, monkeypatch, critical_work):
@@ -176,9 +178,10 @@ def _critical_arrives_after_h(backend, monkeypatch, critical_work):
     to finish its H step still holds it; returns what that proof's thread records."""
     import threading
 
+    from cuzk.backends.cuda import phase
     from cuzk.backends.device_lock import priority_scope
 
-    real, seen = backend._h_step, {}
+    real, seen = phase.h_step, {}
 
     def h_step_then_critical(*args, **kwargs):
         out = real(*args, **kwargs)
@@ -192,12 +195,12 @@ def _critical_arrives_after_h(backend, monkeypatch, critical_work):
             seen["thread"] = threading.Thread(target=critical)
             seen["thread"].start()
             deadline = time.monotonic() + 60
-            while backend._lock.waiting(4) == 0:
+            while backend.admission.lock.waiting(4) == 0:
                 assert time.monotonic() < deadline, "the CRITICAL proof never queued for the device"
                 time.sleep(0.001)
         return out
 
-    monkeypatch.setattr(backend, "_h_step", h_step_then_critical)
+    monkeypatch.setattr(phase, "h_step", h_step_then_critical)
     return seen
 
 
@@ -218,8 +221,9 @@ def test_a_critical_proof_goes_between_the_steps_of_a_resident_device_phase(back
     assert (proof, seen["proof"]) == alone
     assert backend.preemptions == before + 1 and timings["yielded"] > 0
     assert seen["done"] < normal_done and seen["timings"]["device_begin"] > timings["device_begin"]
-    assert backend._suspended == 0 and backend._running_reserve == 0 and backend._ahead_bytes == 0
-    assert backend._waiting_need == {} and backend.current_job is None
+    admission = backend.admission
+    assert admission.suspended == 0 and admission.running_reserve == 0 and admission.ahead_bytes == 0
+    assert admission.waiting_need == {} and backend.current_job is None
 
 
 def test_no_preemption_without_memory_for_both(backend, bits_params, mimc_params, monkeypatch) -> None:
@@ -236,7 +240,8 @@ def test_no_preemption_without_memory_for_both(backend, bits_params, mimc_params
     assert (proof, seen["proof"]) == alone
     assert backend.preemptions == before and backend.preemptions_refused > refused and "yielded" not in timings
     assert seen["timings"]["device_begin"] > timings["device_begin"] + timings["device"]
-    assert backend._suspended == 0 and backend._running_reserve == 0 and backend._waiting_need == {}
+    admission = backend.admission
+    assert (admission.suspended, admission.running_reserve, admission.waiting_need) == (0, 0, {})
 
 
 def test_after_h_a_critical_proof_needs_room_only_beside_the_rest_of_the_phase(backend, bits_params, mimc_params,
@@ -247,6 +252,7 @@ def test_after_h_a_critical_proof_needs_room_only_beside_the_rest_of_the_phase(b
     spare beside the key: PoRep-32GiB on an 80 GB card.)"""
     import threading
 
+    from cuzk.backends.cuda import phase
     from cuzk.backends.device_lock import priority_scope
 
     # MiMC's a, b, c (3 x 32 bytes a row) outweigh its witness, as PoRep's do (else the old rule would
@@ -259,10 +265,10 @@ def test_after_h_a_critical_proof_needs_room_only_beside_the_rest_of_the_phase(b
     rest = backend.key_plan(normal[0]).reserve - abc
 
     def room() -> int:
-        return sum(backend._waiting_need.values()) + rest
-    before, seen, real_msm = backend.preemptions, {}, backend._msm
+        return sum(backend.admission.waiting_need.values()) + rest
+    before, seen, real_msm = backend.preemptions, {}, phase.msm
 
-    def msm_then_critical(group, bases, scalars, split=None, use_split=True):
+    def msm_then_critical(gpu, group, bases, scalars, split=None, use_split=True):
         if not use_split and "thread" not in seen:  # the H MSM: the CRITICAL proof queues meanwhile
             def run() -> None:
                 with priority_scope(4):
@@ -271,18 +277,19 @@ def test_after_h_a_critical_proof_needs_room_only_beside_the_rest_of_the_phase(b
             monkeypatch.setattr(backend.plan, "available", room)
             seen["thread"].start()
             deadline = time.monotonic() + 60
-            while backend._lock.waiting(4) == 0:
+            while backend.admission.lock.waiting(4) == 0:
                 assert time.monotonic() < deadline, "the CRITICAL proof never queued for the device"
                 time.sleep(0.001)
-        return real_msm(group, bases, scalars, split, use_split)
+        return real_msm(gpu, group, bases, scalars, split, use_split)
 
-    monkeypatch.setattr(backend, "_msm", msm_then_critical)
+    monkeypatch.setattr(phase, "msm", msm_then_critical)
     timings: dict[str, float] = {}
     proof = backend.prove(*normal, r=5, s=7, timings=timings)
     seen["thread"].join(60)
     assert (proof, seen["proof"]) == alone
     assert backend.preemptions == before + 1 and timings["yielded"] > 0
-    assert backend._suspended == 0 and backend._running_reserve == 0 and backend._waiting_need == {}
+    admission = backend.admission
+    assert (admission.suspended, admission.running_reserve, admission.waiting_need) == (0, 0, {})
 
 
 def test_staging_falls_back_to_the_device_lock_when_memory_goes(backend, bits_params, monkeypatch) -> None:
@@ -293,7 +300,9 @@ def test_staging_falls_back_to_the_device_lock_when_memory_goes(backend, bits_pa
     pk = bits_params.pk
     asg = _assignment(bits_params.circuit_id, 35)
     expected = backend.prove(pk, asg, r=8, s=9)
-    real, calls = backend._stage, []
+    from cuzk.backends.cuda.lanes import Lane
+
+    real, calls = Lane.stage, []
 
     def first_call_out_of_memory(*args, **kwargs):
         calls.append(1)
@@ -301,11 +310,11 @@ def test_staging_falls_back_to_the_device_lock_when_memory_goes(backend, bits_pa
             raise cupy.cuda.memory.OutOfMemoryError(1 << 40, 1 << 40)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(backend, "_stage", first_call_out_of_memory)
+    monkeypatch.setattr(Lane, "stage", first_call_out_of_memory)
     timings: dict[str, float] = {}
     assert backend.prove(pk, asg, r=8, s=9, timings=timings) == expected
     assert len(calls) == 2 and timings["stage_ahead"] == 0
-    assert backend._ahead_bytes == 0
+    assert backend.admission.ahead_bytes == 0
 
 
 def test_deferred_sha256_witness_is_completed_on_the_device(backend) -> None:

@@ -14,7 +14,7 @@ import random
 import numpy as np
 import pytest
 
-import cuzk.backends.cuda.backend as backend_module
+import cuzk.backends.cuda.residency as residency
 from cuzk.backends.cpu import CpuBackend
 from cuzk.backends.cuda.spmv import LONG_ROW, DeviceSpmv, matrix_bytes
 from cuzk.circuits.registry import lookup
@@ -259,16 +259,16 @@ def test_prove_compiled_with_streamed_matrices_and_refusals(backend, bits_params
     monkeypatch.setattr(backend.plan, "fits", lambda nbytes, reserve=0: False)
     assert backend.prove_compiled(bits_params.pk, compiled, inputs, aux, r=5, s=6) == resident
     # the matrices each proof uploads have pinned host copies, which the key's plan reports
-    prepared = backend._compiled[backend._compiled_key(compiled)]
+    prepared = backend.keys.compiled[residency.compiled_key(compiled)]
     assert all(m is not None for m in prepared.host)
     assert prepared.host_bytes == matrix_bytes(compiled)
     pinned = {k["circuit_id"]: k["host_pinned_bytes"] for k in backend.memory_plan({bits_params.pk: "x"})["keys"]}
     assert pinned["x"] == matrix_bytes(compiled)
     # ... and where the host cannot spare the memory, the proof uploads from the compiled file's arrays
     backend.unload_compiled(compiled)
-    monkeypatch.setattr(backend_module, "_host_available", lambda: 0)
+    monkeypatch.setattr(residency, "host_available", lambda: 0)
     assert backend.prove_compiled(bits_params.pk, compiled, inputs, aux, r=5, s=6) == resident
-    assert backend._compiled[backend._compiled_key(compiled)].host == [None, None, None]
+    assert backend.keys.compiled[residency.compiled_key(compiled)].host == [None, None, None]
     monkeypatch.undo()
     backend.unload_compiled(compiled)
     bad = aux.copy()

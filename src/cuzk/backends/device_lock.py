@@ -10,7 +10,7 @@ next on the device, even when another worker's NORMAL partition has been staged 
 longer. A holder that proves several partitions in one hold (a batch on the CPU path) calls
 `yield_to_waiters` between them, which lets a higher-priority waiter in at that boundary too; the
 CUDA backend also yields inside a resident partition's device phase, between its steps
-(`CudaBackend._preemption_point`), polling `outranking_waiter` to know when.
+(`Admission.preemption_point`, cuzk.backends.cuda.admission), polling `outranking_waiter` to know when.
 
 The hand-off happens under the lock's own mutex, so a thread arriving just as the holder releases
 cannot overtake a waiter; `Grant.requested` and `Grant.granted` are stamped there too, which makes

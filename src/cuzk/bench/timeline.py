@@ -89,7 +89,7 @@ def idle_gaps(spans: list[dict[str, Any]]) -> dict[str, list[tuple[int, int]]]:
 def preemptions(spans: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The partitions that went ahead of lower-priority partitions waiting longer for the same device,
     or took it in the middle of a lower-priority partition's device phase (which let it through
-    between two of its steps, cuzk.backends.cuda.backend): one entry each (job, partition, priority,
+    between two of its steps, cuzk.backends.cuda.admission): one entry each (job, partition, priority,
     device, `at_ms` its device start, `jumped` how many it went ahead of, `interrupted` how many
     device phases it went into), in the order they took the device."""
     on_device = [s for s in spans if s.get("device") and s.get("device_queued") is not None]

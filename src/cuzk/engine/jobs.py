@@ -145,7 +145,7 @@ class PartitionRecord:
     @property
     def device_s(self) -> float:
         """Seconds it held the device: its device span less what it lent a proof of higher priority
-        mid-phase (`yielded`, cuzk.backends.cuda.backend)."""
+        mid-phase (`yielded`, cuzk.backends.cuda.admission)."""
         if self.device_start is None or self.device_end is None:
             return 0.0
         return self.device_end - self.device_start - self.device_phases.get("yielded", 0.0)

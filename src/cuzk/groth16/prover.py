@@ -42,33 +42,51 @@ def _padded_montgomery(values: np.ndarray, size: int) -> np.ndarray:
     return fr_vec.to_montgomery(out)
 
 
+@dataclass(frozen=True)
+class Reduction:
+    """How a key's H scalars come from the per-constraint evaluations a, b, c (ark-groth16's
+    `R1CSToQAP`): A·B − C is evaluated on the coset `shift`·D, then either divided by Z (constant
+    there) and brought back to coefficients (`divide`), or left as evaluations for points that absorb
+    1/Z. The one place that reads `HBasis`: the CPU prover and the device phases both follow it."""
+
+    shift: int
+    divide: bool
+
+    def h_length(self, m: int) -> int:
+        """The H scalars for a domain of m: with `divide` the top coefficient is zero and dropped."""
+        return m - 1 if self.divide else m
+
+
+def reduction(pk: ProvingKey) -> Reduction:
+    """The reduction pk's H query was made for (KeyMismatchError when it lacks what that needs)."""
+    if pk.h_basis is HBasis.COEFFICIENTS:
+        # bellperson execute_fft: the coset g·D, where Z is the constant g^m − 1.
+        return Reduction(FR_GENERATOR, divide=True)
+    # snarkjs: the "odd" coset ω_{2m}·D; the key's points absorb 1/Z.
+    if pk.odd_coset_shift is None:
+        raise KeyMismatchError("an odd-coset proving key needs its coset shift")
+    return Reduction(pk.odd_coset_shift, divide=False)
+
+
 def compute_h(pk: ProvingKey, asg: Assignment) -> np.ndarray:
     """The scalars of the H query, canonical (len(pk.h), 4)."""
     m = pk.domain_size
     if asg.num_constraints > m:
         raise KeyMismatchError(f"the circuit has {asg.num_constraints} constraints but the key's domain "
                                f"holds {m}")
+    red = reduction(pk)
     domain = Domain(m.bit_length() - 1, pk.domain_root)
-    if pk.h_basis is HBasis.COEFFICIENTS:
-        # bellperson execute_fft: to coefficients, evaluate on the coset g·D where Z is the constant
-        # g^m − 1, divide, come back to coefficients; the top coefficient is zero and dropped.
-        a, b, c = (domain.coset_ntt_inplace(domain.intt_inplace(_padded_montgomery(v, m)), FR_GENERATOR)
-                   for v in (asg.a, asg.b, asg.c))
-        fr_vec.mul_inplace(a, b)
-        del b
-        a = fr_vec.sub(a, c)
-        del c
-        z_inv = pow(domain.vanishing_on_coset(FR_GENERATOR), -1, R_MODULUS)
-        h = domain.icoset_ntt_inplace(fr_vec.mul_scalar(a, z_inv), FR_GENERATOR)
-        return fr_vec.from_montgomery(h[: m - 1])
-    # snarkjs: evaluations of A·B − C on the "odd" coset ω_{2m}·D; the key's points absorb 1/Z.
-    shift = pk.odd_coset_shift
-    if shift is None:
-        raise KeyMismatchError("an odd-coset proving key needs its coset shift")
-    a, b, c = (domain.coset_ntt_inplace(domain.intt_inplace(_padded_montgomery(v, m)), shift)
+    # To coefficients, then evaluations on the coset, where A·B − C is a pointwise product.
+    a, b, c = (domain.coset_ntt_inplace(domain.intt_inplace(_padded_montgomery(v, m)), red.shift)
                for v in (asg.a, asg.b, asg.c))
     fr_vec.mul_inplace(a, b)
-    return fr_vec.from_montgomery(fr_vec.sub(a, c))
+    del b
+    a = fr_vec.sub(a, c)
+    del c
+    if red.divide:
+        z_inv = pow(domain.vanishing_on_coset(red.shift), -1, R_MODULUS)
+        a = domain.icoset_ntt_inplace(fr_vec.mul_scalar(a, z_inv), red.shift)
+    return fr_vec.from_montgomery(a[: red.h_length(m)])
 
 
 @dataclass(frozen=True)

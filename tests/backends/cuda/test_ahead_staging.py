@@ -61,146 +61,126 @@ def test_with_no_proof_on_the_device_the_next_ones_reserve_is_kept() -> None:
                           running_reserve=int(RESERVE), running_grown=0)
 
 
-def _staging_backend(reserve: int, plan: Any, *, running_reserve: int = 0, running_base: int = 0) -> Any:
-    """A stand-in CudaBackend for `_stage_ahead`: one loaded key of working reserve `reserve`, the
-    memory `plan` given, and a proof of `running_reserve` on the device since the pool held
-    `running_base` (0: none); it stages nothing ahead yet."""
-    import threading
-    from types import SimpleNamespace
+def _admission(reserve: int, memory: Any, *, running_reserve: int = 0, running_base: int = 0) -> Any:
+    """An `Admission` for `stage_ahead`: one loaded key of working reserve `reserve`, the `memory`
+    given, and a proof of `running_reserve` on the device since the pool held `running_base` (0: none);
+    it stages nothing ahead yet."""
+    from cuzk.backends.cuda.admission import Admission
 
-    from cuzk.backends.cuda.backend import CudaBackend
-
-    key = SimpleNamespace(plan=SimpleNamespace(reserve=reserve))
-    fake = SimpleNamespace(_lanes_lock=threading.Lock(), _running_reserve=running_reserve, _running_base=running_base,
-                           _ahead_since_begin=0, _ahead_bytes=0, _suspended=0, _keys={"pk": key}, plan=plan)
-    fake._largest_reserve = lambda: CudaBackend._largest_reserve(fake)
-    return fake
+    admission = Admission(memory, lambda: reserve)
+    admission.running_reserve, admission.running_base = running_reserve, running_base
+    return admission
 
 
 def test_the_backend_charges_the_largest_reserve_when_the_device_is_idle() -> None:
-    """`CudaBackend._stage_ahead` with stand-ins: no proof holds the device, and the loaded key's
+    """`Admission.stage_ahead` with a stand-in memory: no proof holds the device, and the loaded key's
     reserve is charged (the staging that made the 16 GiB cap's proofs fail with the device held)."""
     from types import SimpleNamespace
 
-    from cuzk.backends.cuda.backend import CudaBackend
-
     gib = 1 << 30
     staged: list[int] = []
-    fake = _staging_backend(int(14.3 * gib), SimpleNamespace(pool_used=lambda: 0, available=lambda: int(15.2 * gib)),
-                            running_base=5 * gib)
-    fake._staging_bytes = lambda pk, asg, witness: 12 * gib
-    fake._stage = lambda asg, m, lane, witness: staged.append(m) or "staged"
-    pk = SimpleNamespace(domain_size=1 << 27)
-    assert CudaBackend._stage_ahead(fake, pk, None, None, False, 0) == (None, 0)  # type: ignore[arg-type]
-    assert not staged and fake._ahead_bytes == 0
+    admission = _admission(int(14.3 * gib), SimpleNamespace(pool_used=lambda: 0, available=lambda: int(15.2 * gib)),
+                           running_base=5 * gib)
+    assert admission.stage_ahead(12 * gib, 0, lambda: staged.append(1) or "staged") == (None, 0)
+    assert not staged and admission.ahead_bytes == 0
     # A card with room for both: staged, counted as staging while it allocates, then as in use only
     # (out of `available`) and as growth that is not the running proof's.
-    fake.plan.available = lambda: 27 * gib
+    admission.memory.available = lambda: 27 * gib
     during: list[int] = []
-    fake._stage = lambda asg, m, lane, witness: during.append(fake._ahead_bytes) or "staged"
-    assert CudaBackend._stage_ahead(fake, pk, None, None, False, 0) == ("staged", 12 * gib)  # type: ignore[arg-type]
-    assert during == [12 * gib] and fake._ahead_bytes == 0 and fake._ahead_since_begin == 12 * gib
+    assert admission.stage_ahead(12 * gib, 0, lambda: during.append(admission.ahead_bytes) or "staged") \
+        == ("staged", 12 * gib)
+    assert during == [12 * gib] and admission.ahead_bytes == 0 and admission.ahead_since_begin == 12 * gib
+    # Staging that finds the memory gone (None) is not counted.
+    assert admission.stage_ahead(gib, 0, lambda: None) == (None, 0)
+    assert admission.ahead_bytes == 0 and admission.ahead_since_begin == 12 * gib
 
 
 def test_a_second_proof_stages_beside_one_already_staged_when_the_free_memory_allows() -> None:
-    """`CudaBackend._stage_ahead` with stand-ins on the H200's resident plan: one proof holds the
+    """`Admission.stage_ahead` with a stand-in memory on the H200's resident plan: one proof holds the
     device (10 GB grown of its 60.2 GB reserve) and one has staged its 17.1 GB ahead. What it staged is
     in use, so the free memory lacks it; a second waiting proof (a CRITICAL one's 3 GB) fits beside
     both, where counting the first staging again as pending refused it."""
     from types import SimpleNamespace
 
-    from cuzk.backends.cuda.backend import CudaBackend
-
     used = {"pool": RESIDENT + 10 * GB}  # the key, and what the running proof grew since it began
-    plan = SimpleNamespace(pool_used=lambda: int(used["pool"]), available=lambda: int(PLANNABLE - used["pool"]))
-    fake = _staging_backend(int(RESERVE), plan, running_reserve=int(RESERVE), running_base=int(RESIDENT))
+    memory = SimpleNamespace(pool_used=lambda: int(used["pool"]), available=lambda: int(PLANNABLE - used["pool"]))
+    admission = _admission(int(RESERVE), memory, running_reserve=int(RESERVE), running_base=int(RESIDENT))
 
     def stage(nbytes: int) -> Any:
-        fake._staging_bytes = lambda pk, asg, witness: nbytes
-        fake._stage = lambda asg, m, lane, witness: used.__setitem__("pool", used["pool"] + nbytes) or nbytes
-        return CudaBackend._stage_ahead(fake, SimpleNamespace(domain_size=1 << 27), None, None, False, 0)
+        return admission.stage_ahead(nbytes, 0, lambda: used.__setitem__("pool", used["pool"] + nbytes) or nbytes)
 
     assert stage(int(STAGING)) == (int(STAGING), int(STAGING))
     assert stage(3 * GB) == (3 * GB, 3 * GB)
-    assert fake._ahead_bytes == 0 and fake._ahead_since_begin == int(STAGING) + 3 * GB
+    assert admission.ahead_bytes == 0 and admission.ahead_since_begin == int(STAGING) + 3 * GB
     assert stage(11 * GB) == (None, 0)  # 60.7 GB free: 11 and the running proof's last 50.2 do not fit
 
 
-def _preempting_backend(available: int):
-    """A stand-in CudaBackend holding the device lock at NORMAL in its device phase: reserve 20 GiB,
-    8 GiB grown since it took the device; `available` bytes free."""
-    import threading
+def _preempting(available: int):
+    """An `Admission` whose lock a proof holds at NORMAL in its device phase: reserve 20 GiB, 8 GiB
+    grown since it took the device; `available` bytes free; and the compute stream's stand-in."""
     from types import SimpleNamespace
 
-    from cuzk.backends.device_lock import PriorityLock
+    from cuzk.backends.cuda.admission import Admission
 
     gib = 1 << 30
     events = iter(range(100))
-    return SimpleNamespace(_lock=PriorityLock(), _lanes_lock=threading.Lock(), _running_reserve=20 * gib,
-                           _running_base=30 * gib, _ahead_since_begin=0, _suspended=0, _waiting_need={},
-                           plan=SimpleNamespace(pool_used=lambda: 38 * gib, available=lambda: available),
-                           _largest_reserve=lambda: 20 * gib, current_job="porep p0",
-                           msm=SimpleNamespace(tree_group_bytes=1 << 28),
-                           _compute=SimpleNamespace(record=lambda: next(events)),
-                           preemptions=0, preemptions_refused=0)
+    admission = Admission(SimpleNamespace(pool_used=lambda: 38 * gib, available=lambda: available), lambda: 20 * gib)
+    admission.running_reserve, admission.running_base, admission.current_job = 20 * gib, 30 * gib, "porep p0"
+    return admission, SimpleNamespace(record=lambda: next(events))
 
 
-def _critical_waiter(fake, seen: dict, need: int):
-    """A CRITICAL thread queued for `fake`'s lock that will still allocate `need` bytes; records the
-    backend's state while it holds the lock."""
+def _critical_waiter(admission, seen: dict, need: int):
+    """A CRITICAL thread queued for `admission`'s lock that will still allocate `need` bytes; records
+    the admission's state while it holds the lock."""
     import threading
     import time
 
     def run() -> None:
-        with fake._lock.hold(4):
-            seen.update(job=fake.current_job, running=fake._running_reserve, suspended=fake._suspended)
+        with admission.lock.hold(4):
+            seen.update(job=admission.current_job, running=admission.running_reserve, suspended=admission.suspended)
 
     thread = threading.Thread(target=run)
     thread.start()
     deadline = time.monotonic() + 10
-    while fake._lock.outranking_waiter() is None:
+    while admission.lock.outranking_waiter() is None:
         assert time.monotonic() < deadline
         time.sleep(0.001)
-    fake._waiting_need[fake._lock.outranking_waiter()] = need
+    admission.waiting_need[admission.lock.outranking_waiter()] = need
     return thread
 
 
 def test_a_device_phase_lets_a_critical_proof_through_and_takes_the_device_back() -> None:
-    """`CudaBackend._preemption_point` with stand-ins: the waiter runs with no proof on the device
+    """`Admission.preemption_point` with stand-ins: the waiter runs with no proof on the device
     and this one's remaining reserve (20 - 8 GiB) held out of stagings; afterwards this proof holds
     the device again with its reserve, growth and job restored, and the lent time recorded."""
-    from cuzk.backends.cuda.backend import CudaBackend
-
     gib = 1 << 30
-    fake = _preempting_backend(available=15 * gib)
+    admission, compute = _preempting(available=15 * gib)
     t: dict[str, float] = {}
     gaps: list = []
-    with fake._lock.hold(2):
-        CudaBackend._preemption_point(fake, t, gaps)  # type: ignore[arg-type]  # nobody waits: nothing
-        assert (t, gaps, fake.preemptions) == ({}, [], 0)
+    with admission.lock.hold(2):
+        admission.preemption_point(compute, t, gaps)  # nobody waits: nothing
+        assert (t, gaps, admission.preemptions) == ({}, [], 0)
         seen: dict = {}
-        thread = _critical_waiter(fake, seen, need=2 * gib)
-        CudaBackend._preemption_point(fake, t, gaps)  # type: ignore[arg-type]
+        thread = _critical_waiter(admission, seen, need=2 * gib)
+        admission.preemption_point(compute, t, gaps)
         thread.join(10)
         assert seen == {"job": None, "running": 0, "suspended": 12 * gib}
-        assert fake.preemptions == 1 and t["yielded"] > 0 and gaps == [(0, 1)]
-        assert (fake._running_reserve, fake._suspended, fake.current_job) == (20 * gib, 0, "porep p0")
-        assert fake.plan.pool_used() - fake._running_base - fake._ahead_since_begin == 8 * gib
-        assert fake._lock.outranking_waiter() is None
+        assert admission.preemptions == 1 and t["yielded"] > 0 and gaps == [(0, 1)]
+        assert (admission.running_reserve, admission.suspended, admission.current_job) == (20 * gib, 0, "porep p0")
+        assert admission.memory.pool_used() - admission.running_base - admission.ahead_since_begin == 8 * gib
+        assert admission.lock.outranking_waiter() is None
 
 
 def test_no_preemption_without_room_for_both() -> None:
     """12 GiB still to come for this proof plus 4 GiB for the waiter do not fit in 15 GiB: refused,
     counted, and the waiter gets the device when this proof releases it."""
-    from cuzk.backends.cuda.backend import CudaBackend
-
     gib = 1 << 30
-    fake = _preempting_backend(available=15 * gib)
+    admission, compute = _preempting(available=15 * gib)
     t: dict[str, float] = {}
     seen: dict = {}
-    with fake._lock.hold(2):
-        thread = _critical_waiter(fake, seen, need=4 * gib)
-        CudaBackend._preemption_point(fake, t, [])  # type: ignore[arg-type]
-        assert fake.preemptions_refused == 1 and fake.preemptions == 0 and "yielded" not in t and not seen
+    with admission.lock.hold(2):
+        thread = _critical_waiter(admission, seen, need=4 * gib)
+        admission.preemption_point(compute, t, [])
+        assert admission.preemptions_refused == 1 and admission.preemptions == 0 and "yielded" not in t and not seen
     thread.join(10)
     assert seen["job"] == "porep p0"  # it ran after this proof, which had not reset its state

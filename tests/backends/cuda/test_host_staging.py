@@ -1,5 +1,5 @@
 """The pinned witness staging of streaming plans (`cuzk.backends.cuda.staging`, and how
-`CudaBackend._stage` uploads from it), with stand-ins for CuPy's streams, events and copies. No GPU
+`Lane.stage` uploads from it), with stand-ins for CuPy's streams, events and copies. No GPU
 needed: what is checked is which bytes go where and when the buffer may be written again."""
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from cuzk.backends.cuda.backend import CudaBackend, _CompiledWitness
+from cuzk.backends.cuda.inputs import CompiledWitness, host_products, host_witness
+from cuzk.backends.cuda.lanes import Lane
 from cuzk.backends.cuda.staging import ALIGN, HostStaging, staging_bytes
 
 
@@ -94,7 +95,7 @@ def test_one_buffer_goes_to_one_of_two_proofs_staging_at_once() -> None:
     assert sum(f is not None for f in got) == 1 and staging.missed == 1
 
 
-# -- CudaBackend._stage with a staged witness -----------------------------------------------------------
+# -- Lane.stage with a staged witness -----------------------------------------------------------
 
 
 class _Stream:
@@ -129,17 +130,17 @@ class _DeviceArray:
         return view
 
 
-def _witness(num_inputs: int = 2, num_aux: int = 6) -> _CompiledWitness:
+def _witness(num_inputs: int = 2, num_aux: int = 6) -> CompiledWitness:
     compiled = SimpleNamespace(num_constraints=4, circuit_id="t", fingerprint="f",
                                a_aux_density=np.ones(num_aux, dtype=np.bool_),
                                b_input_density=np.ones(num_inputs, dtype=np.bool_),
                                b_aux_density=np.zeros(num_aux, dtype=np.bool_))
     rng = np.random.default_rng(5)
-    return _CompiledWitness(compiled, rng.integers(0, 2**63, (num_inputs, 4), dtype=np.uint64),
+    return CompiledWitness(compiled, rng.integers(0, 2**63, (num_inputs, 4), dtype=np.uint64),
                             rng.integers(0, 2**63, (num_aux, 4), dtype=np.uint64), True, None)
 
 
-def _fake_backend(log: list[Any]) -> Any:
+def _fake_lane(log: list[Any]) -> Any:
     copies: list[tuple[int, int, int]] = []
 
     def memcpy(dst: int, src: int, nbytes: int, kind: int, stream: int) -> None:
@@ -151,26 +152,21 @@ def _fake_backend(log: list[Any]) -> Any:
                          empty=lambda shape, dtype: _DeviceArray(shape, dtype),
                          cuda=SimpleNamespace(runtime=SimpleNamespace(memcpyAsync=memcpy, memcpyHostToDevice=1)))
     uploads: list[str] = []
-    lane = SimpleNamespace(copy=_Stream(log, "copy"),
-                           uploader=SimpleNamespace(upload=lambda dst, src: uploads.append(src.nbytes),
-                                                    host_copy=np.copyto))
-    fake = SimpleNamespace(_cp=cp, _host_witness=CudaBackend._host_witness)
-    fake._upload_staged = lambda *args: CudaBackend._upload_staged(fake, *args)
-    fake._upload_staged_abc = lambda *args: CudaBackend._upload_staged_abc(fake, *args)
-    fake._copy_pinned = lambda *args: CudaBackend._copy_pinned(fake, *args)
-    return fake, lane, copies, uploads
+    lane = Lane(SimpleNamespace(cp=cp), _Stream(log, "copy"),
+                SimpleNamespace(upload=lambda dst, src: uploads.append(src.nbytes), host_copy=np.copyto))
+    return lane, copies, uploads
 
 
 def test_a_staged_witness_goes_up_from_the_pinned_buffer_and_the_buffer_is_handed_back_after_queuing() -> None:
     log: list[Any] = []
-    fake, lane, copies, uploads = _fake_backend(log)
+    lane, copies, uploads = _fake_lane(log)
     asg = _witness()
-    arrays = CudaBackend._host_witness(asg)
+    arrays = host_witness(asg)
     dk = SimpleNamespace(staging=HostStaging(np.zeros(staging_bytes([v.nbytes for v in arrays.values()]),
                                                       dtype=np.uint8)))
-    pinned = CudaBackend._prestage(fake, asg, dk, lane)
+    pinned = lane.prestage(asg, dk.staging)
     assert pinned is not None
-    staged = CudaBackend._stage(fake, asg, 8, lane, pinned=pinned)
+    staged = lane.stage(asg, 8, pinned=pinned)
     assert uploads == []  # nothing through the uploader's small buffers with the device held
     assert [n for _, _, n in copies] == [v.nbytes for v in arrays.values()]
     for (dst, src, _n), name in zip(copies, arrays, strict=True):
@@ -185,11 +181,11 @@ def test_a_staged_witness_goes_up_from_the_pinned_buffer_and_the_buffer_is_hande
 
 def test_without_a_staged_witness_the_uploader_stages_it_as_before() -> None:
     log: list[Any] = []
-    fake, lane, copies, uploads = _fake_backend(log)
+    lane, copies, uploads = _fake_lane(log)
     asg = _witness()
-    assert CudaBackend._prestage(fake, asg, SimpleNamespace(staging=None), lane) is None  # the key has no buffer
-    CudaBackend._stage(fake, asg, 8, lane)
-    assert copies == [] and uploads == [v.nbytes for v in CudaBackend._host_witness(asg).values()]
+    assert lane.prestage(asg, None) is None  # the key has no buffer
+    lane.stage(asg, 8)
+    assert copies == [] and uploads == [v.nbytes for v in host_witness(asg).values()]
 
 
 def _abc_assignment(rows: int = 4, num_aux: int = 6) -> Any:
@@ -202,12 +198,12 @@ def _abc_assignment(rows: int = 4, num_aux: int = 6) -> Any:
 
 def test_a_b_c_from_the_host_products_go_up_from_the_pinned_buffer() -> None:
     log: list[Any] = []
-    fake, lane, copies, uploads = _fake_backend(log)
+    lane, copies, uploads = _fake_lane(log)
     asg = _abc_assignment()
     dk = SimpleNamespace(staging=HostStaging(np.zeros(staging_bytes([asg.a.nbytes] * 3), dtype=np.uint8)))
-    pinned = CudaBackend._prestage(fake, asg, dk, lane)
+    pinned = lane.prestage(asg, dk.staging)
     assert pinned is not None and list(pinned.views) == ["a", "b", "c"]
-    staged = CudaBackend._stage(fake, asg, 8, lane, witness=False, pinned=pinned)
+    staged = lane.stage(asg, 8, witness=False, pinned=pinned)
     assert uploads == [] and [n for _, _, n in copies] == [asg.a.nbytes] * 3
     for (dst, src, _n), name, dev in zip(copies, "abc", staged.abc, strict=True):
         assert src == pinned.views[name].ctypes.data and pinned.views[name].tobytes() == getattr(asg, name).tobytes()
@@ -216,15 +212,15 @@ def test_a_b_c_from_the_host_products_go_up_from_the_pinned_buffer() -> None:
 
 
 def test_a_b_c_go_up_part_by_part_and_hand_the_buffer_back_with_each_parts_mark(monkeypatch) -> None:
-    from cuzk.backends.cuda import backend as cuda_backend
+    from cuzk.backends.cuda import lanes
 
-    monkeypatch.setattr(cuda_backend, "PART_ROWS", 3)
+    monkeypatch.setattr(lanes, "PART_ROWS", 3)
     log: list[Any] = []
-    fake, lane, copies, _uploads = _fake_backend(log)
+    lane, copies, _uploads = _fake_lane(log)
     asg = _abc_assignment(rows=7)
     dk = SimpleNamespace(staging=HostStaging(np.zeros(staging_bytes([asg.a.nbytes] * 3), dtype=np.uint8)))
-    pinned = CudaBackend._prestage(fake, asg, dk, lane)
-    staged = CudaBackend._stage(fake, asg, 8, lane, witness=False, pinned=pinned)
+    pinned = lane.prestage(asg, dk.staging)
+    staged = lane.stage(asg, 8, witness=False, pinned=pinned)
     # Rows 0-2 of a, b, c, a mark; 3-5, a mark; row 6, a mark; then the whole transfer's event.
     assert [n for _, _, n in copies] == [96] * 3 + [96] * 3 + [32] * 3
     for k, (dst, src, _n) in enumerate(copies):
@@ -314,7 +310,7 @@ def test_host_products_in_parts_write_no_part_before_its_rows_have_gone_up(mimc:
     parts = [Transfer(lo, min(rows, lo + part)) for lo in range(0, rows, part)]
     whole = Transfer(0, rows)
     previous.release(whole, [(32 * p.hi, p) for p in parts])
-    asg, _filled = CudaBackend._host_products(dk, compiled, inputs, aux, True, {})
+    asg, _filled = host_products(dk.staging, compiled, inputs, aux, True, {})
     for name in "abc":
         assert sent[name].tobytes() == old[name].tobytes()  # every row went up before it was overwritten
         assert np.array_equal(getattr(asg, name), getattr(ref, name))
@@ -322,11 +318,11 @@ def test_host_products_in_parts_write_no_part_before_its_rows_have_gone_up(mimc:
 
 
 def test_a_buffer_too_small_for_the_proof_leaves_it_to_the_uploader() -> None:
-    fake, lane, copies, uploads = _fake_backend([])
+    lane, copies, uploads = _fake_lane([])
     asg = _abc_assignment()
     dk = SimpleNamespace(staging=HostStaging(np.zeros(asg.a.nbytes, dtype=np.uint8)))
-    assert CudaBackend._prestage(fake, asg, dk, lane) is None and dk.staging.missed == 1
-    CudaBackend._stage(fake, asg, 8, lane, witness=False)
+    assert lane.prestage(asg, dk.staging) is None and dk.staging.missed == 1
+    lane.stage(asg, 8, witness=False)
     assert copies == [] and uploads == [asg.a.nbytes] * 3
 
 
@@ -334,24 +330,22 @@ def test_a_buffer_too_small_for_the_proof_leaves_it_to_the_uploader() -> None:
 
 
 def _status(budget: int, staging: HostStaging | None, compiled_rows: int | None) -> dict[str, Any]:
-    """CudaBackend.memory_plan of one streaming key (nothing resident) and, with `compiled_rows`, its
-    compiled circuit (one matrix of that many rows, a few KB)."""
-    from cuzk.backends.cuda.backend import _DeviceKey
+    """CudaBackend.memory_plan's entry (`DeviceKeys.status`) of one streaming key (nothing resident)
+    and, with `compiled_rows`, its compiled circuit (one matrix of that many rows, a few KB)."""
     from cuzk.backends.cuda.plan import DevicePlan, KeyShape
+    from cuzk.backends.cuda.residency import DeviceKey, DeviceKeys
     from cuzk.r1cs.compiled import CompiledMatrix
 
     shape = KeyShape(domain=1 << 10, inputs=2, aux=500, h=1023, l=500, a=502, b_g1=300, b_g2=300)
     pk = object()
-    dk = _DeviceKey(DevicePlan(budget, "streaming", (), reserve=1 << 20, batch=1 << 8), shape, staging=staging)
+    dk = DeviceKey(DevicePlan(budget, "streaming", (), reserve=1 << 20, batch=1 << 8), shape, staging=staging)
     compiled = {}
     if compiled_rows is not None:
         mat = CompiledMatrix(np.zeros(compiled_rows + 1, np.uint32), np.zeros(3 * compiled_rows, np.uint32),
                              np.zeros(3 * compiled_rows, np.uint32))
         compiled["f"] = SimpleNamespace(owner=pk, host_bytes=0, compiled=SimpleNamespace(a=mat, b=mat, c=mat))
-    fake = SimpleNamespace(_keys={pk: dk}, _compiled=compiled, peak_pool=0, oom_retries=0, preemptions=0,
-                           preemptions_refused=0,
-                           plan=SimpleNamespace(limit=budget, budget=lambda: budget, margin=0, pool_total=lambda: 0))
-    return CudaBackend.memory_plan(fake, {pk: "t"})["keys"][0]
+    keys = SimpleNamespace(loaded={pk: dk}, compiled=compiled)
+    return DeviceKeys.status(keys, {pk: "t"})[0]  # type: ignore[arg-type]
 
 
 def test_the_status_says_where_a_keys_products_run_and_what_its_staging_holds() -> None:
@@ -413,7 +407,7 @@ def test_host_products_are_written_into_the_keys_staging_and_it_is_held_for_the_
     rows = compiled.num_constraints
     dk = SimpleNamespace(staging=HostStaging(np.zeros(staging_bytes([32 * rows] * 3), dtype=np.uint8)))
     t: dict[str, float] = {}
-    asg, filled = CudaBackend._host_products(dk, compiled, inputs, aux, True, t)
+    asg, filled = host_products(dk.staging, compiled, inputs, aux, True, t)
     assert filled is not None and not filled.released and {"staging_wait", "host_products"} <= set(t)
     for name in "abc":
         assert np.array_equal(getattr(asg, name), getattr(ref, name))
@@ -421,8 +415,8 @@ def test_host_products_are_written_into_the_keys_staging_and_it_is_held_for_the_
     assert dk.staging.take({"a": 32}, wait=False) is None  # held until its upload is queued
     # What goes up with the device held is the buffer's bytes, not another copy.
     log: list[Any] = []
-    fake, lane, copies, uploads = _fake_backend(log)
-    CudaBackend._stage(fake, asg, 1 << (rows - 1).bit_length(), lane, witness=False, pinned=filled)
+    lane, copies, uploads = _fake_lane(log)
+    lane.stage(asg, 1 << (rows - 1).bit_length(), witness=False, pinned=filled)
     assert uploads == [] and [src for _, src, _ in copies] == [filled.views[n].ctypes.data for n in "abc"]
     assert filled.released
 
@@ -436,11 +430,11 @@ def test_host_products_that_fail_their_check_hand_the_buffer_back(mimc: Any) -> 
     dk = SimpleNamespace(staging=HostStaging(np.zeros(staging_bytes([32 * compiled.num_constraints] * 3),
                                                       dtype=np.uint8)))
     with pytest.raises(SynthesisError):
-        CudaBackend._host_products(dk, compiled, inputs, bad, True, {})
+        host_products(dk.staging, compiled, inputs, bad, True, {})
     assert dk.staging.take({"a": 32}, wait=False) is not None  # free again
 
 
 def test_without_a_staging_buffer_host_products_get_their_own_arrays(mimc: Any) -> None:
     compiled, inputs, aux, ref = mimc
-    asg, filled = CudaBackend._host_products(SimpleNamespace(staging=None), compiled, inputs, aux, True, {})
+    asg, filled = host_products(None, compiled, inputs, aux, True, {})
     assert filled is None and np.array_equal(asg.c, ref.c)

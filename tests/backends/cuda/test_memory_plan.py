@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 from fake_backend import FakeBackend
 
-from cuzk.backends.cuda.backend import CudaBackend, CudaDeviceError, _DeviceKey
+from cuzk.backends.cuda.backend import CudaBackend, CudaDeviceError
 from cuzk.backends.cuda.msm import working_bytes
 from cuzk.backends.cuda.plan import (
     BATCHES,
@@ -33,6 +33,7 @@ from cuzk.backends.cuda.plan import (
     streaming_phases,
     tail_capacity,
 )
+from cuzk.backends.cuda.residency import DeviceKey, DeviceKeys, pinned_bases
 from cuzk.cli.circuit_cmd import resolve_shape
 
 CARDS_GIB = (8, 16, 24, 32, 80, 141)
@@ -186,7 +187,7 @@ def test_phases_grow_with_the_batch() -> None:
 
 
 def test_the_streamed_bases_buffers_are_counted_from_the_first_streamed_msm_on() -> None:
-    # CudaBackend's _BaseStream holds two buffers of the largest streamed batch (one when all that is
+    # The streaming phase's BaseStream holds two buffers of the largest streamed batch (one when all that is
     # streamed is one batch) from the first streamed vector's MSM to the proof's end, so that each
     # vector's first batch goes up while the vector before it computes.
     shape = shape_of("porep-32g")
@@ -245,20 +246,20 @@ class _FakeOomError(Exception):
     pass
 
 
-def _backend_with(plan_key: _DeviceKey) -> SimpleNamespace:
+def _backend_with(plan_key: DeviceKey) -> SimpleNamespace:
     cuda = SimpleNamespace(memory=SimpleNamespace(OutOfMemoryError=_FakeOomError),
                            runtime=SimpleNamespace(CUDARuntimeError=RuntimeError),
                            driver=SimpleNamespace(CUDADriverError=OSError))
-    fake = SimpleNamespace(_cp=SimpleNamespace(cuda=cuda), _device=contextlib.nullcontext(), _lock=threading.RLock(),
-                           _keys={"pk": plan_key}, oom_retries=0, device_id=0,
-                           plan=SimpleNamespace(release_cached=lambda: None))
-    fake._retry_smaller = lambda pk, exc: CudaBackend._retry_smaller(fake, pk, exc)  # type: ignore[arg-type]
-    return fake
+    gpu = SimpleNamespace(device_id=0, memory=SimpleNamespace(release_cached=lambda: None))
+    keys = DeviceKeys(gpu, threading.RLock())  # type: ignore[arg-type]
+    keys.loaded = {"pk": plan_key}  # type: ignore[assignment]
+    return SimpleNamespace(_cp=SimpleNamespace(cuda=cuda), _device=contextlib.nullcontext(), keys=keys, device_id=0,
+                           plan=gpu.memory)
 
 
 def test_an_out_of_memory_proof_is_retried_once_with_a_smaller_plan() -> None:
     shape = shape_of("porep-32g")
-    key = _DeviceKey(plan_device(shape, budget(24)), shape)
+    key = DeviceKey(plan_device(shape, budget(24)), shape)
     first = key.plan
     fake = _backend_with(key)
     plans_seen = []
@@ -271,7 +272,7 @@ def test_an_out_of_memory_proof_is_retried_once_with_a_smaller_plan() -> None:
 
     fake._prove = prove
     assert CudaBackend._guarded(fake, "pk", lambda: (None, None), None, None, {}, "job") == "proof"  # type: ignore[arg-type]
-    assert fake.oom_retries == 1
+    assert fake.keys.oom_retries == 1
     assert plans_seen[0] is first and plans_seen[1].reserve <= first.reserve
     assert key.plan is plans_seen[1]  # later proofs keep the smaller plan
 
@@ -282,7 +283,7 @@ def test_the_failed_attempts_arrays_are_released_before_the_retry() -> None:
     import weakref
 
     shape = shape_of("porep-32g")
-    key = _DeviceKey(plan_device(shape, budget(24)), shape)
+    key = DeviceKey(plan_device(shape, budget(24)), shape)
     fake = _backend_with(key)
 
     class DeviceArray:
@@ -306,7 +307,7 @@ def test_the_failed_attempts_arrays_are_released_before_the_retry() -> None:
 
 def test_a_second_out_of_memory_error_fails_the_proof_clearly() -> None:
     shape = shape_of("porep-32g")
-    key = _DeviceKey(plan_device(shape, budget(24)), shape)
+    key = DeviceKey(plan_device(shape, budget(24)), shape)
     fake = _backend_with(key)
 
     def prove(pk, asg, r, s, t, job, filled=None):
@@ -315,7 +316,7 @@ def test_a_second_out_of_memory_error_fails_the_proof_clearly() -> None:
     fake._prove = prove
     with pytest.raises(CudaDeviceError, match="CUDA error on device 0: Out of memory"):
         CudaBackend._guarded(fake, "pk", lambda: (None, None), None, None, {}, "job")  # type: ignore[arg-type]
-    assert fake.oom_retries == 1
+    assert fake.keys.oom_retries == 1
 
 
 def test_the_refusal_names_the_circuit_and_the_limit() -> None:
@@ -383,11 +384,11 @@ def test_streamed_bases_are_not_pinned_past_the_hosts_spare_memory(monkeypatch, 
     running out of memory that cannot be reclaimed."""
     import numpy as np
 
-    from cuzk.backends.cuda import backend as cuda_backend
+    from cuzk.backends.cuda import residency
 
-    monkeypatch.setattr(cuda_backend, "_host_available", lambda: 1 << 30)
-    fake = SimpleNamespace(_cp=None, device_id=3)
+    monkeypatch.setattr(residency, "host_available", lambda: 1 << 30)
+    gpu = SimpleNamespace(cp=None, device_id=3)
     raw = np.zeros((1 << 24, 96), dtype=np.uint8)  # 2^24 G1 bases: 1.5 GiB in device form
     with caplog.at_level("WARNING", logger="cuzk.backends.cuda"):
-        assert CudaBackend._pinned_bases(fake, "g1", raw) is None  # type: ignore[arg-type]
+        assert pinned_bases(gpu, "g1", raw) is None  # type: ignore[arg-type]
     assert "device 3: 1.5 GiB of g1 bases would not leave this host 4.0 GiB" in caplog.text

@@ -1,4 +1,4 @@
-"""`CudaBackend._select`, the scalars of the density-filtered A and B MSMs: integer gathers that must give
+"""`phase.select`, the scalars of the density-filtered A and B MSMs: integer gathers that must give
 exactly what boolean-mask indexing and concatenation gave. It only calls the kernel module's flatnonzero
 and the array module's empty / take, so numpy stands in for CuPy and it runs without a GPU."""
 
@@ -9,12 +9,11 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from cuzk.backends.cuda.backend import CudaBackend
+from cuzk.backends.cuda.phase import select
 
 
 def _select(inputs: np.ndarray, input_mask: np.ndarray | None, aux: np.ndarray, aux_mask: np.ndarray) -> np.ndarray:
-    backend = SimpleNamespace(_cp=np, kernels=SimpleNamespace(flatnonzero=np.flatnonzero))
-    return CudaBackend._select(backend, inputs, input_mask, aux, aux_mask)  # type: ignore[arg-type]
+    return select(np, SimpleNamespace(flatnonzero=np.flatnonzero), inputs, input_mask, aux, aux_mask)
 
 
 @pytest.mark.parametrize("density", [0.0, 0.25, 0.997, 1.0])

@@ -1,4 +1,4 @@
-"""The streamed bases' pipeline of a streaming plan (`_BaseStream`, `CudaBackend._msm_batches`), with
+"""The streamed bases' pipeline of a streaming plan (`BaseStream`, `msm_batches`), with
 stand-ins for CuPy's streams, events and copies: the order in which each batch's bases go up and its
 MSM runs, across the vectors of one proof, and the buffers it takes, which the memory plan
 (`plan.stream_buffers`) counts. No GPU needed."""
@@ -11,9 +11,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from cuzk.backends.cuda.backend import CudaBackend, _BaseStream
 from cuzk.backends.cuda.msm import AFFINE_WORDS
 from cuzk.backends.cuda.plan import KeyShape, stream_buffers, stream_rows
+from cuzk.backends.cuda.streaming import BaseStream, msm_batches
 
 
 class _Recorder:
@@ -91,7 +91,7 @@ def _setup(batch: int, lengths: dict[str, int]) -> tuple[Any, Any, dict[str, np.
     cp = SimpleNamespace(uint8=np.uint8, uint32=np.uint32, empty=empty,
                          cuda=SimpleNamespace(get_current_stream=lambda: compute,
                                               runtime=SimpleNamespace(memcpyAsync=memcpy, memcpyHostToDevice=1)))
-    fake = SimpleNamespace(_cp=cp, _bases_copy=copy,
+    fake = SimpleNamespace(cp=cp, bases_copy=copy,
                            msm=SimpleNamespace(msm=msm, add=list, zero=lambda g: "zero"))
     dk = SimpleNamespace(plan=SimpleNamespace(batch=batch), shape=_shape(**lengths),
                          bases=dict.fromkeys(lengths), host=host)
@@ -109,8 +109,8 @@ class _Scalars:
 def _prove(batch: int, lengths: dict[str, int]) -> tuple[dict[str, Any], _Recorder, list[_Buffer]]:
     """The vectors' MSMs (unsplit) one after the other through one stream, as a proof runs them."""
     fake, dk, host, rec, buffers = _setup(batch, lengths)
-    stream = _BaseStream(fake, dk, host, tuple(lengths))
-    parts = {name: CudaBackend._msm_batches(fake, name, dk, host[name], _Scalars(n), split=False, stream=stream)
+    stream = BaseStream(fake, dk, host, tuple(lengths))
+    parts = {name: msm_batches(fake, name, dk, host[name], _Scalars(n), split=False, stream=stream)
              for name, n in lengths.items()}
     return parts, rec, buffers
 
@@ -157,7 +157,7 @@ def test_batches_go_up_one_ahead_across_vectors_into_two_buffers_in_turn() -> No
 
 def test_bases_taken_out_of_order_are_refused() -> None:
     fake, dk, host, _, _ = _setup(64, {"h": 100, "l": 50})
-    stream = _BaseStream(fake, dk, host, ("h", "l"))
+    stream = BaseStream(fake, dk, host, ("h", "l"))
     with pytest.raises(ValueError, match=r"streamed bases taken out of order: l \[0, 50\) asked, \('h', 0, 64\) next"):
         stream.take("l", 0, 50)
 
@@ -168,9 +168,9 @@ def test_a_vector_without_a_pinned_copy_is_converted_when_taken() -> None:
     raw = {"h": host["h"], "l": np.zeros((70, 96), np.uint8)}
     converted = []
     fake.msm.upload_bases = lambda group, r, out: converted.append((group, r.shape[0], out))
-    stream = _BaseStream(fake, dk, raw, ("h", "l"))
+    stream = BaseStream(fake, dk, raw, ("h", "l"))
     for name, n in (("h", 100), ("l", 70)):
-        CudaBackend._msm_batches(fake, name, dk, raw[name], _Scalars(n), split=False, stream=stream)
+        msm_batches(fake, name, dk, raw[name], _Scalars(n), split=False, stream=stream)
     assert [op[2:4] for op in rec.ops if op[0] == "upload"] == [("h", 0), ("h", 64)]
     assert converted == [("g1", 64, ("buf", 0, 64)), ("g1", 6, ("buf", 1, 6))]
     stream.close()
@@ -178,16 +178,16 @@ def test_a_vector_without_a_pinned_copy_is_converted_when_taken() -> None:
 
 
 def test_a_scalars_gathered_per_batch_are_the_whole_selection() -> None:
-    # Streaming plans gather A's scalars (all inputs, then aux[a_mask]) batch by batch (_BatchSelect);
+    # Streaming plans gather A's scalars (all inputs, then aux[a_mask]) batch by batch (BatchSelect);
     # numpy stands in for CuPy.
-    from cuzk.backends.cuda.backend import _BatchSelect
+    from cuzk.backends.cuda.streaming import BatchSelect
 
     rng = np.random.default_rng(5)
     inputs = rng.integers(0, 2**32, size=(7, 8), dtype=np.uint32)
     aux = rng.integers(0, 2**32, size=(300, 8), dtype=np.uint32)
     mask = rng.random(300) < 0.6
     whole = np.concatenate([inputs, aux[mask]])
-    select = _BatchSelect(np, inputs, aux, mask, SimpleNamespace(flatnonzero=np.flatnonzero))
+    select = BatchSelect(np, inputs, aux, mask, SimpleNamespace(flatnonzero=np.flatnonzero))
     assert select.shape == whole.shape and select.index.dtype == np.uint32
     for batch in (1, 5, 7, 8, 64, whole.shape[0], whole.shape[0] + 10):
         got = np.concatenate([select[lo:lo + batch] for lo in range(0, whole.shape[0], batch)])
@@ -196,8 +196,7 @@ def test_a_scalars_gathered_per_batch_are_the_whole_selection() -> None:
 
 def test_a_vector_alone_gets_a_stream_of_its_own_closed_after_it() -> None:
     fake, dk, host, rec, buffers = _setup(64, {"l": 100})
-    fake._msm_batches = lambda *a, **k: CudaBackend._msm_batches(fake, *a, **k)
-    parts = CudaBackend._msm_batches(fake, "l", dk, host["l"], _Scalars(100), split=False)
+    parts = msm_batches(fake, "l", dk, host["l"], _Scalars(100), split=False)
     assert parts == ["part 0", "part 64"] and len(buffers) == 2
     assert [op[2:4] for op in rec.ops if op[0] == "upload"] == [("l", 0), ("l", 64)]
     assert rec.ops[-1] == ("sync", "copy")

@@ -145,7 +145,7 @@ PHASES = ("h", "msm_h", "select_b", "msm_l", "select_a", "msm_a", "msm_b_g1", "m
 
 
 def stream_buffers(shape: KeyShape, batch: int, streamed: frozenset[str]) -> int:
-    """Bytes of the streamed bases' two buffers (`_BaseStream`): each as large as the largest streamed
+    """Bytes of the streamed bases' two buffers (`streaming.BaseStream`): each as large as the largest streamed
     batch; one when everything streamed is a single batch."""
     rows = {name: min(shape.length(name), stream_rows(group, batch)) for name, group in QUERIES
             if name in streamed and shape.length(name)}
