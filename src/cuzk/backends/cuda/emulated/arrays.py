@@ -14,6 +14,7 @@ pageable memory takes its bytes when queued, as CUDA stages them.
 
 from __future__ import annotations
 
+import collections
 import ctypes
 import hashlib
 import itertools
@@ -316,13 +317,23 @@ class _Pinned:
 
 _PINNED: dict[int, _Pinned] = {}
 _PINNED_LOCK = threading.Lock()
+#: Addresses whose arrays were collected: a finalizer may run anywhere, even inside this module's
+#: own code under the lock, so it only queues them and the registry drops them under the lock.
+_UNPINNED: collections.deque[int] = collections.deque()
+
+
+def _registry() -> dict[int, _Pinned]:
+    """The registry with collected arrays dropped (the caller holds `_PINNED_LOCK`)."""
+    while _UNPINNED:
+        _PINNED.pop(_UNPINNED.popleft(), None)
+    return _PINNED
 _PINNED_IDS = itertools.count(1)
 _HERE = os.path.dirname(__file__)
 
 
 def pinned_bytes() -> int:
     with _PINNED_LOCK:
-        return sum(p.nbytes for p in _PINNED.values())
+        return sum(p.nbytes for p in _registry().values())
 
 
 def _caller() -> str:
@@ -346,34 +357,34 @@ def empty_pinned(shape: Any, dtype: Any = float, order: str = "C") -> np.ndarray
     addr = int(arr.ctypes.data)
     entry = _Pinned(addr, nbytes, f"pinned buffer #{next(_PINNED_IDS)} ({nbytes:,} bytes, allocated at {_caller()})")
     with _PINNED_LOCK:
-        _PINNED[addr] = entry
+        _registry()[addr] = entry
     weakref.finalize(arr, _unpin, addr)
     return arr
 
 
 def host_register(ptr: int, size: int, flags: int = 0) -> None:
     """cudaHostRegister: host memory made "pinned" (registered, so copies from it are checked)."""
+    entry = _Pinned(int(ptr), int(size), f"registered host memory ({int(size):,} bytes, registered at {_caller()})")
     with _PINNED_LOCK:
-        if int(ptr) in _PINNED:
+        registry = _registry()
+        if entry.addr in registry:
             raise dev.CUDARuntimeError(712, "cudaErrorHostMemoryAlreadyRegistered")
-        _PINNED[int(ptr)] = _Pinned(int(ptr), int(size), f"registered host memory ({int(size):,} bytes, registered "
-                                                          f"at {_caller()})")
+        registry[entry.addr] = entry
 
 
 def host_unregister(ptr: int) -> None:
     with _PINNED_LOCK:
-        if _PINNED.pop(int(ptr), None) is None:
+        if _registry().pop(int(ptr), None) is None:
             raise dev.CUDARuntimeError(713, "cudaErrorHostMemoryNotRegistered")
 
 
 def _unpin(addr: int) -> None:
-    with _PINNED_LOCK:
-        _PINNED.pop(addr, None)
+    _UNPINNED.append(addr)
 
 
 def _pinned_at(addr: int, size: int) -> _Pinned | None:
     with _PINNED_LOCK:
-        for p in _PINNED.values():
+        for p in _registry().values():
             if p.addr <= addr and addr + size <= p.addr + p.nbytes:
                 return p
     return None

@@ -364,6 +364,9 @@ class Pool:
         self.device = device
         self.arenas: list[_Arena] = []
         self.lock = threading.RLock()
+        #: Blocks whose arrays were collected. A finalizer may run anywhere, even inside the pool's own
+        #: code under its lock, so it only queues the block; `_collect` returns them under the lock.
+        self._freed: collections.deque[_Block] = collections.deque()
         self.limit = 0
         self._used = 0
         self._total = 0
@@ -377,16 +380,23 @@ class Pool:
         return self.limit
 
     def used_bytes(self) -> int:
-        return self._used
+        with self.lock:
+            self._collect()
+            return self._used
 
     def total_bytes(self) -> int:
-        return self._total
+        with self.lock:
+            self._collect()
+            return self._total
 
     def free_bytes(self) -> int:
-        return self._total - self._used
+        with self.lock:
+            self._collect()
+            return self._total - self._used
 
     def n_free_blocks(self) -> int:
         with self.lock:
+            self._collect()
             return sum(1 for a in self.arenas for b in a.blocks if b.free)
 
     def malloc(self, size: int) -> MemoryPointer:
@@ -398,6 +408,7 @@ class Pool:
         stream = current_stream().ptr
         for attempt in (0, 1):
             with self.lock:
+                self._collect()
                 block = self._cached(need, stream)
                 if block is None:
                     if self.limit and self._total + need > self.limit:
@@ -435,7 +446,12 @@ class Pool:
         return best
 
     def _release(self, block: _Block) -> None:
-        with self.lock:
+        self._freed.append(block)
+
+    def _collect(self) -> None:
+        """Return the queued blocks to the cache (the caller holds the lock)."""
+        while self._freed:
+            block = self._freed.popleft()
             self._used -= block.size
             block.free = True
             blocks = block.arena.blocks
@@ -451,6 +467,7 @@ class Pool:
         (cudaFree waits for the device)."""
         self.device.synchronize(raise_failures=False)
         with self.lock:
+            self._collect()
             keep = [a for a in self.arenas if not all(b.free for b in a.blocks)]
             self._total -= sum(a.size for a in self.arenas if a not in keep)
             self.arenas = keep
@@ -459,6 +476,7 @@ class Pool:
     def find(self, addr: int, size: int) -> _Arena | None:
         """The arena holding [addr, addr + size), if any."""
         with self.lock:
+            self._collect()
             for a in self.arenas:
                 if a.addr <= addr and addr + size <= a.addr + a.size:
                     return a
