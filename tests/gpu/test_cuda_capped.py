@@ -162,10 +162,11 @@ def test_a_streaming_proof_takes_the_device_with_no_blocks_cached(capped, bits_p
     assert proof == CpuBackend().prove(pk, asg, r=3, s=5)
 
 
-def test_an_allocation_failing_in_the_device_phase_is_retried_with_a_smaller_plan(capped, bits_params) -> None:
+def test_an_allocation_failing_in_the_device_phase_is_retried_with_a_smaller_plan(capped, bits_params,
+                                                                                   monkeypatch) -> None:
     """The device itself runs out of memory mid-proof (an allocation fails, as a card shared with other
     work does): the attempt's memory goes back, and the retry's smaller plan gives the same proof."""
-    from cuzk.backends.cuda import runtime
+    from cuzk.backends.cuda import runtime, streaming
     from cuzk.backends.cuda.emulated import device as emulated_device
 
     if not runtime.emulated():
@@ -178,8 +179,17 @@ def test_an_allocation_failing_in_the_device_phase_is_retried_with_a_smaller_pla
     want = CpuBackend().prove(pk, asg, r=3, s=5)
     assert backend.prove(pk, asg, r=3, s=5) == want  # the tables a first proof leaves on the device
     used_before = backend.plan.pool_used()
-    emulated_device.device_state(0).inject_oom(after=20)  # past staging, inside the device phase
+    real, entered = streaming.device_phase, []
+
+    def fail_inside(*args, **kwargs):  # the 5th allocation after the phase's start fails, once
+        if not entered:
+            emulated_device.device_state(0).inject_oom(after=5)
+        entered.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(streaming, "device_phase", fail_inside)
     assert backend.prove(pk, asg, r=3, s=5) == want
+    assert len(entered) == 2
     assert backend.oom_retries == 1 and backend.key_plan(pk).tree_bytes == first.tree_bytes // 2
     assert backend.plan.pool_used() == used_before and backend.admission.running_reserve == 0
     backend.unload_key(pk)
