@@ -159,6 +159,7 @@ def grpc_request(data: bytes) -> None:
 
     from cuzk.engine.engine import validate_request
     from cuzk.providers import build_providers
+    from cuzk.providers.fields import fields_of
     from cuzk.server._gen import proving_pb2 as pb
     from cuzk.server.grpc_service import request_from_proto
 
@@ -168,13 +169,13 @@ def grpc_request(data: bytes) -> None:
         return
     if _REGISTRY is None:
         _REGISTRY = build_providers(scratch_file("keep", b"").parent.as_posix(), test_circuits=True)
-    request = request_from_proto(message)
+    request = request_from_proto(message, _REGISTRY)
     validate_request(request)
     provider = _REGISTRY.for_request(request)
     provider.circuit_id(request)
     compound = getattr(provider, "compound", None)
     if compound is not None:  # a Filecoin kind: parse the whole payload as planning would
-        compound(request)
+        compound(fields_of(request))
 
 
 TARGETS: dict[str, Target] = {

@@ -11,6 +11,7 @@ packages of one floor (curve, r1cs and hashes may use one another one way only).
 from __future__ import annotations
 
 import ast
+import re
 import warnings
 from collections.abc import Iterable
 from functools import cache
@@ -195,3 +196,16 @@ def test_the_check_sees_cycles_and_upward_imports() -> None:
     assert [_imported("cuzk.r1cs", True, n, modules) for n in relative] == [
         {"cuzk.r1cs.lc"}, {"cuzk.r1cs.lc"}, {"cuzk.errors"}]
     assert _imported("cuzk.r1cs.lc", False, relative[1], modules) == {"cuzk.r1cs"}
+
+
+#: What names a proof kind: the cuzk.v1 enum's names and labels, and the Filecoin words its payloads
+#: are made of. The engine carries a kind and a payload without reading either.
+_KIND_WORDS = re.compile(r"POREP|SNAP_DEALS|WINDOW_POST|WINNING_POST|porep|snap-update|window-post|winning-post"
+                         r"|PoRep|PoSt|SnapDeals|Filecoin|filecoin|[Ss]ector|vanilla|Curio")
+
+
+def test_the_engine_names_no_proof_kind() -> None:
+    found = [f"{path.relative_to(SRC)}:{n}: {line.strip()}"
+             for path in sorted((SRC / "engine").rglob("*.py"))
+             for n, line in enumerate(path.read_text().splitlines(), 1) if _KIND_WORDS.search(line)]
+    assert not found, "the engine names a proof kind:\n  " + "\n  ".join(found)

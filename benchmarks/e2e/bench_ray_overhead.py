@@ -74,11 +74,12 @@ def _engine(root: Path, executor: dict[str, Any], name: str) -> tuple[Any, list[
 def _run_job(engine: Any, rid: str, circuit: str, partitions: int, seed: int = 0) -> float:
     import json
 
-    from cuzk.engine.jobs import Priority, ProofKind, ProofRequest, ResultStatus
+    from cuzk.engine.jobs import Priority, ProofKind, ResultStatus
+    from cuzk.providers.fields import submit_request
 
     body = json.dumps({"test_circuit": circuit, "partitions": partitions, "seed": seed}).encode()
     start = time.monotonic()
-    engine.submit(ProofRequest(rid, ProofKind.TEST, Priority.NORMAL, vanilla_proof=body))
+    engine.submit(submit_request(rid, ProofKind.TEST, Priority.NORMAL, vanilla_proof=body))
     result = engine.await_result(rid, timeout=1800)
     wall = time.monotonic() - start
     if result.status is not ResultStatus.COMPLETED:

@@ -74,10 +74,10 @@ def in_process(vanilla: Path, cache: Path, log: Callable[..., None]) -> None:
     message = from_gen_vanilla(vanilla, ProofInputs("porep")).submit_request()
     c1 = (vanilla / "c1.json").read_bytes()
     steps: list[tuple[str, Callable[[], Any]]] = [
-        ("request from proto", lambda: request_from_proto(message)),
+        ("request from proto", lambda: request_from_proto(message, providers)),
         ("json.loads of the C1", lambda: json.loads(c1)),
         ("plan (parse, check, public inputs)",
-         lambda: providers.for_request(request_from_proto(message)).plan(request_from_proto(message))),
+         lambda: providers.for_request(request := request_from_proto(message, providers)).plan(request)),
     ]
     with PauseProbe() as probe:
         for name, step in steps:

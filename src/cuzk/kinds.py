@@ -1,10 +1,11 @@
-"""The proof kinds of the cuzk.v1 protocol: their wire numbers, names and default priorities.
+"""The proof kinds of the cuzk.v1 protocol: their wire numbers and names.
 
 The numbers are the cuzk.v1 `ProofKind` enum's, so the gRPC layer converts by value; the labels are
-the names in status output, logs and metrics, spelled as the Rust daemon spells them, and so is each
-kind's default priority (docs/compatibility.md §4). The test kind is `PROOF_KIND_UNSPECIFIED` (0),
-reachable only when test circuits are enabled. The engine carries a kind on every job without
-knowing what it means; the circuit providers (`cuzk.providers`) say which kinds they serve.
+the names in status output, logs and metrics, spelled as the Rust daemon spells them
+(docs/compatibility.md §4); each kind's default priority is its provider's. The test kind is
+`PROOF_KIND_UNSPECIFIED` (0), reachable only when test circuits are enabled. The engine carries a
+kind on every job without knowing what it means; the circuit providers (`cuzk.providers`) say which
+kinds they serve.
 """
 
 from __future__ import annotations
@@ -34,11 +35,6 @@ class ProofKind(IntEnum):
     def proto_name(self) -> str:
         return "PROOF_KIND_UNSPECIFIED" if self is ProofKind.TEST else self.name
 
-    @property
-    def default_priority(self) -> int:
-        """The cuzk.v1 Priority number a request of this kind gets when it leaves priority at 0."""
-        return _DEFAULT_PRIORITY[self]
-
 
 _KIND_LABELS = {
     ProofKind.TEST: "test-circuit",
@@ -48,11 +44,3 @@ _KIND_LABELS = {
     ProofKind.WINNING_POST: "winning-post",
 }
 
-#: LOW = 1, NORMAL = 2, HIGH = 3, CRITICAL = 4 (cuzk.v1 Priority).
-_DEFAULT_PRIORITY = {
-    ProofKind.WINNING_POST: 4,
-    ProofKind.WINDOW_POST_PARTITION: 3,
-    ProofKind.POREP_SEAL_COMMIT: 2,
-    ProofKind.SNAP_DEALS_UPDATE: 2,
-    ProofKind.TEST: 2,
-}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import shutil
 import sqlite3
 import subprocess
 import time
@@ -15,13 +16,23 @@ from cuzk.config import config_from_dict
 from cuzk.engine.engine import Engine, FinishedJob, JobInfo, RequestConflictError
 from cuzk.engine.executors import make_executor
 from cuzk.engine.jobs import JobResult, PartitionTiming, Priority, ProofKind, ProofRequest, ProofTimings, ResultStatus
-from cuzk.engine.journal import MAX_ATTEMPTS, Journal, JournalUnavailableError, decode_request, encode_request
-from cuzk.providers import default_providers
+from cuzk.engine.journal import (
+    MAX_ATTEMPTS,
+    SCHEMA_VERSION,
+    Journal,
+    JournalError,
+    JournalUnavailableError,
+    decode_request,
+    encode_request,
+)
+from cuzk.engine.providers import InvalidRequestError, ProviderRegistry
+from cuzk.providers import build_providers, default_providers
+from cuzk.providers.fields import submit_request
 
 
 def request(rid: str, seed: int = 0, **extra: object) -> ProofRequest:
     body = json.dumps({"test_circuit": "mimc-3", "seed": seed, **extra}).encode()
-    return ProofRequest(rid, ProofKind.TEST, Priority.NORMAL, vanilla_proof=body)
+    return submit_request(rid, ProofKind.TEST, Priority.NORMAL, vanilla_proof=body)
 
 
 def info(job_id: str, req: ProofRequest) -> JobInfo:
@@ -48,14 +59,21 @@ def completed(i: JobInfo, proof: bytes = b"\x01" * 192) -> JobResult:
                      partitions=(PartitionTiming(0, 1, 2, 3, 4, 5, 0, "w0", 1),))
 
 
-def test_requests_round_trip() -> None:
-    req = ProofRequest("r", ProofKind.WINDOW_POST_PARTITION, Priority.HIGH, sector_size=1 << 35, registered_proof=13,
-                       vanilla_proofs=[b"a" * 5, b"", b"\x00\xff"], randomness=bytes(range(32)), partition_index=3,
-                       miner_id=1000, comm_r_old=b"\x07" * 32)
-    again = decode_request(encode_request(req))
+def providers(tmp_path: Path) -> ProviderRegistry:
+    return build_providers(str(tmp_path), test_circuits=True)
+
+
+def test_requests_round_trip_through_their_provider(tmp_path: Path) -> None:
+    req = submit_request("r", ProofKind.WINDOW_POST_PARTITION, Priority.HIGH, sector_size=1 << 35,
+                         registered_proof=13, vanilla_proofs=[b"a" * 5, b"", b"\x00\xff"], randomness=bytes(range(32)),
+                         partition_index=3, miner_id=1000, comm_r_old=b"\x07" * 32)
+    data = encode_request(req)
+    again = decode_request(data, providers(tmp_path))
     assert again == req and again.digest() == req.digest()
-    with pytest.raises(ValueError):
-        decode_request(encode_request(req) + b"x")
+    with pytest.raises(ValueError, match="longer than its header says"):
+        decode_request(data + b"x", providers(tmp_path))
+    with pytest.raises(InvalidRequestError, match="test circuits are disabled"):
+        decode_request(encode_request(request("t")), build_providers(str(tmp_path), test_circuits=False))
 
 
 def test_finished_results_survive_and_the_journal_is_wal(tmp_path: Path) -> None:
@@ -82,7 +100,7 @@ def test_in_flight_jobs_are_requeued_with_their_inputs_at_most_max_attempts(tmp_
         journal = open_journal(path, f"0000000000b{attempt}")
         recovery = journal.recover("requeue")
         assert recovery.requeue == [("slow", req.digest())], attempt
-        assert journal.load_request(req.digest()) == req
+        assert journal.load_request(req.digest(), providers(tmp_path)) == req
         accept(journal, "slow", req)  # what the engine does when it re-queues it
         assert journal.row("slow")["attempts"] == attempt
     recovery = open_journal(path, "0000000000c1").recover("requeue")
@@ -147,6 +165,10 @@ def test_engine_records_jobs_and_answers_restored_results(tmp_path: Path) -> Non
     assert journal.row("old") is None  # restored results are not written again
     outcome = engine.submit(request("new", seed=3))
     assert not outcome.deduplicated and journal.row("new")["state"] == "accepted"
+    unset = submit_request("unset", ProofKind.TEST, None, vanilla_proof=b'{"test_circuit": "mimc-3"}')
+    engine.submit(unset)  # no priority: the provider's default, in the job and the journal
+    assert engine.jobs["unset"].priority is Priority.NORMAL and journal.row("unset")["priority"] == "NORMAL"
+    engine.cancel("unset")
     assert journal._db.execute("SELECT COUNT(*) FROM requests").fetchone()[0] == 1
     with pytest.raises(RequestConflictError):
         engine.submit(request("new", seed=4))
@@ -180,7 +202,8 @@ class FullDisk:
 def test_a_full_disk_refuses_new_jobs_clearly_and_recovers_when_space_returns(tmp_path: Path) -> None:
     config = config_from_dict({"srs": {"param_cache": str(tmp_path)}, "memory": {"total_budget": "3GiB"},
                                "debug": {"test_circuits": True}})
-    engine = Engine(config, providers=default_providers(config))  # not started: submissions queue, nothing runs
+    # Not started: submissions queue, nothing runs.
+    engine = Engine(config, executor=make_executor(config), providers=default_providers(config))
     (tmp_path / "state").mkdir()
     journal = open_journal(tmp_path / "state" / "j.sqlite3", engine.instance_id)
     disk = FullDisk(journal._db)
@@ -268,3 +291,68 @@ def test_a_real_full_file_system_refuses_and_recovers(tmp_path: Path) -> None:
         journal.close()
     finally:
         subprocess.run(["umount", "-l", str(state)], check=False)
+
+
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "journal"
+#: The fixture's jobs finished in 2025: keep them whatever the date of the run.
+A_CENTURY = 100 * 365 * 86400
+
+
+def test_a_schema_1_journal_is_read(tmp_path: Path) -> None:
+    """A journal written by the code before payloads were the providers' (tests/fixtures/journal/README.md):
+    every job is recovered, its kept inputs read back field for field, with the digest they were kept under."""
+    path = tmp_path / "journal.sqlite3"
+    shutil.copyfile(FIXTURES / "schema1.sqlite3", path)
+    registry = providers(tmp_path)
+    journal = open_journal(path, "bbbb2222bbbb", retention=A_CENTURY)
+    assert journal._db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == str(
+        SCHEMA_VERSION)
+    recovery = journal.recover("requeue")
+    assert recovery.failed_now == []
+    assert [job_id for job_id, _ in recovery.requeue] == ["test-queued", "wpost-queued", "snap-queued"]
+    kept = {job_id: journal.load_request(digest, registry) for job_id, digest in recovery.requeue}
+    assert kept == {
+        "test-queued": submit_request("test-queued", ProofKind.TEST, Priority.LOW,
+                                      vanilla_proof=json.dumps({"test_circuit": "mimc-3", "seed": 5}).encode()),
+        "wpost-queued": submit_request("wpost-queued", ProofKind.WINDOW_POST_PARTITION, Priority.HIGH,
+                                       sector_size=2048, registered_proof=10,
+                                       vanilla_proofs=[b"\x01" * 40, b"\x02" * 7], randomness=bytes(range(32)),
+                                       partition_index=3, miner_id=1000),
+        "snap-queued": submit_request("snap-queued", ProofKind.SNAP_DEALS_UPDATE, Priority.NORMAL,
+                                      vanilla_proofs=[b"\x03" * 9], comm_r_old=b"\x04" * 32,
+                                      comm_r_new=b"\x05" * 32, comm_d_new=b"\x06" * 32),
+    }
+    assert [kept[job_id].digest() for job_id, _ in recovery.requeue] == [d for _, d in recovery.requeue]
+    [done] = recovery.finished
+    assert (done.job_id, done.proof_kind, done.priority, done.result.status) == (
+        "porep-done", ProofKind.POREP_SEAL_COMMIT, Priority.NORMAL, ResultStatus.COMPLETED)
+    assert done.result.proof == b"\x09" * 192 and done.result.circuit_id == "porep-2k"
+    assert done.result.timings.synthesis_ms == 11 and done.result.partitions[0].worker == "cpu0/0"
+
+    # Taken over by an engine: the finished job answers (the same inputs sent again are that job), the
+    # test-circuit job is queued again under its id, one attempt further on.
+    config = config_from_dict({"srs": {"param_cache": str(tmp_path)}, "memory": {"total_budget": "3GiB"},
+                               "debug": {"test_circuits": True}})
+    engine = Engine(config, executor=make_executor(config), providers=default_providers(config))
+    engine.restore_finished(recovery.finished)
+    engine.attach_journal(journal)
+    assert engine.submit(kept["test-queued"], job_id="test-queued", origin="journal").job_id == "test-queued"
+    row = journal.row("test-queued")
+    assert (row["state"], row["attempts"], row["priority"]) == ("accepted", 2, "LOW")
+    porep = submit_request("porep-done", ProofKind.POREP_SEAL_COMMIT, sector_size=2048, sector_number=7,
+                           miner_id=1000, vanilla_proof=b'{"registered_proof": "StackedDrg2KiBV1_1"}')
+    assert engine.submit(porep).deduplicated
+    # A Filecoin job whose kept inputs its provider refuses now fails at re-queue, naming why.
+    with pytest.raises(InvalidRequestError, match="WINDOW_POST_PARTITION"):
+        engine.submit(kept["wpost-queued"], job_id="wpost-queued", origin="journal")
+
+
+def test_a_journal_of_an_unknown_schema_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "j.sqlite3"
+    open_journal(path).close()
+    db = sqlite3.connect(path)
+    db.execute("UPDATE meta SET value = '9' WHERE key = 'schema_version'")
+    db.commit()
+    db.close()
+    with pytest.raises(JournalError, match="schema version 9, this cuzk reads 1, 2"):
+        open_journal(path)

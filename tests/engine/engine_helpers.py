@@ -18,6 +18,7 @@ from cuzk.groth16.proof import proofs_from_bytes
 from cuzk.groth16.verifier import verify_proof
 from cuzk.providers import default_providers
 from cuzk.providers.debug import debug_params_path, debug_public_inputs
+from cuzk.providers.fields import submit_request
 
 
 def start_engine(tmp: Path, params: Path, **sections: dict[str, Any]) -> Engine:
@@ -40,7 +41,7 @@ def start_engine(tmp: Path, params: Path, **sections: dict[str, Any]) -> Engine:
 def make_request(rid: str, circuit: str = "mimc-3", *, priority: Priority = Priority.NORMAL,
                  **payload: Any) -> ProofRequest:
     body = json.dumps({"test_circuit": circuit, **payload}).encode()
-    return ProofRequest(rid, ProofKind.TEST, priority, vanilla_proof=body)
+    return submit_request(rid, ProofKind.TEST, priority, vanilla_proof=body)
 
 
 def assert_verifies(result: JobResult, params: Path, circuit: str = "mimc-3", *, seed: int = 0,

@@ -13,7 +13,7 @@ import pytest
 from engine.engine_helpers import assert_verifies, make_request, start_engine, wait_until
 
 from cuzk.engine.engine import Engine, RequestConflictError, UnknownJobError
-from cuzk.engine.jobs import JobResult, JobState, Priority, ResultStatus
+from cuzk.engine.jobs import JobResult, JobState, Priority, ProofKind, ProofRequest, ResultStatus
 from cuzk.engine.providers import InvalidRequestError
 
 
@@ -198,10 +198,8 @@ def test_memory_backpressure_and_impossible_jobs(engine: Engine) -> None:
 def test_invalid_requests_are_refused_at_submit(engine: Engine) -> None:
     with pytest.raises(InvalidRequestError, match="unknown circuit"):
         engine.submit(make_request("bad", "nope-1"))
-    with pytest.raises(InvalidRequestError, match="randomness must be 32 bytes"):
-        request = make_request("bad-rand")
-        request.randomness = b"123"
-        engine.submit(request)
+    with pytest.raises(InvalidRequestError, match="carries no payload"):
+        engine.submit(ProofRequest("bare", ProofKind.TEST))
     with pytest.raises(InvalidRequestError, match="request_id may not contain"):
         engine.submit(make_request("has space"))
     assert "bad" not in engine.jobs

@@ -172,7 +172,7 @@ def test_a_front_end_restart_keeps_results_and_requeues_unfinished_jobs(tmp_path
         second.restore_finished(recovery.finished)
         second.attach_journal(recovered)
         for job_id, digest in recovery.requeue:
-            second.submit(recovered.load_request(digest), job_id=job_id, origin="journal")
+            second.submit(recovered.load_request(digest, second.providers), job_id=job_id, origin="journal")
         again = second.await_result("done", timeout=5)
         assert again.status is ResultStatus.COMPLETED and again.proof == finished.proof
         result = second.await_result("unfinished", timeout=180)

@@ -1,11 +1,8 @@
-"""Job order: priority, FIFO within a level, aging (the starvation bound), kind defaults, grouping by
-circuit, batches."""
+"""Job order: priority, FIFO within a level, aging (the starvation bound), grouping by circuit, batches."""
 
 from __future__ import annotations
 
 import itertools
-
-import pytest
 
 from cuzk.engine.jobs import Job, Priority, ProofKind, ProofRequest
 from cuzk.engine.scheduler import GROUP_RUN_LIMIT, MAX_OVERTAKES, BatchCollector, Scheduler
@@ -17,15 +14,6 @@ def job(name: str, priority: Priority = Priority.NORMAL, circuit: str = "c") -> 
     j = Job(name, next(_seq), ProofRequest(name, ProofKind.TEST, priority), origin="submit")
     j.circuit_id = circuit
     return j
-
-
-@pytest.mark.parametrize(("kind", "expected"), [
-    (ProofKind.WINNING_POST, Priority.CRITICAL), (ProofKind.WINDOW_POST_PARTITION, Priority.HIGH),
-    (ProofKind.POREP_SEAL_COMMIT, Priority.NORMAL), (ProofKind.SNAP_DEALS_UPDATE, Priority.NORMAL),
-])
-def test_kind_defaults_and_explicit_priorities(kind: ProofKind, expected: Priority) -> None:
-    assert Priority.resolve(0, kind) is expected
-    assert Priority.resolve(1, kind) is Priority.LOW
 
 
 def test_priority_then_fifo_and_positions() -> None:

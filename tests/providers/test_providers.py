@@ -19,11 +19,13 @@ from cuzk.groth16.formats.params_file import read_params
 from cuzk.groth16.verifier import verify_proof
 from cuzk.providers import build_providers
 from cuzk.providers.debug import DebugCircuitRecipe, debug_circuit_shape, debug_params_path
+from cuzk.providers.fields import SubmitFields, submit_request
+from cuzk.server._gen import proving_pb2 as pb
 
 
 def request(kind: ProofKind = ProofKind.TEST, payload: object = None, **fields: object) -> ProofRequest:
     raw = payload if isinstance(payload, bytes) else json.dumps(payload).encode() if payload is not None else b""
-    return ProofRequest("r1", kind, Priority.NORMAL, vanilla_proof=raw, **fields)  # type: ignore[arg-type]
+    return submit_request("r1", kind, Priority.NORMAL, vanilla_proof=raw, **fields)  # type: ignore[arg-type]
 
 
 def _replace_name(c1_json: bytes, name: str) -> bytes:
@@ -136,6 +138,31 @@ def test_well_formed_filecoin_requests_name_their_circuit(make: Callable[[], Pro
     req = make()
     registry = build_providers("/nonexistent", test_circuits=False)
     assert registry.for_request(req).circuit_id(req) == circuit_id
+
+
+def test_each_provider_names_the_default_priority_of_its_kinds(tmp_path: Path) -> None:
+    registry = build_providers(str(tmp_path), test_circuits=True)
+    assert {kind: registry.for_kind(kind).default_priority for kind in ProofKind} == {
+        ProofKind.WINNING_POST: Priority.CRITICAL, ProofKind.WINDOW_POST_PARTITION: Priority.HIGH,
+        ProofKind.POREP_SEAL_COMMIT: Priority.NORMAL, ProofKind.SNAP_DEALS_UPDATE: Priority.NORMAL,
+        ProofKind.TEST: Priority.NORMAL}
+
+
+def test_the_provider_makes_the_payload_of_a_message_and_reads_back_its_encoding(tmp_path: Path) -> None:
+    registry = build_providers(str(tmp_path), test_circuits=True)
+    msg = pb.SubmitProofRequest(request_id="w", proof_kind=4, registered_proof=0, vanilla_proofs=[b"v" * 9],
+                                randomness=bytes(32), miner_id=1000, sector_number=5)
+    payload = registry.payload_from_message(ProofKind.WINNING_POST, msg)
+    assert payload == SubmitFields(ProofKind.WINNING_POST, vanilla_proofs=[b"v" * 9], randomness=bytes(32),
+                                   miner_id=1000, sector_number=5)
+    assert payload.nbytes() == 9
+    assert registry.decode_payload(ProofKind.WINNING_POST, payload.encode()) == payload
+    with pytest.raises(ValueError, match="of proof kind 4, not 1"):
+        registry.decode_payload(ProofKind.POREP_SEAL_COMMIT, payload.encode())
+    with pytest.raises(InvalidRequestError, match="comm_d_new must be 32 bytes, got 31"):
+        registry.payload_from_message(ProofKind.SNAP_DEALS_UPDATE, pb.SubmitProofRequest(comm_d_new=bytes(31)))
+    payload.release()
+    assert payload.nbytes() == 0 and payload.randomness == bytes(32)
 
 
 def test_test_circuits_are_refused_unless_enabled() -> None:

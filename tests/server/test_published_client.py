@@ -156,13 +156,15 @@ FILECOIN_CLIENT = textwrap.dedent('''
 
 def _published_fields(req: Any) -> dict[str, Any]:
     """A ProofRequest as plain JSON for the published client (enum values by their published names)."""
+    from cuzk.providers.fields import fields_of
     from cuzk.server._gen import proving_pb2 as ours
 
+    f = fields_of(req)
     return {"request_id": req.request_id, "proof_kind": ours.ProofKind.Name(int(req.proof_kind)),
-            "priority": ours.Priority.Name(int(req.priority)), "sector_size": req.sector_size,
-            "registered_proof": req.registered_proof, "vanilla_proof": req.vanilla_proof.hex(),
-            "vanilla_proofs": [v.hex() for v in req.vanilla_proofs], "sector_number": req.sector_number,
-            "miner_id": req.miner_id, "randomness": req.randomness.hex()}
+            "priority": ours.Priority.Name(int(req.priority)), "sector_size": f.sector_size,
+            "registered_proof": f.registered_proof, "vanilla_proof": f.vanilla_proof.hex(),
+            "vanilla_proofs": [v.hex() for v in f.vanilla_proofs], "sector_number": f.sector_number,
+            "miner_id": f.miner_id, "randomness": f.randomness.hex()}
 
 
 @pytest.mark.slow

@@ -104,13 +104,13 @@ class ProofInputs:
 
     def engine_request(self, *, request_id: str, priority: str = "default") -> Any:
         """The engine's ProofRequest (for in-process runs)."""
-        from cuzk.engine.jobs import Priority, ProofKind, ProofRequest
+        from cuzk.engine.jobs import Priority, ProofKind
+        from cuzk.providers.fields import submit_request
 
         kind = {"test": ProofKind.TEST, "porep": ProofKind.POREP_SEAL_COMMIT, "snap": ProofKind.SNAP_DEALS_UPDATE,
                 "wpost": ProofKind.WINDOW_POST_PARTITION, "winning": ProofKind.WINNING_POST}[self.kind]
-        level = 0 if priority == "default" else int(Priority[priority.upper()])
-        return ProofRequest(
-            request_id=request_id, proof_kind=kind, priority=Priority.resolve(level, kind),
+        return submit_request(
+            request_id, kind, None if priority == "default" else Priority[priority.upper()],
             sector_size=self.sector_size, registered_proof=self.registered_proof,
             vanilla_proof=self.test_payload() if self.kind == "test" else self.c1, vanilla_proofs=list(self.vanilla),
             sector_number=self.sector_number, miner_id=self.miner_id, randomness=self.randomness,

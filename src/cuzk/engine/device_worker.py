@@ -43,7 +43,7 @@ log = logging.getLogger("cuzk.engine.device_worker")
 #: The interpreter switch interval of a device process. Its threads (the lanes, their staging and
 #: upload threads, B's G2 MSM beside the G1 ones) hand the GIL to each other around every kernel
 #: sync; at the default 5 ms a CRITICAL lane's short device phase waits out another lane's host
-#: work at each of them. A shorter interval left the PoRep-32GiB device phase as it was (0.1 ms:
+#: work at each of them. A shorter interval left the longest device phase measured as it was (0.1 ms:
 #: benchmarks/results/cuda-witness-upload-h200-2026-12-01.jsonl); the daemon process uses the same.
 DEVICE_SWITCH_INTERVAL_S = 0.0005
 

@@ -131,11 +131,11 @@ def sparse_products_where(setting: str, specs: list[DeviceSpec]) -> str:
 
 def device_witness_floor(setting: str, sparse_products: str, specs: list[DeviceSpec]) -> Priority | None:
     """`synthesis.device_witness` resolved to the lowest priority whose jobs leave the bulk of their
-    Filecoin witnesses to the devices, or None for no job. The devices can take it when the products
+    deferred witnesses to the devices, or None for no job. The devices can take it when the products
     are on the prover and every device is a GPU (the CUDA backend writes the rows there); else the
-    synthesis processes write whole witnesses ("on" says so in the log). "deadlines" is HIGH: a
-    WindowPoSt-32GiB partition's openings take a synthesis process ~20 s of CPU against ~0.1 s of
-    GPU (docs/compiled-circuits.md), while throughput work keeps the GPU for its MSMs."""
+    synthesis processes write whole witnesses ("on" says so in the log). "deadlines" is HIGH: the
+    Merkle openings of a large partition take a synthesis process far longer than the GPU
+    (docs/compiled-circuits.md), while throughput work keeps the GPU for its MSMs."""
     if setting == "off":
         return None
     if sparse_products == "prover" and specs and all(spec.kind == "cuda" for spec in specs):

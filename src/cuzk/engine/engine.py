@@ -84,7 +84,7 @@ class NotAcceptingError(CuzkError):
 
 
 class QueueFullError(CuzkError):
-    """daemon.max_queued_jobs jobs are already waiting (gRPC RESOURCE_EXHAUSTED: Curio backs off and retries)."""
+    """daemon.max_queued_jobs jobs are already waiting (gRPC RESOURCE_EXHAUSTED: the client backs off and retries)."""
 
 
 @dataclass(frozen=True)
@@ -189,16 +189,14 @@ def _info(job: Job) -> JobInfo:
 
 
 def validate_request(request: ProofRequest) -> None:
-    """Field checks every kind shares (the provider checks the payload)."""
+    """The checks of what the engine reads (the kind's provider checks the payload)."""
     rid = request.request_id
     if len(rid) > MAX_REQUEST_ID:
         raise InvalidRequestError(f"request_id is {len(rid)} characters; at most {MAX_REQUEST_ID} are allowed")
     if any(not ch.isprintable() or ch.isspace() for ch in rid):
         raise InvalidRequestError("request_id may not contain spaces or control characters")
-    for name in ("randomness", "comm_r_old", "comm_r_new", "comm_d_new"):
-        value = getattr(request, name)
-        if value and len(value) != 32:
-            raise InvalidRequestError(f"{name} must be 32 bytes, got {len(value)}")
+    if request.payload is None:
+        raise InvalidRequestError(f"request {rid!r} carries no payload")
 
 
 class Engine:
@@ -403,6 +401,8 @@ class Engine:
         re-queued from the journal (default: the request_id, else a new one)."""
         validate_request(request)
         provider = self.providers.for_request(request)
+        if request.priority is None:
+            request = replace(request, priority=provider.default_priority)
         circuit_id = provider.circuit_id(request)
         with self._cv:  # refuse early, before the inputs are hashed, journaled or reserved
             full = origin != "journal" and request.request_id not in self.jobs and self._queue_full()
@@ -474,7 +474,7 @@ class Engine:
                               "(daemon.max_queued_jobs); retry later")
 
     def _reserve_payload(self, request: ProofRequest, job_id: str) -> Any:
-        """Hold the request's vanilla bytes against the budget until the job is planned."""
+        """Hold the request's payload bytes against the budget until the job is planned."""
         size = request.payload_bytes()
         if not size:
             return None

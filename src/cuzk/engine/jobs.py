@@ -1,14 +1,15 @@
 """What a proof job is: priorities, states, the request, per-partition records, results.
 
 Priorities use the cuzk.v1 enum numbers so the gRPC layer converts by value. A job's kind is a
-`cuzk.kinds.ProofKind` (re-exported here), which the engine carries without knowing what it means.
+`cuzk.kinds.ProofKind` (re-exported here), which the engine carries without knowing what it means;
+what a request of that kind proves is its `RequestPayload`, which only the kind's provider reads.
 """
 
 from __future__ import annotations
 
-import hashlib
 import threading
 import time
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from enum import Enum, IntEnum
 from typing import Any
@@ -21,13 +22,6 @@ class Priority(IntEnum):
     NORMAL = 2
     HIGH = 3
     CRITICAL = 4
-
-    @classmethod
-    def resolve(cls, value: int, kind: ProofKind) -> Priority:
-        """An explicit priority, or the kind's default when 0 (unspecified; docs/compatibility.md §4)."""
-        if value == 0:
-            return cls(kind.default_priority)
-        return cls(value)
 
 
 class JobState(Enum):
@@ -65,45 +59,48 @@ class ResultStatus(IntEnum):
     TIMEOUT = 4
 
 
+class RequestPayload(ABC):
+    """What a request of some kind proves, as its provider reads it (`CircuitProvider.payload_from_message`,
+    `decode_payload`). The engine hashes, journals, sizes and frees it without looking inside."""
+
+    @abstractmethod
+    def digest(self) -> str:
+        """Identifies the inputs, the kind included: a repeated request_id must carry the same."""
+
+    @abstractmethod
+    def encode(self) -> bytes:
+        """The form the journal keeps; the provider's `decode_payload` reads it back."""
+
+    @abstractmethod
+    def nbytes(self) -> int:
+        """Bytes held against the memory budget from submit until the job is planned."""
+
+    @abstractmethod
+    def release(self) -> None:
+        """Free the bulk once the job is planned (the plan holds what its partitions need)."""
+
+
 @dataclass
 class ProofRequest:
-    """A SubmitProofRequest in engine terms (priority already resolved)."""
+    """A SubmitProofRequest in engine terms: what the engine orders by, and the provider's payload."""
 
     request_id: str
     proof_kind: ProofKind
-    priority: Priority
-    sector_size: int = 0
-    registered_proof: int = 0
-    vanilla_proof: bytes = b""
-    vanilla_proofs: list[bytes] = field(default_factory=list)
-    sector_number: int = 0
-    miner_id: int = 0
-    randomness: bytes = b""
-    partition_index: int = 0
-    comm_r_old: bytes = b""
-    comm_r_new: bytes = b""
-    comm_d_new: bytes = b""
+    #: None: the default of the kind's provider, set by `Engine.submit`.
+    priority: Priority | None = None
+    payload: RequestPayload | None = None
 
     def digest(self) -> str:
         """Identifies the inputs (not the id or priority): a repeated request_id must carry the same."""
-        h = hashlib.sha256()
-        for part in (int(self.proof_kind), self.sector_size, self.registered_proof, self.sector_number,
-                     self.miner_id, self.partition_index):
-            h.update(int(part).to_bytes(16, "little"))
-        for blob in (self.vanilla_proof, self.randomness, self.comm_r_old, self.comm_r_new, self.comm_d_new,
-                     *self.vanilla_proofs):
-            h.update(len(blob).to_bytes(8, "little"))
-            h.update(blob)
-        h.update(len(self.vanilla_proofs).to_bytes(8, "little"))
-        return h.hexdigest()
+        return self.payload.digest() if self.payload is not None else ""
 
     def payload_bytes(self) -> int:
-        return len(self.vanilla_proof) + sum(len(v) for v in self.vanilla_proofs)
+        return self.payload.nbytes() if self.payload is not None else 0
 
     def drop_payload(self) -> None:
-        """Free the (possibly 200 MB) vanilla data once the job is planned."""
-        self.vanilla_proof = b""
-        self.vanilla_proofs = []
+        """Free the (possibly 200 MB) payload once the job is planned."""
+        if self.payload is not None:
+            self.payload.release()
 
 
 @dataclass
@@ -209,7 +206,9 @@ class Job:
         self.seq = seq
         self.request = request
         self.kind = request.proof_kind
-        self.priority = request.priority
+        if request.priority is None:
+            raise ValueError(f"job {job_id}: the request's priority is not resolved (Engine.submit sets the default)")
+        self.priority: Priority = request.priority
         self.digest = request.digest()
         self.origin = origin  #: "submit" or "prove": who created it
         self.state = JobState.QUEUED

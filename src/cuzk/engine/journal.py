@@ -5,7 +5,8 @@ docs/compatibility.md §5):
 
 - when it accepts a job, before SubmitProof/Prove answer: job id (= request_id when given), input
   digest, kind, priority, the accepting instance; with `daemon.on_restart = "requeue"` also the
-  request itself (its vanilla proofs), stored once per input digest;
+  request itself (its id, kind and priority, and its payload as the kind's provider encodes it),
+  stored once per input digest;
 - when a job finishes, before any waiter is woken: status, proof bytes, error, timings.
 
 On the next start `recover()` hands the engine every finished result still within
@@ -16,6 +17,11 @@ or answered FAILED with the reason (`fail`, or when the inputs were not kept).
 
 A job cancelled by a graceful stop (its grace ran out) is finished: CANCELLED is what its waiters
 were told, and what the journal keeps.
+
+Schema 2 differs from schema 1 in the request records alone: schema 1 kept the request's fields in
+the journal's own layout (`CZKREQ1`), schema 2 keeps the provider's encoding (`CZKREQ2`). A schema-1
+file is taken over as it is (its meta row says 2 from then on); its records are handed whole to the
+kind's provider, which reads that layout too (`CircuitProvider.decode_payload`).
 
 WAL mode with synchronous=NORMAL: a commit survives the daemon being killed at any point; an
 operating-system crash may lose the last commits. One daemon per state directory is the only
@@ -40,7 +46,7 @@ import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from cuzk.engine.engine import FinishedJob, JobInfo
 from cuzk.engine.jobs import (
@@ -50,19 +56,21 @@ from cuzk.engine.jobs import (
     ProofKind,
     ProofRequest,
     ProofTimings,
+    RequestPayload,
     ResultStatus,
 )
 from cuzk.errors import CuzkError
 
 log = logging.getLogger("cuzk.engine.journal")
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+#: Older schemas this code takes over in place (what changed: the module docstring).
+READABLE_SCHEMAS = ("1", "2")
 #: A job found in flight this many times after a daemon died is failed instead of re-queued again.
 MAX_ATTEMPTS = 3
 #: How often finished rows past their retention are deleted (besides at open).
 SWEEP_INTERVAL_S = 60.0
-_REQUEST_MAGIC = b"CZKREQ1\n"
-_BLOB_FIELDS = ("vanilla_proof", "randomness", "comm_r_old", "comm_r_new", "comm_d_new")
-_SCALAR_FIELDS = ("request_id", "sector_size", "registered_proof", "sector_number", "miner_id", "partition_index")
+_REQUEST_MAGIC = b"CZKREQ2\n"
+_V1_REQUEST_MAGIC = b"CZKREQ1\n"
 _KIND_BY_LABEL = {k.label: k for k in ProofKind}
 _STATE_BY_STATUS = {ResultStatus.COMPLETED: "completed", ResultStatus.FAILED: "failed",
                     ResultStatus.CANCELLED: "cancelled"}
@@ -99,36 +107,36 @@ class JournalUnavailableError(JournalError):
     """The journal cannot be written now (the disk is full, I/O errors): new work is refused until it can."""
 
 
+class PayloadDecoder(Protocol):
+    """Reads a payload back (the daemon's `ProviderRegistry`)."""
+
+    def decode_payload(self, kind: ProofKind, data: bytes) -> RequestPayload: ...
+
+
 def encode_request(request: ProofRequest) -> bytes:
-    """A request as bytes: a JSON header (scalars, blob lengths) followed by the raw blobs."""
-    blobs = [getattr(request, name) for name in _BLOB_FIELDS] + list(request.vanilla_proofs)
-    header = {name: getattr(request, name) for name in _SCALAR_FIELDS}
-    header.update(proof_kind=int(request.proof_kind), priority=int(request.priority),
-                  blobs=[len(getattr(request, name)) for name in _BLOB_FIELDS],
-                  vanilla_proofs=[len(v) for v in request.vanilla_proofs])
+    """A request as bytes: a JSON header (id, kind, priority) and the payload as its provider encodes it."""
+    if request.payload is None or request.priority is None:
+        raise ValueError("only a request with a payload and a resolved priority is kept")
+    header = {"request_id": request.request_id, "proof_kind": int(request.proof_kind),
+              "priority": int(request.priority)}
     head = json.dumps(header).encode()
-    return b"".join([_REQUEST_MAGIC, len(head).to_bytes(4, "little"), head, *blobs])
+    return b"".join([_REQUEST_MAGIC, len(head).to_bytes(4, "little"), head, request.payload.encode()])
 
 
-def decode_request(data: bytes) -> ProofRequest:
-    if not data.startswith(_REQUEST_MAGIC):
+def decode_request(data: bytes, payloads: PayloadDecoder) -> ProofRequest:
+    """`encode_request`'s bytes, or a schema-1 record (whose header the provider reads too)."""
+    if data.startswith(_REQUEST_MAGIC):
+        at = len(_REQUEST_MAGIC)
+    elif data.startswith(_V1_REQUEST_MAGIC):
+        at = len(_V1_REQUEST_MAGIC)
+    else:
         raise ValueError("not a journal request record")
-    at = len(_REQUEST_MAGIC)
     size = int.from_bytes(data[at:at + 4], "little")
     header = json.loads(data[at + 4:at + 4 + size])
-    at += 4 + size
-    values: dict[str, Any] = {name: header[name] for name in _SCALAR_FIELDS}
-    for name, length in zip(_BLOB_FIELDS, header["blobs"], strict=True):
-        values[name] = bytes(data[at:at + length])
-        at += length
-    vanilla = []
-    for length in header["vanilla_proofs"]:
-        vanilla.append(bytes(data[at:at + length]))
-        at += length
-    if at != len(data):
-        raise ValueError("journal request record has trailing bytes")
-    return ProofRequest(proof_kind=ProofKind(header["proof_kind"]), priority=Priority(header["priority"]),
-                        vanilla_proofs=vanilla, **values)
+    kind = ProofKind(header["proof_kind"])
+    payload = data[at + 4 + size:] if data.startswith(_REQUEST_MAGIC) else data
+    return ProofRequest(str(header["request_id"]), kind, Priority(header["priority"]),
+                        payloads.decode_payload(kind, payload))
 
 
 def _result_json(result: JobResult) -> str:
@@ -190,9 +198,12 @@ class Journal:
             row = self._db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
             if row is None:
                 self._db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+            elif row[0] not in READABLE_SCHEMAS:
+                raise JournalError(f"job journal {path}: schema version {row[0]}, this cuzk reads "
+                                   f"{', '.join(READABLE_SCHEMAS)}; move the file away to start a new journal")
             elif row[0] != str(SCHEMA_VERSION):
-                raise JournalError(f"job journal {path}: schema version {row[0]}, this cuzk reads {SCHEMA_VERSION}; "
-                                   "move the file away to start a new journal")
+                log.info("job journal %s: schema %s taken over as schema %s", path, row[0], SCHEMA_VERSION)
+                self._db.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
         except sqlite3.Error as err:
             raise JournalError(f"job journal {path}: {err}") from None
         try:
@@ -335,15 +346,16 @@ class Journal:
                     "when it was accepted): submit it again")
         return None
 
-    def load_request(self, digest: str) -> ProofRequest:
-        """The kept inputs of a job to re-queue; JournalError if they are gone or unreadable."""
+    def load_request(self, digest: str, payloads: PayloadDecoder) -> ProofRequest:
+        """The kept inputs of a job to re-queue, its payload read by `payloads` (the daemon's providers);
+        JournalError if they are gone or unreadable."""
         with self._lock:
             row = self._db.execute("SELECT request FROM requests WHERE digest = ?", (digest,)).fetchone()
         if row is None:
             raise JournalError(f"job journal {self.path}: the kept inputs ({digest[:16]}...) are gone")
         try:
-            return decode_request(bytes(row[0]))
-        except (ValueError, KeyError, TypeError) as err:
+            return decode_request(bytes(row[0]), payloads)
+        except (ValueError, KeyError, TypeError, CuzkError) as err:
             raise JournalError(f"job journal {self.path}: the kept inputs cannot be read: {err}") from None
 
     def fail(self, job_id: str, reason: str) -> None:

@@ -3,6 +3,9 @@
 The engine knows no proof kind by name. For each request it asks the provider that handles the
 request's kind:
 
+- `payload_from_message(kind, message)`: the request's `RequestPayload` from a cuzk.v1
+  SubmitProofRequest (the fields the kind uses, checked); `decode_payload(kind, data)` reads back the
+  form the journal kept; `default_priority`: the priority of a request that names none;
 - `circuit_id(request)`: cheap checks at submit time (errors become INVALID_ARGUMENT) and the id of
   the parameter set (SRS) the request needs;
 - `plan(request)`: the heavy part (parse the payload, derive public inputs), run on a planning
@@ -27,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cuzk.engine.jobs import ProofKind, ProofRequest
+from cuzk.engine.jobs import Priority, ProofKind, ProofRequest, RequestPayload
 from cuzk.errors import CuzkError
 
 if TYPE_CHECKING:
@@ -120,13 +123,25 @@ class CircuitProvider(ABC):
 
     name: str = "provider"
     kinds: tuple[ProofKind, ...] = ()
+    #: The priority of a request of this provider's kinds that leaves it unset (cuzk.v1 PRIORITY_UNSPECIFIED).
+    default_priority: Priority = Priority.NORMAL
+
+    @abstractmethod
+    def payload_from_message(self, kind: ProofKind, message: Any) -> RequestPayload:
+        """The payload of a cuzk.v1 SubmitProofRequest (`message`, read by field name) of `kind`;
+        InvalidRequestError when a field can never be right."""
+
+    @abstractmethod
+    def decode_payload(self, kind: ProofKind, data: bytes) -> RequestPayload:
+        """A payload from its `encode()`, or from the whole request record of a schema-1 journal
+        (`cuzk.engine.journal`), which kept the request's fields in the journal's own layout."""
 
     @abstractmethod
     def circuit_id(self, request: ProofRequest) -> str:
         """Validate cheaply and name the parameter set; raise InvalidRequestError on bad input."""
 
     def batchable(self, request: ProofRequest) -> bool:
-        """Whether jobs of this request's circuit may be collected into cross-sector batches."""
+        """Whether jobs of this request's circuit may be collected into batches of several jobs."""
         return False
 
     @abstractmethod
@@ -179,13 +194,21 @@ class ProviderRegistry:
         return calls
 
     def for_request(self, request: ProofRequest) -> CircuitProvider:
+        return self.for_kind(request.proof_kind)
+
+    def for_kind(self, kind: ProofKind) -> CircuitProvider:
         for p in self.providers:
-            if request.proof_kind in p.kinds:
+            if kind in p.kinds:
                 return p
-        kind = request.proof_kind
         if kind in self.refusals:
             raise InvalidRequestError(self.refusals[kind])
         raise InvalidRequestError(f"unsupported proof_kind {kind.proto_name} ({kind.label})")
+
+    def payload_from_message(self, kind: ProofKind, message: Any) -> RequestPayload:
+        return self.for_kind(kind).payload_from_message(kind, message)
+
+    def decode_payload(self, kind: ProofKind, data: bytes) -> RequestPayload:
+        return self.for_kind(kind).decode_payload(kind, data)
 
     def srs_source(self, circuit_id: str) -> SrsSource:
         if not circuit_id:

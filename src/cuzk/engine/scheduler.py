@@ -1,5 +1,6 @@
 """Which job leaves the queue next: priority (CRITICAL > HIGH > NORMAL > LOW), FIFO within a
-level, with aging so that no level starves; and the optional cross-sector batch collector.
+level, with aging so that no level starves; and the optional batch collector (jobs of one circuit
+proven together).
 
 Aging: when a job leaves ahead of an older job of a lower level (it overtakes it), that level's
 oldest job is charged one overtake; once charged `MAX_OVERTAKES`, it leaves next, before any job

@@ -4,6 +4,8 @@ A provider (`cuzk.engine.providers.CircuitProvider`) turns requests of some kind
 recipes; the engine knows them only through that interface. Here are the providers and where they
 are put together:
 
+- `cuzk.providers.fields`: a request's payload, the fields of the cuzk.v1 SubmitProofRequest both
+  providers below read (`SubmitFields`: made from the message, hashed, encoded for the journal);
 - `cuzk.providers.filecoin`: PoRep C2, WinningPoSt, WindowPoSt and SnapDeals (`payload`: what each
   request carries and its submit-time checks; `recipe`: one partition's synthesis; `provider`: the
   providers, their parameter files, shapes and plans);

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cuzk.engine.jobs import ProofRequest
+from cuzk.engine.jobs import ProofRequest, RequestPayload
 from cuzk.engine.providers import (
     CircuitProvider,
     CircuitRecipe,
@@ -45,6 +45,7 @@ from cuzk.engine.providers import (
 )
 from cuzk.errors import SynthesisError
 from cuzk.kinds import ProofKind
+from cuzk.providers.fields import SubmitFields, fields_of
 
 TEST_PARAMS_PREFIX = "cuzk-test-"
 MAX_TEST_PARTITIONS = 64
@@ -223,11 +224,18 @@ class DebugCircuitProvider(CircuitProvider):
     def __init__(self, param_cache: str | os.PathLike) -> None:
         self.param_cache = Path(param_cache)
 
+    def payload_from_message(self, kind: ProofKind, message: Any) -> RequestPayload:
+        return SubmitFields.from_message(kind, message)
+
+    def decode_payload(self, kind: ProofKind, data: bytes) -> RequestPayload:
+        return SubmitFields.decode(kind, data)
+
     def _spec(self, request: ProofRequest) -> DebugCircuitSpec:
-        if request.vanilla_proofs:
+        fields = fields_of(request)
+        if fields.vanilla_proofs:
             raise InvalidRequestError("test circuit: send the description in vanilla_proof; "
                                       "vanilla_proofs must be empty")
-        return DebugCircuitSpec.from_payload(request.vanilla_proof)
+        return DebugCircuitSpec.from_payload(fields.vanilla_proof)
 
     def circuit_id(self, request: ProofRequest) -> str:
         return self._spec(request).circuit

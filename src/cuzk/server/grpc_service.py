@@ -29,7 +29,7 @@ from cuzk.engine.engine import Engine, NotAcceptingError, QueueFullError, Reques
 from cuzk.engine.jobs import JobResult, Priority, ProofKind, ProofRequest
 from cuzk.engine.journal import JournalUnavailableError
 from cuzk.engine.memory import BudgetError
-from cuzk.engine.providers import InvalidRequestError
+from cuzk.engine.providers import InvalidRequestError, ProviderRegistry
 from cuzk.engine.srs import SrsInUseError
 from cuzk.errors import CuzkError
 from cuzk.server._gen import proving_pb2 as pb
@@ -88,21 +88,18 @@ def _rpc(method: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-def request_from_proto(msg: pb.SubmitProofRequest) -> ProofRequest:
-    """The engine's request for a SubmitProofRequest; unknown enum values are INVALID_ARGUMENT."""
+def request_from_proto(msg: pb.SubmitProofRequest, providers: ProviderRegistry) -> ProofRequest:
+    """The engine's request for a SubmitProofRequest, its payload made by the kind's provider (which
+    reads the fields it uses); unknown enum values are INVALID_ARGUMENT. Priority 0 (unspecified)
+    stays None: the engine gives it the provider's default."""
     try:
         kind = ProofKind(msg.proof_kind)
     except ValueError:
         raise InvalidRequestError(f"invalid proof_kind: {msg.proof_kind}") from None
     if msg.priority not in (0, *Priority):
         raise InvalidRequestError(f"invalid priority: {msg.priority} (0 = kind default, 1 LOW ... 4 CRITICAL)")
-    return ProofRequest(
-        request_id=msg.request_id, proof_kind=kind, priority=Priority.resolve(msg.priority, kind),
-        sector_size=msg.sector_size, registered_proof=msg.registered_proof, vanilla_proof=msg.vanilla_proof,
-        vanilla_proofs=list(msg.vanilla_proofs), sector_number=msg.sector_number, miner_id=msg.miner_id,
-        randomness=msg.randomness, partition_index=msg.partition_index, comm_r_old=msg.comm_r_old,
-        comm_r_new=msg.comm_r_new, comm_d_new=msg.comm_d_new,
-    )
+    priority = Priority(msg.priority) if msg.priority else None
+    return ProofRequest(msg.request_id, kind, priority, providers.payload_from_message(kind, msg))
 
 
 def result_to_proto(result: JobResult) -> pb.AwaitProofResponse:
@@ -196,7 +193,7 @@ class ProvingService(pb_grpc.ProvingEngineServicer):
 
     @_rpc
     def SubmitProof(self, request: pb.SubmitProofRequest, context: grpc.ServicerContext) -> pb.SubmitProofResponse:
-        outcome = self.engine.submit(request_from_proto(request))
+        outcome = self.engine.submit(request_from_proto(request, self.engine.providers))
         self._record_owner(outcome.job_id)
         return pb.SubmitProofResponse(job_id=outcome.job_id, queue_position=outcome.queue_position,
                                       deduplicated=outcome.deduplicated)
@@ -218,7 +215,7 @@ class ProvingService(pb_grpc.ProvingEngineServicer):
     def Prove(self, request: pb.ProveRequest, context: grpc.ServicerContext) -> pb.ProveResponse:
         if not request.HasField("submit"):
             raise InvalidRequestError("missing submit field")
-        outcome = self.engine.submit(request_from_proto(request.submit), origin="prove")
+        outcome = self.engine.submit(request_from_proto(request.submit, self.engine.providers), origin="prove")
         self._record_owner(outcome.job_id)
         stop = threading.Event()
         if not context.add_callback(stop.set):  # the RPC already ended

@@ -216,7 +216,7 @@ class Daemon:
         requeued = 0
         for job_id, digest in recovery.requeue:
             try:
-                self._requeue(job_id, journal.load_request(digest))
+                self._requeue(job_id, journal.load_request(digest, self.engine.providers))
                 requeued += 1
             except CuzkError as err:
                 journal.fail(job_id, f"the daemon restarted while this job was in flight and it cannot be run "

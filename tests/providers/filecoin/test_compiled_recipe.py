@@ -20,6 +20,7 @@ from cuzk.engine.jobs import Priority, ProofKind, ProofRequest
 from cuzk.filecoin.post import winning_post_vanilla
 from cuzk.filecoin.sizes import CircuitKind, parameter_file_name, post_proof, sector_params
 from cuzk.groth16.synthesis import compile_circuit
+from cuzk.providers.fields import fields_of, submit_request
 from cuzk.providers.filecoin.payload import prover_id_from_miner
 from cuzk.providers.filecoin.provider import WinningPostProvider
 from cuzk.providers.filecoin.recipe import FilecoinPartitionRecipe
@@ -35,9 +36,9 @@ RANDOMNESS = sample_randomness(5)
 def winning_request() -> ProofRequest:
     proofs = winning_post_vanilla(post_proof(0), {11: sample_sector(SIZE, 5)}, RANDOMNESS,
                                   prover_id_from_miner(MINER))
-    return ProofRequest("winning-1", ProofKind.WINNING_POST, Priority.CRITICAL, sector_size=SIZE.sector_bytes,
-                        registered_proof=0, vanilla_proofs=[p.to_bincode() for p in proofs], randomness=RANDOMNESS,
-                        miner_id=MINER)
+    return submit_request("winning-1", ProofKind.WINNING_POST, Priority.CRITICAL, sector_size=SIZE.sector_bytes,
+                          registered_proof=0, vanilla_proofs=[p.to_bincode() for p in proofs], randomness=RANDOMNESS,
+                          miner_id=MINER)
 
 
 def submit_winning(daemon: Any, request_id: str) -> Any:
@@ -45,10 +46,10 @@ def submit_winning(daemon: Any, request_id: str) -> Any:
     from cuzk.server._gen import proving_pb2 as pb
 
     req = winning_request()
+    f = fields_of(req)
     submit = pb.SubmitProofRequest(request_id=request_id, proof_kind=int(req.proof_kind), priority=int(req.priority),
-                                   sector_size=req.sector_size, registered_proof=req.registered_proof,
-                                   vanilla_proofs=req.vanilla_proofs, miner_id=req.miner_id,
-                                   randomness=req.randomness)
+                                   sector_size=f.sector_size, registered_proof=f.registered_proof,
+                                   vanilla_proofs=f.vanilla_proofs, miner_id=f.miner_id, randomness=f.randomness)
     with daemon.client(timeout=30) as client:
         return client.prove(submit, timeout=600)
 
@@ -63,7 +64,7 @@ def param_cache(tmp_path: Path) -> Path:
 @functools.cache
 def reference_assignment() -> object:
     provider = WinningPostProvider("/nonexistent")
-    recipe = provider.compound(winning_request())
+    recipe = provider.compound(fields_of(winning_request()))
     return FilecoinPartitionRecipe("winning-2k", 0, recipe.partition_circuit(0), tuple(recipe.public_inputs(0)),
                                    "reference").assignment()
 

@@ -41,6 +41,7 @@ from cuzk.filecoin.synthetic import generate_c1
 from cuzk.groth16.formats.params_file import read_vk, scan_layout
 from cuzk.groth16.synthesis import circuit_shape
 from cuzk.providers import build_providers
+from cuzk.providers.fields import fields_of, submit_request
 from cuzk.providers.filecoin.payload import (
     c1_bincode_bytes,
     merkle_proof_bytes,
@@ -81,13 +82,20 @@ def curio_wrapper(c1_bytes: bytes, *, sector_number: int = SECTOR_NUMBER,
                        "SectorSize": sector_size}, separators=(",", ":")).encode()
 
 
+def with_fields(req: ProofRequest, **fields: object) -> ProofRequest:
+    """`req` with some of its fields changed: its id and priority, or those of its payload."""
+    own = {name: fields.pop(name) for name in ("request_id", "priority") if name in fields}
+    payload = dataclasses.replace(fields_of(req), **fields)  # type: ignore[arg-type]
+    return dataclasses.replace(req, payload=payload, **own)  # type: ignore[arg-type]
+
+
 def porep_request(payload: bytes | None = None, **fields: object) -> ProofRequest:
     c1 = c1_2k()
-    req = ProofRequest(f"porep-{MINER}-{SECTOR_NUMBER}", ProofKind.POREP_SEAL_COMMIT, Priority.NORMAL,
-                       sector_size=SIZE.sector_bytes, registered_proof=c1.registered_proof.id,
-                       vanilla_proof=curio_wrapper(c1.to_json().encode()) if payload is None else payload,
-                       sector_number=SECTOR_NUMBER, miner_id=MINER)
-    return dataclasses.replace(req, **fields)
+    req = submit_request(f"porep-{MINER}-{SECTOR_NUMBER}", ProofKind.POREP_SEAL_COMMIT, Priority.NORMAL,
+                         sector_size=SIZE.sector_bytes, registered_proof=c1.registered_proof.id,
+                         vanilla_proof=curio_wrapper(c1.to_json().encode()) if payload is None else payload,
+                         sector_number=SECTOR_NUMBER, miner_id=MINER)
+    return with_fields(req, **fields)
 
 
 @functools.cache
@@ -97,10 +105,10 @@ def winning_vanilla() -> tuple[bytes, ...]:
 
 
 def winning_request(**fields: object) -> ProofRequest:
-    req = ProofRequest("winning-1", ProofKind.WINNING_POST, Priority.CRITICAL, sector_size=SIZE.sector_bytes,
-                       registered_proof=0, vanilla_proofs=list(winning_vanilla()), randomness=RANDOMNESS,
-                       miner_id=MINER)
-    return dataclasses.replace(req, **fields)
+    req = submit_request("winning-1", ProofKind.WINNING_POST, Priority.CRITICAL, sector_size=SIZE.sector_bytes,
+                         registered_proof=0, vanilla_proofs=list(winning_vanilla()), randomness=RANDOMNESS,
+                         miner_id=MINER)
+    return with_fields(req, **fields)
 
 
 @functools.cache
@@ -111,10 +119,10 @@ def window_vanilla(registered: int = 10) -> tuple[bytes, ...]:
 
 
 def window_request(**fields: object) -> ProofRequest:
-    req = ProofRequest("wdpost-1", ProofKind.WINDOW_POST_PARTITION, Priority.HIGH, sector_size=SIZE.sector_bytes,
-                       registered_proof=10, vanilla_proofs=list(window_vanilla()), randomness=RANDOMNESS,
-                       miner_id=MINER, partition_index=0)
-    return dataclasses.replace(req, **fields)
+    req = submit_request("wdpost-1", ProofKind.WINDOW_POST_PARTITION, Priority.HIGH, sector_size=SIZE.sector_bytes,
+                         registered_proof=10, vanilla_proofs=list(window_vanilla()), randomness=RANDOMNESS,
+                         miner_id=MINER, partition_index=0)
+    return with_fields(req, **fields)
 
 
 @functools.cache
@@ -125,11 +133,11 @@ def snap_update() -> tuple[UpdatedSector, tuple[bytes, ...]]:
 
 def snap_request(**fields: object) -> ProofRequest:
     update, proofs = snap_update()
-    req = ProofRequest(f"snap-{MINER}-{SECTOR_NUMBER}", ProofKind.SNAP_DEALS_UPDATE, Priority.NORMAL,
-                       sector_size=SIZE.sector_bytes, registered_proof=0, vanilla_proofs=list(proofs),
-                       sector_number=SECTOR_NUMBER, miner_id=MINER, comm_r_old=update.comm_r_old,
-                       comm_r_new=update.comm_r_new, comm_d_new=update.comm_d_new)
-    return dataclasses.replace(req, **fields)
+    req = submit_request(f"snap-{MINER}-{SECTOR_NUMBER}", ProofKind.SNAP_DEALS_UPDATE, Priority.NORMAL,
+                         sector_size=SIZE.sector_bytes, registered_proof=0, vanilla_proofs=list(proofs),
+                         sector_number=SECTOR_NUMBER, miner_id=MINER, comm_r_old=update.comm_r_old,
+                         comm_r_new=update.comm_r_new, comm_d_new=update.comm_d_new)
+    return with_fields(req, **fields)
 
 
 # -- parameter caches ------------------------------------------------------------------------------
@@ -291,7 +299,7 @@ def test_window_post_v1_challenges_follow_partition_index(placeholder_cache: Pat
     provider = registry(placeholder_cache).for_request(req)
     assert len(provider.plan(req).partitions) == 1
     with pytest.raises(InvalidRequestError, match=r"other leaves .*partition_index 1"):
-        provider.plan(dataclasses.replace(req, partition_index=1))
+        provider.plan(with_fields(req, partition_index=1))
 
 
 def test_post_vanilla_of_other_randomness_is_refused(placeholder_cache: Path) -> None:
@@ -399,12 +407,13 @@ def test_shape_without_the_file_needs_no_synthesis() -> None:
 
 def curio_submit(req: ProofRequest) -> pb.SubmitProofRequest:
     """The SubmitProofRequest Curio's client sends for `req` (every field it sets)."""
+    f = fields_of(req)
     return pb.SubmitProofRequest(
         request_id=req.request_id, proof_kind=int(req.proof_kind), priority=int(req.priority),
-        sector_size=req.sector_size, registered_proof=req.registered_proof, vanilla_proof=req.vanilla_proof,
-        vanilla_proofs=req.vanilla_proofs, sector_number=req.sector_number, miner_id=req.miner_id,
-        randomness=req.randomness, partition_index=req.partition_index, comm_r_old=req.comm_r_old,
-        comm_r_new=req.comm_r_new, comm_d_new=req.comm_d_new)
+        sector_size=f.sector_size, registered_proof=f.registered_proof, vanilla_proof=f.vanilla_proof,
+        vanilla_proofs=f.vanilla_proofs, sector_number=f.sector_number, miner_id=f.miner_id,
+        randomness=f.randomness, partition_index=f.partition_index, comm_r_old=f.comm_r_old,
+        comm_r_new=f.comm_r_new, comm_d_new=f.comm_d_new)
 
 
 @pytest.mark.slow

@@ -55,7 +55,6 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from cuzk.engine.jobs import ProofRequest
 from cuzk.engine.providers import InvalidRequestError
 from cuzk.errors import CuzkError
 from cuzk.field.constants import R_MODULUS
@@ -72,6 +71,7 @@ from cuzk.filecoin.sizes import (
     update_proof,
 )
 from cuzk.kinds import ProofKind
+from cuzk.providers.fields import SubmitFields
 
 __all__ = [
     "PorepPayload",
@@ -155,13 +155,13 @@ def canonical32(value: bytes, name: str, where: str, *, required: bool = True) -
     return value
 
 
-def check_sector_size(request: ProofRequest, size: SectorParams, proof_name: str, where: str) -> None:
+def check_sector_size(request: SubmitFields, size: SectorParams, proof_name: str, where: str) -> None:
     if request.sector_size and request.sector_size != size.sector_bytes:
         raise InvalidRequestError(f"{where}: sector_size {request.sector_size} disagrees with {proof_name}, a "
                                   f"{size.name} proof ({size.sector_bytes} bytes)")
 
 
-def check_vanilla_list(request: ProofRequest, where: str, what: str, lo: int, hi: int, each: int) -> None:
+def check_vanilla_list(request: SubmitFields, where: str, what: str, lo: int, hi: int, each: int) -> None:
     """`vanilla_proofs` holds lo..hi entries of exactly `each` bytes; `vanilla_proof` is empty."""
     if request.vanilla_proof:
         raise InvalidRequestError(f"{where}: send the {what}s in vanilla_proofs (one per entry); vanilla_proof must "
@@ -249,7 +249,7 @@ def _wrapper_int(data: dict, key: str, where: str) -> int:
     return value
 
 
-def porep_payload(request: ProofRequest) -> PorepPayload:
+def porep_payload(request: SubmitFields) -> PorepPayload:
     """Recognise the PoRep payload form and its proof type (see the module docstring); raises
     InvalidRequestError with the reason. Costs a JSON parse of the wrapper and a base64 decode."""
     where = ProofKind.POREP_SEAL_COMMIT.proto_name
@@ -319,7 +319,7 @@ def _proof_name(value: int, lookup: Any) -> str:
 
 # -- PoSt -------------------------------------------------------------------------------------------
 
-def post_proof_of(request: ProofRequest, kind: CircuitKind, where: str) -> RegisteredPoStProof:
+def post_proof_of(request: SubmitFields, kind: CircuitKind, where: str) -> RegisteredPoStProof:
     ids = "0-4 (StackedDrgWinning<size>V1)" if kind is CircuitKind.WINNING else \
         "5-9 (StackedDrgWindow<size>V1) or 10-14 (on-chain V1_1 = proofs-api V1_2)"
     try:
@@ -335,12 +335,12 @@ def post_proof_of(request: ProofRequest, kind: CircuitKind, where: str) -> Regis
     return proof
 
 
-def post_public(request: ProofRequest, where: str) -> None:
+def post_public(request: SubmitFields, where: str) -> None:
     canonical32(request.randomness, "randomness", where)
     prover_id_from_miner(request.miner_id)
 
 
-def read_sector_proofs(request: ProofRequest, proof: RegisteredPoStProof, challenges: int, where: str) -> list[Any]:
+def read_sector_proofs(request: SubmitFields, proof: RegisteredPoStProof, challenges: int, where: str) -> list[Any]:
     from cuzk.filecoin.post import FallbackPoStSectorProof
 
     out = []
@@ -354,7 +354,7 @@ def read_sector_proofs(request: ProofRequest, proof: RegisteredPoStProof, challe
 
 
 
-def winning_post_proof(request: ProofRequest) -> RegisteredPoStProof:
+def winning_post_proof(request: SubmitFields) -> RegisteredPoStProof:
     """A WINNING_POST request's proof type, its randomness, miner and vanilla proof checked."""
     where = ProofKind.WINNING_POST.proto_name
     proof = post_proof_of(request, CircuitKind.WINNING, where)
@@ -364,7 +364,7 @@ def winning_post_proof(request: ProofRequest) -> RegisteredPoStProof:
     return proof
 
 
-def window_post_proof(request: ProofRequest) -> RegisteredPoStProof:
+def window_post_proof(request: SubmitFields) -> RegisteredPoStProof:
     """A WINDOW_POST_PARTITION request's proof type, its randomness, miner and sector proofs checked
     (lengths, strictly ascending sector ids)."""
     where = ProofKind.WINDOW_POST_PARTITION.proto_name
@@ -384,7 +384,7 @@ def window_post_proof(request: ProofRequest) -> RegisteredPoStProof:
 
 # -- SnapDeals --------------------------------------------------------------------------------------
 
-def snap_update_proof(request: ProofRequest) -> RegisteredUpdateProof:
+def snap_update_proof(request: SubmitFields) -> RegisteredUpdateProof:
     """A SNAP_DEALS_UPDATE request's proof type, its commitments and partition proofs checked."""
     where = ProofKind.SNAP_DEALS_UPDATE.proto_name
     try:

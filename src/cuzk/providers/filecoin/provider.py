@@ -61,7 +61,7 @@ from typing import Any
 
 from cuzk.circuits.filecoin.shapes import KNOWN_SHAPES
 from cuzk.engine.compiled_store import BuildSize, CompiledStore
-from cuzk.engine.jobs import ProofRequest
+from cuzk.engine.jobs import Priority, ProofRequest, RequestPayload
 from cuzk.engine.providers import (
     CircuitProvider,
     InvalidRequestError,
@@ -81,6 +81,7 @@ from cuzk.filecoin.sizes import (
 )
 from cuzk.filecoin.sizes import circuit_id as fc_circuit_id
 from cuzk.kinds import ProofKind
+from cuzk.providers.fields import SubmitFields, fields_of
 from cuzk.providers.filecoin.payload import (
     invalid,
     porep_payload,
@@ -171,7 +172,9 @@ def warm_up_witness_generators() -> None:
 
 
 class FilecoinProvider(CircuitProvider):
-    """What the four kinds share: parameter files, shapes, planning from a compound proof."""
+    """What the four kinds share: the request's fields (`SubmitFields`), parameter files, shapes,
+    planning from a compound proof. Each kind's `default_priority` is the Rust daemon's
+    (docs/compatibility.md §4)."""
 
     family: CircuitKind
     kind: ProofKind
@@ -190,6 +193,14 @@ class FilecoinProvider(CircuitProvider):
     @property
     def where(self) -> str:
         return self.kind.proto_name
+
+    # -- the request ------------------------------------------------------------------------------
+    def payload_from_message(self, kind: ProofKind, message: Any) -> RequestPayload:
+        """The SubmitProofRequest's fields as sent; `circuit_id` checks those of this kind at submit."""
+        return SubmitFields.from_message(kind, message)
+
+    def decode_payload(self, kind: ProofKind, data: bytes) -> RequestPayload:
+        return SubmitFields.decode(kind, data)
 
     # -- parameters ---------------------------------------------------------------------------
     def params_path(self, circuit_id: str) -> Path:
@@ -223,18 +234,19 @@ class FilecoinProvider(CircuitProvider):
 
     # -- planning -------------------------------------------------------------------------------
     @abstractmethod
-    def compound(self, request: ProofRequest) -> Any:
+    def compound(self, fields: SubmitFields) -> Any:
         """The request's `CompoundProof`, fully parsed and checked (InvalidRequestError with the reason)."""
 
-    def mismatch_hint(self, request: ProofRequest, compound: Any, k: int, positions: list[int]) -> str:
+    def mismatch_hint(self, fields: SubmitFields, compound: Any, k: int, positions: list[int]) -> str:
         """Why partition k's witness would expose other inputs than the public data imply."""
         return "the vanilla proofs do not answer the challenges the public data imply"
 
     def plan(self, request: ProofRequest) -> JobPlan:
         cid = self.circuit_id(request)
         self.require_params(cid)
+        fields = fields_of(request)
         with collector_paused():  # vanilla proofs decode into millions of acyclic objects (codec.collector_paused)
-            compound = self.compound(request)
+            compound = self.compound(fields)
         compiled_path = self._compiled_path(cid)
         on_device = self.device_witness is not None and request.priority >= self.device_witness
         partitions = []
@@ -242,7 +254,7 @@ class FilecoinProvider(CircuitProvider):
             inputs = compound.public_inputs(k)
             positions = differences(compound.witness_public_inputs(k), inputs)
             if positions:
-                hint = self.mismatch_hint(request, compound, k, positions)
+                hint = self.mismatch_hint(fields, compound, k, positions)
                 raise InvalidRequestError(f"{self.where}: partition {k}: {hint} ({len(positions)} of {len(inputs)} "
                                           f"public inputs differ, first at position {positions[0]})")
             recipe = FilecoinPartitionRecipe(cid, k, compound.partition_circuit(k), tuple(inputs),
@@ -274,36 +286,37 @@ class PorepProvider(FilecoinProvider):
     kinds = (ProofKind.POREP_SEAL_COMMIT,)
     family = CircuitKind.POREP
     kind = ProofKind.POREP_SEAL_COMMIT
+    default_priority = Priority.NORMAL
 
     def circuit_id(self, request: ProofRequest) -> str:
-        return fc_circuit_id(CircuitKind.POREP, porep_payload(request).proof.size)
+        return fc_circuit_id(CircuitKind.POREP, porep_payload(fields_of(request)).proof.size)
 
     def batchable(self, request: ProofRequest) -> bool:
         return True
 
-    def compound(self, request: ProofRequest) -> Any:
+    def compound(self, fields: SubmitFields) -> Any:
         from cuzk.circuits.filecoin.compound_porep import PorepC2
         from cuzk.filecoin.c1 import SealCommitPhase1Output
 
         where = self.where
-        payload = porep_payload(request)
+        payload = porep_payload(fields)
         source = f"{where} C1 output ({payload.form})"
         try:
             if payload.is_json:
                 c1 = SealCommitPhase1Output.from_json(payload.c1, source=source)
             else:
                 c1 = SealCommitPhase1Output.from_bincode(payload.c1, payload.proof, source=source)
-            return PorepC2.from_c1(c1, prover_id=prover_id_from_miner(request.miner_id),
+            return PorepC2.from_c1(c1, prover_id=prover_id_from_miner(fields.miner_id),
                                    sector_id=payload.sector_number)
         except InvalidRequestError:
             raise
         except CuzkError as err:
             raise invalid(where, err) from None
 
-    def mismatch_hint(self, request: ProofRequest, compound: Any, k: int, positions: list[int]) -> str:
+    def mismatch_hint(self, fields: SubmitFields, compound: Any, k: int, positions: list[int]) -> str:
         if positions[0] == 0:
             return (f"the C1 output's replica_id is not the one of sector {compound.sector_id} of miner "
-                    f"{request.miner_id} (derived from the prover_id, sector number, ticket, comm_d and porep_id of "
+                    f"{fields.miner_id} (derived from the prover_id, sector number, ticket, comm_d and porep_id of "
                     f"{compound.registered_proof.name}): the C1 belongs to another miner or sector")
         return ("the C1 output's vanilla proofs open other nodes than the challenges derived from its replica_id and "
                 "seed")
@@ -318,25 +331,26 @@ class WinningPostProvider(FilecoinProvider):
     kinds = (ProofKind.WINNING_POST,)
     family = CircuitKind.WINNING
     kind = ProofKind.WINNING_POST
+    default_priority = Priority.CRITICAL
 
-    def _validate(self, request: ProofRequest) -> RegisteredPoStProof:
-        return winning_post_proof(request)
+    def _validate(self, fields: SubmitFields) -> RegisteredPoStProof:
+        return winning_post_proof(fields)
 
     def circuit_id(self, request: ProofRequest) -> str:
-        return fc_circuit_id(CircuitKind.WINNING, self._validate(request).size)
+        return fc_circuit_id(CircuitKind.WINNING, self._validate(fields_of(request)).size)
 
-    def compound(self, request: ProofRequest) -> Any:
+    def compound(self, fields: SubmitFields) -> Any:
         from cuzk.circuits.filecoin.compound_post import WinningPoSt
 
-        proof = self._validate(request)
-        sector_proofs = read_sector_proofs(request, proof, proof.challenge_count, self.where)
+        proof = self._validate(fields)
+        sector_proofs = read_sector_proofs(fields, proof, proof.challenge_count, self.where)
         try:
-            return WinningPoSt.from_vanilla(sector_proofs, registered_proof=proof, randomness=request.randomness,
-                                            prover_id=prover_id_from_miner(request.miner_id))
+            return WinningPoSt.from_vanilla(sector_proofs, registered_proof=proof, randomness=fields.randomness,
+                                            prover_id=prover_id_from_miner(fields.miner_id))
         except CuzkError as err:
             raise invalid(self.where, err) from None
 
-    def mismatch_hint(self, request: ProofRequest, compound: Any, k: int, positions: list[int]) -> str:
+    def mismatch_hint(self, fields: SubmitFields, compound: Any, k: int, positions: list[int]) -> str:
         return (f"the vanilla proof of sector {compound.sector_proof.sector_id} opens other leaves than the challenges "
                 "derived from this randomness (was it generated for other randomness or another sector?)")
 
@@ -349,36 +363,37 @@ class WindowPostProvider(FilecoinProvider):
     kinds = (ProofKind.WINDOW_POST_PARTITION,)
     family = CircuitKind.WINDOW
     kind = ProofKind.WINDOW_POST_PARTITION
+    default_priority = Priority.HIGH
 
-    def _validate(self, request: ProofRequest) -> RegisteredPoStProof:
-        return window_post_proof(request)
+    def _validate(self, fields: SubmitFields) -> RegisteredPoStProof:
+        return window_post_proof(fields)
 
     def circuit_id(self, request: ProofRequest) -> str:
-        return fc_circuit_id(CircuitKind.WINDOW, self._validate(request).size)
+        return fc_circuit_id(CircuitKind.WINDOW, self._validate(fields_of(request)).size)
 
-    def compound(self, request: ProofRequest) -> Any:
+    def compound(self, fields: SubmitFields) -> Any:
         from cuzk.circuits.filecoin.compound_post import WindowPoSt
         from cuzk.filecoin.merkle import TreeLayout
         from cuzk.filecoin.post_arrays import decode_sector_proofs
 
-        proof = self._validate(request)
+        proof = self._validate(fields)
         # Arrays at once (a 32GiB partition's proofs in a fraction of the time Python objects take,
         # benchmarks/HISTORY.md); proofs that do not decode so are read one by one, whose errors name the
         # proof and field.
-        sector_proofs: Any = decode_sector_proofs(request.vanilla_proofs, TreeLayout.tree_r(proof.size),
+        sector_proofs: Any = decode_sector_proofs(fields.vanilla_proofs, TreeLayout.tree_r(proof.size),
                                                   proof.challenge_count)
         if sector_proofs is None:
-            sector_proofs = read_sector_proofs(request, proof, proof.challenge_count, self.where)
+            sector_proofs = read_sector_proofs(fields, proof, proof.challenge_count, self.where)
         try:
-            return WindowPoSt.from_vanilla(sector_proofs, registered_proof=proof, randomness=request.randomness,
-                                           prover_id=prover_id_from_miner(request.miner_id),
-                                           partition_index=request.partition_index)
+            return WindowPoSt.from_vanilla(sector_proofs, registered_proof=proof, randomness=fields.randomness,
+                                           prover_id=prover_id_from_miner(fields.miner_id),
+                                           partition_index=fields.partition_index)
         except CuzkError as err:
             raise invalid(self.where, err) from None
 
-    def mismatch_hint(self, request: ProofRequest, compound: Any, k: int, positions: list[int]) -> str:
+    def mismatch_hint(self, fields: SubmitFields, compound: Any, k: int, positions: list[int]) -> str:
         return ("the vanilla proofs open other leaves than the challenges derived from this randomness, the sector "
-                f"ids and partition_index {request.partition_index} (generated for other randomness or another "
+                f"ids and partition_index {fields.partition_index} (generated for other randomness or another "
                 "partition?)")
 
 
@@ -391,26 +406,27 @@ class SnapProvider(FilecoinProvider):
     kinds = (ProofKind.SNAP_DEALS_UPDATE,)
     family = CircuitKind.SNAP
     kind = ProofKind.SNAP_DEALS_UPDATE
+    default_priority = Priority.NORMAL
 
-    def _validate(self, request: ProofRequest) -> RegisteredUpdateProof:
-        return snap_update_proof(request)
+    def _validate(self, fields: SubmitFields) -> RegisteredUpdateProof:
+        return snap_update_proof(fields)
 
     def circuit_id(self, request: ProofRequest) -> str:
-        return fc_circuit_id(CircuitKind.SNAP, self._validate(request).size)
+        return fc_circuit_id(CircuitKind.SNAP, self._validate(fields_of(request)).size)
 
     def batchable(self, request: ProofRequest) -> bool:
         return True
 
-    def compound(self, request: ProofRequest) -> Any:
+    def compound(self, fields: SubmitFields) -> Any:
         from cuzk.circuits.filecoin.compound_snap import SnapUpdate
         from cuzk.filecoin.snap import PartitionProof
 
-        proof = self._validate(request)
+        proof = self._validate(fields)
         try:
             parts = [PartitionProof.from_bincode(blob, proof.size, source=f"vanilla_proofs[{i}]")
-                     for i, blob in enumerate(request.vanilla_proofs)]
-            return SnapUpdate.from_vanilla(parts, registered_proof=proof, comm_r_old=request.comm_r_old,
-                                           comm_r_new=request.comm_r_new, comm_d_new=request.comm_d_new)
+                     for i, blob in enumerate(fields.vanilla_proofs)]
+            return SnapUpdate.from_vanilla(parts, registered_proof=proof, comm_r_old=fields.comm_r_old,
+                                           comm_r_new=fields.comm_r_new, comm_d_new=fields.comm_d_new)
         except CuzkError as err:
             raise invalid(self.where, err) from None
 
