@@ -106,16 +106,21 @@ def test_a_key_that_cannot_fit_is_refused_at_load(capped, bits_params) -> None:
     assert not any(backend.resident(pk).values())
 
 
+def _streaming_in_whole_batches(capped, params, seed: int):  # type: ignore[no-untyped-def]
+    """A backend with params' key streamed in batches of 2^20 (a plan with smaller ones to retry with),
+    an assignment, and the CPU's proof of it for r, s = 3, 5."""
+    backend = capped(None)
+    first = DevicePlan(budget=1 << 40, mode="streaming", resident=(), reserve=0, batch=1 << 20)
+    backend.load_key(params.pk, plan=first)
+    asg = _assignment(params.circuit_id, seed)
+    return params.pk, backend, first, asg, CpuBackend().prove(params.pk, asg, r=3, s=5)
+
+
 def test_an_out_of_memory_error_is_retried_with_a_smaller_plan(capped, bits_params, monkeypatch) -> None:
     from cuzk.backends.cuda import runtime
     cupy = runtime.get_cupy()
 
-    pk = bits_params.pk
-    backend = capped(None)
-    first = DevicePlan(budget=1 << 40, mode="streaming", resident=(), reserve=0, batch=1 << 20)
-    backend.load_key(pk, plan=first)
-    asg = _assignment(bits_params.circuit_id, 43)
-    want = CpuBackend().prove(pk, asg, r=3, s=5)
+    pk, backend, first, asg, want = _streaming_in_whole_batches(capped, bits_params, 43)
     from cuzk.backends.cuda import streaming
 
     real, calls = streaming.device_phase, []
@@ -171,12 +176,7 @@ def test_an_allocation_failing_in_the_device_phase_is_retried_with_a_smaller_pla
 
     if not runtime.emulated():
         pytest.skip("injects the failure through the emulated device (CUZK_EMULATED_GPUS)")
-    pk = bits_params.pk
-    backend = capped(None)
-    first = DevicePlan(budget=1 << 40, mode="streaming", resident=(), reserve=0, batch=1 << 20)
-    backend.load_key(pk, plan=first)
-    asg = _assignment(bits_params.circuit_id, 47)
-    want = CpuBackend().prove(pk, asg, r=3, s=5)
+    pk, backend, first, asg, want = _streaming_in_whole_batches(capped, bits_params, 47)
     assert backend.prove(pk, asg, r=3, s=5) == want  # the tables a first proof leaves on the device
     used_before = backend.plan.pool_used()
     real, entered = streaming.device_phase, []

@@ -26,6 +26,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from cuzk.config import Config, ConfigError, resolve_config_path
 from cuzk.config.host import cpu_limit, memory_available
 from cuzk.config.values import GIB, mem_available, parse_size
@@ -155,7 +157,7 @@ def probe_box(config: Config) -> tuple[Box, list[Finding]]:
         findings.append(Finding(ERROR, "memory", "neither /proc/meminfo nor a cgroup says how much memory is free",
                                 "set memory.total_budget to a size"))
         return Box(tuple(gpus), 0, "unknown", cpus.cpus, cpus.source), findings
-    total = _mem_total()
+    total = psutil.virtual_memory().total
     where = f"of {total / GIB:.1f} GiB, " if total else ""
     findings.append(Finding(OK, "memory", f"{limit.available / GIB:.1f} GiB available ({where}{limit.describe()})"))
     if limit.limit is not None:
@@ -167,16 +169,6 @@ def probe_box(config: Config) -> tuple[Box, list[Finding]]:
                                 f"min(pipeline.max_parallel_synthesis, {cpus.cpus}) processes"))
     return Box(tuple(gpus), limit.available, limit.source, cpus.cpus, cpus.source), findings
 
-
-def _mem_total() -> int | None:
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemTotal:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
 
 
 def check_dirs(config: Config) -> list[Finding]:

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+import psutil
 
 #: Where the copies live (tmpfs); tests point it elsewhere.
 ROOT_ENV = "CUZK_SHARED_PINNED_DIR"
@@ -34,15 +35,6 @@ DEFAULT_ROOT = "/dev/shm/cuzk-pinned"
 def root() -> Path:
     return Path(os.environ.get(ROOT_ENV) or DEFAULT_ROOT)
 
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class SharedHostCopy:
@@ -150,7 +142,7 @@ def _prune(holders: Path) -> set[int]:
     live = set()
     if holders.is_dir():
         for f in holders.iterdir():
-            if f.name.isdigit() and _alive(int(f.name)):
+            if f.name.isdigit() and psutil.pid_exists(int(f.name)):
                 live.add(int(f.name))
             else:
                 f.unlink(missing_ok=True)

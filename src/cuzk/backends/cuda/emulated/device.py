@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import psutil
 
 log = logging.getLogger("cuzk.backends.cuda.emulated")
 
@@ -92,15 +93,6 @@ def _room() -> Path:
     return Path(path)
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
 
 class Card:
     """One emulated GPU as this process sees it: its capacity and what every process holds of it."""
@@ -123,7 +115,7 @@ class Card:
             if not f.name.isdigit():
                 continue
             pid = int(f.name)
-            if pid != os.getpid() and not _alive(pid):
+            if pid != os.getpid() and not psutil.pid_exists(pid):
                 f.unlink(missing_ok=True)
                 continue
             try:
