@@ -176,14 +176,19 @@ def test_an_allocation_failing_in_the_device_phase_is_retried_with_a_smaller_pla
 
     if not runtime.emulated():
         pytest.skip("injects the failure through the emulated device (CUZK_EMULATED_GPUS)")
+    from cuzk.backends.cuda.emulated import arrays as emulated_arrays
+
+    # CuPy's own allocator: a capped backend made earlier installs one that frees the cache and tries
+    # once more (cuzk.backends.cuda.device), which a single failed allocation would not get past.
+    monkeypatch.setattr(emulated_arrays, "_allocator", [emulated_arrays._default_malloc])
     pk, backend, first, asg, want = _streaming_in_whole_batches(capped, bits_params, 47)
     assert backend.prove(pk, asg, r=3, s=5) == want  # the tables a first proof leaves on the device
     used_before = backend.plan.pool_used()
     real, entered = streaming.device_phase, []
 
-    def fail_inside(*args, **kwargs):  # the 5th allocation after the phase's start fails, once
+    def fail_inside(*args, **kwargs):  # the phase's first allocation (H's, on this thread) fails, once
         if not entered:
-            emulated_device.device_state(0).inject_oom(after=5)
+            emulated_device.device_state(0).inject_oom(after=1)
         entered.append(1)
         return real(*args, **kwargs)
 
@@ -191,7 +196,7 @@ def test_an_allocation_failing_in_the_device_phase_is_retried_with_a_smaller_pla
     assert backend.prove(pk, asg, r=3, s=5) == want
     assert len(entered) == 2
     assert backend.oom_retries == 1 and backend.key_plan(pk).tree_bytes == first.tree_bytes // 2
-    assert backend.plan.pool_used() == used_before and backend.admission.running_reserve == 0
+    assert backend.plan.pool_used() <= used_before and backend.admission.running_reserve == 0  # nothing held on
     backend.unload_key(pk)
 
 
