@@ -39,7 +39,7 @@ from cuzk.backends.cuda.plan import (
 )
 from cuzk.backends.cuda.runtime import get_cupyx
 from cuzk.backends.cuda.shared_pinned import SharedHostCopy, room_for
-from cuzk.backends.cuda.shared_pinned import root as shared_root
+from cuzk.backends.cuda.shared_pinned import made as shared_made
 from cuzk.backends.cuda.spmv import DeviceCompiled, largest_matrix_bytes, matrix_bytes
 from cuzk.backends.cuda.staging import HostStaging, staging_bytes
 from cuzk.groth16.formats.params_file import vk_to_bytes
@@ -318,19 +318,18 @@ def pinned_bases(gpu: Gpu, group: str, raw: np.ndarray, device: Any = None, dk: 
             del dev
 
     nbytes = n * AFFINE_WORDS[group] * 4
-    if shared is not None and dk is not None and room_for(shared, nbytes):
-        joining = (shared_root() / shared / "whole").exists()  # joining pins nothing more
-        if joining or nbytes <= host_available():
-            runtime = gpu.cp.cuda.runtime
-            try:
-                copy = SharedHostCopy.open(shared, shape, dtype, fill,
-                                           lambda ptr, size: runtime.hostRegister(ptr, size, 0),
-                                           runtime.hostUnregister)
-                dk.shared.append(copy)
-                return copy.array
-            except (OSError, runtime.CUDARuntimeError) as err:
-                log.warning("device %d: no shared host copy of the %s bases (%s): a copy of its own instead",
-                            gpu.device_id, group, err)
+    if (shared is not None and dk is not None and room_for(shared, nbytes)
+            and (shared_made(shared) or nbytes <= host_available())):  # joining pins nothing more
+        runtime = gpu.cp.cuda.runtime
+        try:
+            copy = SharedHostCopy.open(shared, shape, dtype, fill,
+                                       lambda ptr, size: runtime.hostRegister(ptr, size, 0),
+                                       runtime.hostUnregister)
+            dk.shared.append(copy)
+            return copy.array
+        except (OSError, runtime.CUDARuntimeError) as err:
+            log.warning("device %d: no shared host copy of the %s bases (%s): a copy of its own instead",
+                        gpu.device_id, group, err)
     pinned = empty_pinned(gpu, [(shape, dtype)], f"{group} bases", "each proof converts them from the key's bytes")
     if pinned is None:
         return None

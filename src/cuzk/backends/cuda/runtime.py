@@ -5,7 +5,6 @@ that drive the GPU: the emulated cards replace CUDA in a process whose environme
 
 from __future__ import annotations
 
-import importlib.util
 import os
 from typing import Any
 
@@ -38,7 +37,3 @@ def get_cupyx() -> Any:
 
     return cupyx
 
-
-def installed() -> bool:
-    """Whether CuPy, or the emulation, is there to be used (found without importing CuPy)."""
-    return emulated() or importlib.util.find_spec("cupy") is not None

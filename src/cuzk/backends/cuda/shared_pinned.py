@@ -102,11 +102,15 @@ class SharedHostCopy:
                 shutil.rmtree(where, ignore_errors=True)
 
 
+def made(name: str) -> bool:
+    """Whether the copy `name` is there whole (joining it pins nothing more)."""
+    return (root() / name / "whole").exists()
+
+
 def room_for(name: str, nbytes: int) -> bool:
     """Whether the copy `name` is there whole, or there is room to make it: tmpfs pages written past
     its free space kill the writer (SIGBUS), and a container's /dev/shm is often 64 MiB."""
-    where = root() / name
-    if (where / "whole").exists():
+    if made(name):
         return True
     root().mkdir(parents=True, exist_ok=True)
     stat = os.statvfs(root())

@@ -48,11 +48,10 @@ def _runtime() -> types.SimpleNamespace:
     return types.SimpleNamespace(
         CUDARuntimeError=device.CUDARuntimeError,
         memcpyAsync=arrays.memcpy_async,
-        memcpyHostToHost=arrays.memcpyHostToHost, memcpyHostToDevice=arrays.memcpyHostToDevice,
+        memcpyHostToDevice=arrays.memcpyHostToDevice,
         memcpyDeviceToHost=arrays.memcpyDeviceToHost, memcpyDeviceToDevice=arrays.memcpyDeviceToDevice,
         memGetInfo=device.mem_get_info, getDeviceProperties=device.device_properties,
-        getDeviceCount=device.device_count, getDevice=device.current_device_id,
-        deviceSynchronize=lambda: device.Device().synchronize(),
+        getDeviceCount=device.device_count,
         hostRegister=arrays.host_register, hostUnregister=arrays.host_unregister,
     )
 
@@ -61,9 +60,8 @@ _POOL = _DefaultPool()
 _CUPY = types.SimpleNamespace(
     ndarray=arrays.ndarray, empty=arrays.empty, zeros=arrays.zeros, empty_like=arrays.empty_like,
     zeros_like=arrays.zeros_like, full=arrays.full, asarray=arrays.asarray,
-    array=arrays.array, asnumpy=arrays.asnumpy, ascontiguousarray=arrays.ascontiguousarray, take=arrays.take,
+    asnumpy=arrays.asnumpy, ascontiguousarray=arrays.ascontiguousarray, take=arrays.take,
     concatenate=arrays.concatenate, cumsum=arrays.cumsum, arange=arrays.arange, flatnonzero=arrays.flatnonzero,
-    nonzero=arrays.nonzero, where=arrays.where, count_nonzero=arrays.count_nonzero,
     uint8=np.uint8, uint16=np.uint16, uint32=np.uint32, uint64=np.uint64, int32=np.int32, int64=np.int64,
     bool_=np.bool_, float32=np.float32, float64=np.float64, dtype=np.dtype,
     RawModule=kernels.RawModule,

@@ -19,7 +19,6 @@ import ctypes
 import hashlib
 import itertools
 import os
-import sys
 import threading
 import traceback
 import weakref
@@ -29,7 +28,7 @@ import numpy as np
 
 import cuzk.backends.cuda.emulated.device as dev
 
-memcpyHostToHost, memcpyHostToDevice, memcpyDeviceToHost, memcpyDeviceToDevice = 0, 1, 2, 3
+memcpyHostToDevice, memcpyDeviceToHost, memcpyDeviceToDevice = 1, 2, 3
 
 
 def _default_malloc(size: int) -> dev.MemoryPointer:
@@ -263,8 +262,6 @@ def asarray(a: Any, dtype: Any = None, order: Any = None) -> ndarray:
     return out
 
 
-array = asarray
-
 
 def asnumpy(a: Any, stream: Any = None, order: str = "C", out: np.ndarray | None = None) -> np.ndarray:
     if isinstance(a, ndarray):
@@ -301,9 +298,6 @@ concatenate = _eager("concatenate")
 cumsum = _eager("cumsum")
 arange = _eager("arange")
 flatnonzero = _eager("flatnonzero")
-nonzero = _eager("nonzero")
-where = _eager("where")
-count_nonzero = _eager("count_nonzero")
 
 
 # -- pinned host memory -------------------------------------------------------------------------------
@@ -457,5 +451,3 @@ def copy_async(dst: int, src: int, size: int, kind: int, stream: Any, keep: Any 
 def memcpy_async(dst: int, src: int, size: int, kind: int, stream: int) -> None:
     copy_async(dst, src, size, kind, dev.stream_by_ptr(int(stream)))
 
-
-__all__ = [name for name in dir(sys.modules[__name__]) if not name.startswith("_")]
