@@ -375,7 +375,7 @@ class CircuitVerdict:
 
 def _devices(config: Config, box: Box) -> list[tuple[str, int | None]]:
     """(label, device budget) of each device the daemon would run; None budget: a CPU device."""
-    from cuzk.backends.cuda.device import MARGIN_FRACTION, MARGIN_MIN
+    from cuzk.backends.cuda.device import available_bytes, default_margin, shared_limit
     from cuzk.backends.cuda.plan import CONTEXT_BYTES
 
     if config.gpus.backend == "cpu" or not box.gpus:
@@ -389,14 +389,11 @@ def _devices(config: Config, box: Box) -> list[tuple[str, int | None]]:
         if gpu is None:
             raise ConfigError(f"gpus.devices names GPU {ordinal}, which this box does not have "
                               f"(it has {', '.join(str(o) for o in by_ordinal)})")
-        share = ordinals.count(ordinal)
-        margin = max(MARGIN_MIN, int(gpu.memory * MARGIN_FRACTION))
-        budget = gpu.memory // share - CONTEXT_BYTES - margin // share
-        limit = config.gpus.memory_limit_for(index)
-        if limit is not None:
-            budget = min(budget, limit - CONTEXT_BYTES)
+        # As the device process plans it on a card the CUDA context already took from, nothing held yet.
+        limit = shared_limit(config.gpus.memory_limit_for(index), gpu.memory, ordinals.count(ordinal))
+        budget = available_bytes(gpu.memory - CONTEXT_BYTES, default_margin(gpu.memory), limit)
         slot = ordinals[:index].count(ordinal)
-        out.append((f"cuda{ordinal}" + (f".{slot}" if slot else ""), max(0, budget)))
+        out.append((f"cuda{ordinal}" + (f".{slot}" if slot else ""), budget))
     return out
 
 

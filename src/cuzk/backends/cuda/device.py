@@ -80,6 +80,26 @@ def _install_releasing_allocator() -> None:
     _RELEASING = True
 
 
+def default_margin(total: int) -> int:
+    """The margin a card of `total` bytes is planned with (`MARGIN_MIN`, `MARGIN_FRACTION`)."""
+    return max(MARGIN_MIN, int(total * MARGIN_FRACTION))
+
+
+def shared_limit(limit: int | None, total: int, share: int) -> int | None:
+    """The cap of one of `share` logical devices on a card of `total` bytes: `limit` when given, else
+    the card's share of it (None: one device, no cap)."""
+    return total // share if limit is None and share > 1 else limit
+
+
+def available_bytes(free: int, margin: int, limit: int | None, used: int = 0) -> int:
+    """What may still be taken: `free` device memory less the margin, and under a `limit` no more
+    than it leaves beside the CUDA context and the `used` bytes of the pool."""
+    from cuzk.backends.cuda.plan import CONTEXT_BYTES
+
+    left = max(0, free - margin)
+    return left if limit is None else min(left, max(0, limit - CONTEXT_BYTES - used))
+
+
 class MemoryPlan:
     """Free device memory minus a margin, re-read on every question (other work may hold memory),
     and within `limit` bytes when one is set."""
@@ -89,7 +109,7 @@ class MemoryPlan:
 
         self.device_id = device_id
         total = memory_info(device_id)[1]
-        self.margin = margin if margin is not None else max(MARGIN_MIN, int(total * MARGIN_FRACTION))
+        self.margin = margin if margin is not None else default_margin(total)
         self.limit = limit
         self.pool_limit: int | None = None
         if limit is not None:
@@ -104,10 +124,7 @@ class MemoryPlan:
 
     def available(self) -> int:
         free, _ = memory_info(self.device_id)
-        left = max(0, free - self.margin)
-        if self.pool_limit is not None:
-            left = min(left, max(0, self.pool_limit - self.pool_used()))
-        return left
+        return available_bytes(free, self.margin, self.limit, self.pool_used() if self.limit is not None else 0)
 
     def budget(self) -> int:
         """What cuzk may hold in all: what it holds now plus what is still available."""

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from cuzk.backends.cuda.device import MemoryPlan, properties
+from cuzk.backends.cuda.device import MemoryPlan, properties, shared_limit
 from cuzk.backends.cuda.fixed_base import DeviceFixedBase
 from cuzk.backends.cuda.module import get_module
 from cuzk.backends.cuda.msm import DeviceMsm
@@ -48,10 +48,9 @@ class Gpu:
             self.bases_copy = cupy.cuda.Stream(non_blocking=True)  # streamed bases, beside the MSMs
             self._copy = cupy.cuda.Stream(non_blocking=True)
             self._uploader = PinnedUploader(cupy, self._copy)
-        if memory_limit is None and memory_share > 1:
-            memory_limit = properties(device_id).total_memory // memory_share
-        self.memory = MemoryPlan(device_id, memory_margin, memory_limit)
         self.props = properties(device_id)
+        self.memory = MemoryPlan(device_id, memory_margin,
+                                 shared_limit(memory_limit, self.props.total_memory, memory_share))
         self.peak_pool = 0  # most bytes CuPy's pool held, sampled at a proof's phase boundaries
         self._spmv: DeviceSpmv | None = None
         self._sha256_witness: DeviceSha256Witness | None = None
