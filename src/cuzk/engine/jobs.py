@@ -7,6 +7,7 @@ what a request of that kind proves is its `RequestPayload`, which only the kind'
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -57,6 +58,28 @@ class ResultStatus(IntEnum):
     FAILED = 2
     CANCELLED = 3
     TIMEOUT = 4
+
+
+#: The first bytes of a schema-1 journal's request record (the journal's; the providers read it too).
+V1_REQUEST_MAGIC = b"CZKREQ1\n"
+
+
+def frame(magic: bytes, header: dict[str, Any], parts: list[bytes]) -> bytes:
+    """`magic`, the JSON `header` after its 4-byte length, then `parts`: the layout of the journal's
+    request records and of the payloads kept in them."""
+    head = json.dumps(header).encode()
+    return b"".join([magic, len(head).to_bytes(4, "little"), head, *parts])
+
+
+def unframe(data: bytes, magics: tuple[bytes, ...], what: str) -> tuple[bytes, dict[str, Any], int]:
+    """`frame`'s magic (one of `magics`), header and where the header ends; ValueError, naming `what`,
+    for other bytes."""
+    magic = next((m for m in magics if data.startswith(m)), None)
+    if magic is None:
+        raise ValueError(f"not {what}")
+    size = int.from_bytes(data[len(magic):len(magic) + 4], "little")
+    end = len(magic) + 4 + size
+    return magic, json.loads(data[len(magic) + 4:end]), end
 
 
 class RequestPayload(ABC):

@@ -50,6 +50,7 @@ from typing import Any, Protocol
 
 from cuzk.engine.engine import FinishedJob, JobInfo
 from cuzk.engine.jobs import (
+    V1_REQUEST_MAGIC,
     JobResult,
     PartitionTiming,
     Priority,
@@ -58,6 +59,8 @@ from cuzk.engine.jobs import (
     ProofTimings,
     RequestPayload,
     ResultStatus,
+    frame,
+    unframe,
 )
 from cuzk.errors import CuzkError
 
@@ -70,7 +73,6 @@ MAX_ATTEMPTS = 3
 #: How often finished rows past their retention are deleted (besides at open).
 SWEEP_INTERVAL_S = 60.0
 _REQUEST_MAGIC = b"CZKREQ2\n"
-_V1_REQUEST_MAGIC = b"CZKREQ1\n"
 _KIND_BY_LABEL = {k.label: k for k in ProofKind}
 _STATE_BY_STATUS = {ResultStatus.COMPLETED: "completed", ResultStatus.FAILED: "failed",
                     ResultStatus.CANCELLED: "cancelled"}
@@ -119,22 +121,14 @@ def encode_request(request: ProofRequest) -> bytes:
         raise ValueError("only a request with a payload and a resolved priority is kept")
     header = {"request_id": request.request_id, "proof_kind": int(request.proof_kind),
               "priority": int(request.priority)}
-    head = json.dumps(header).encode()
-    return b"".join([_REQUEST_MAGIC, len(head).to_bytes(4, "little"), head, request.payload.encode()])
+    return frame(_REQUEST_MAGIC, header, [request.payload.encode()])
 
 
 def decode_request(data: bytes, payloads: PayloadDecoder) -> ProofRequest:
     """`encode_request`'s bytes, or a schema-1 record (whose header the provider reads too)."""
-    if data.startswith(_REQUEST_MAGIC):
-        at = len(_REQUEST_MAGIC)
-    elif data.startswith(_V1_REQUEST_MAGIC):
-        at = len(_V1_REQUEST_MAGIC)
-    else:
-        raise ValueError("not a journal request record")
-    size = int.from_bytes(data[at:at + 4], "little")
-    header = json.loads(data[at + 4:at + 4 + size])
+    magic, header, end = unframe(data, (_REQUEST_MAGIC, V1_REQUEST_MAGIC), "a journal request record")
     kind = ProofKind(header["proof_kind"])
-    payload = data[at + 4 + size:] if data.startswith(_REQUEST_MAGIC) else data
+    payload = data[end:] if magic == _REQUEST_MAGIC else data
     return ProofRequest(str(header["request_id"]), kind, Priority(header["priority"]),
                         payloads.decode_payload(kind, payload))
 

@@ -13,18 +13,15 @@ hands over whole.
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from cuzk.engine.jobs import Priority, ProofKind, ProofRequest, RequestPayload
+from cuzk.engine.jobs import V1_REQUEST_MAGIC, Priority, ProofKind, ProofRequest, RequestPayload, frame, unframe
 from cuzk.engine.providers import InvalidRequestError
 
 __all__ = ["SubmitFields", "fields_of", "submit_request"]
 
 _MAGIC = b"CZKFLD1\n"
-#: A schema-1 journal's request record (cuzk.engine.journal before the payload was the provider's).
-_V1_RECORD_MAGIC = b"CZKREQ1\n"
 _SCALARS = ("sector_size", "registered_proof", "sector_number", "miner_id", "partition_index")
 _BLOBS = ("vanilla_proof", "randomness", "comm_r_old", "comm_r_new", "comm_d_new")
 #: Fields that are 32 bytes whenever they are sent, whatever the kind.
@@ -78,9 +75,7 @@ class SubmitFields(RequestPayload):
         header: dict[str, Any] = {name: getattr(self, name) for name in _SCALARS}
         header.update(kind=int(self.kind), blobs=[len(getattr(self, name)) for name in _BLOBS],
                       vanilla_proofs=[len(v) for v in self.vanilla_proofs])
-        head = json.dumps(header).encode()
-        blobs = [getattr(self, name) for name in _BLOBS] + list(self.vanilla_proofs)
-        return b"".join([_MAGIC, len(head).to_bytes(4, "little"), head, *blobs])
+        return frame(_MAGIC, header, [getattr(self, name) for name in _BLOBS] + list(self.vanilla_proofs))
 
     def nbytes(self) -> int:
         return len(self.vanilla_proof) + sum(len(v) for v in self.vanilla_proofs)
@@ -93,15 +88,7 @@ class SubmitFields(RequestPayload):
     def decode(cls, kind: ProofKind, data: bytes) -> SubmitFields:
         """`encode()`'s bytes, or a schema-1 journal's request record, as the fields of a `kind` request;
         ValueError when they are neither or are cut short."""
-        if data.startswith(_MAGIC):
-            at = len(_MAGIC)
-        elif data.startswith(_V1_RECORD_MAGIC):
-            at = len(_V1_RECORD_MAGIC)
-        else:
-            raise ValueError("not an encoded SubmitProofRequest payload")
-        size = int.from_bytes(data[at:at + 4], "little")
-        header = json.loads(data[at + 4:at + 4 + size])
-        at += 4 + size
+        _, header, at = unframe(data, (_MAGIC, V1_REQUEST_MAGIC), "an encoded SubmitProofRequest payload")
         written = header["kind"] if "kind" in header else header["proof_kind"]
         if written != int(kind):
             raise ValueError(f"the payload is of proof kind {written}, not {int(kind)}")
