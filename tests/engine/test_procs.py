@@ -61,3 +61,51 @@ def test_a_dead_childs_exit_is_said_in_words() -> None:
     assert _how_it_ended(3) == "exited with code 3"
     assert _how_it_ended(None) == "closed its connection (not yet exited)"
     assert str(WorkerCrashedError("w", -9)).startswith("worker process w was killed by SIGKILL")
+
+
+def test_a_local_device_failure_is_counted_once_per_incarnation() -> None:
+    """Two lanes fail on one device process: the first restarts it (one failure); the second, which
+    called the process that was replaced, neither counts a second failure nor kills the new process.
+    The housekeeper leaves a process a lane is replacing (dead, its successor not yet spawned) to that
+    lane, and restarts one found dead twice at the same incarnation."""
+    from types import SimpleNamespace
+
+    from cuzk.engine.devices import DeviceSpec
+    from cuzk.engine.executor import LocalDevice, LocalExecutor
+
+    class Proc:
+        name, stopping = "cuzk-device-stand-in", False
+
+        def __init__(self) -> None:
+            self.restarts, self.alive, self.kills = 0, True, 0
+            self.process = SimpleNamespace(kill=self._kill, join=lambda timeout: None)
+
+        def _kill(self) -> None:
+            self.kills += 1
+            self.alive = False
+
+        def restart(self, reason: str) -> None:
+            if not self.alive:
+                self.restarts += 1
+                self.alive = True
+
+    proc = Proc()
+    device = LocalDevice(DeviceSpec(0, "cpu"), proc)  # type: ignore[arg-type]
+    executor = LocalExecutor.__new__(LocalExecutor)
+    executor._devices, executor._dead_before, executor._lane_saw = [device], {}, threading.local()
+
+    def lane_failed_on(incarnation: int, force: bool) -> None:
+        executor._lane_saw.incarnation = incarnation  # what this lane's `prove` call saw
+        executor.restart(device, "unusable", force=force)
+
+    lane_failed_on(0, force=True)
+    assert (device.failures, proc.kills, proc.restarts, device.ready.is_set()) == (1, 1, 1, True)
+    lane_failed_on(0, force=True)  # a second lane's report about the process already replaced
+    assert (device.failures, proc.kills, proc.restarts) == (1, 1, 1)
+
+    proc.alive = False  # dead while a lane replaces it: the housekeeper sees it dead, then a new incarnation
+    assert executor.revive() == 0
+    proc.restarts += 1
+    assert executor.revive() == 0 and device.failures == 1
+    assert executor.revive() == 1  # dead twice at one incarnation: its own restart
+    assert (device.failures, proc.restarts, proc.alive) == (2, 3, True)

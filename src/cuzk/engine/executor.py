@@ -355,7 +355,11 @@ class LocalExecutor(Executor):
             self._devices.append(device)
         self.workers_per_device = workers_per_device
         self.critical_lane = workers_per_device  # the pipe past the regular lanes'
-        self._dead_before: set[str] = set()  # devices `revive` found dead last time
+        #: Devices `revive` found dead last time, by name, with the incarnation (restart count) seen.
+        self._dead_before: dict[str, int] = {}
+        #: The incarnation of its device a lane (or the housekeeper) last dealt with, on that thread:
+        #: a failure reported about an older one was handled by the restart that made the newer.
+        self._lane_saw = threading.local()
 
     @classmethod
     def from_config(cls, config: Config, specs: list[DeviceSpec] | None = None) -> LocalExecutor:
@@ -430,11 +434,14 @@ class LocalExecutor(Executor):
     def revive(self) -> int:
         # Dead at two calls in a row (a second apart): a lane that saw it die restarts it first, and
         # records why ("died while proving ...").
-        dead = {d.worker_name for d in self._devices
+        # The same incarnation both times: a process a lane is replacing right now (its old one dead,
+        # the new not yet spawned) is left to that lane.
+        dead = {d.worker_name: d.proc.restarts for d in self._devices
                 if d.proc.process is not None and not d.proc.alive and not d.proc.stopping}
-        due = [d for d in self._devices if d.worker_name in dead and d.worker_name in self._dead_before]
+        due = [d for d in self._devices if d.worker_name in dead and self._dead_before.get(d.worker_name) == dead[d.worker_name]]
         self._dead_before = dead
         for d in due:
+            self._lane_saw.incarnation = dead[d.worker_name]
             self.restart(d, "found dead while idle")
         return len(due)
 
@@ -451,6 +458,7 @@ class LocalExecutor(Executor):
     def prove(self, device: Device, lane: int, items: list[ProveItem], verify: bool) -> list[ItemResult]:
         assert isinstance(device, LocalDevice)
         device.ready.wait()
+        self._lane_saw.incarnation = device.proc.restarts  # what `restart` compares, on this lane's thread
         reply = device.proc.request(("prove", items, verify), channel=lane)
         if reply[0] != "ok":
             return [ItemResult(False, error=str(reply[1])) for _ in items]
@@ -460,7 +468,10 @@ class LocalExecutor(Executor):
         assert isinstance(device, LocalDevice)
         try:
             with device.restart_lock:
-                if device._failure_seen != device.proc.restarts:  # its other lanes may report it too
+                # Replaced since this thread saw it fail: that restart recorded the failure, and
+                # `proc.restart` below only waits for it to finish.
+                stale = getattr(self._lane_saw, "incarnation", device.proc.restarts) != device.proc.restarts
+                if not stale and device._failure_seen != device.proc.restarts:  # its other lanes may report it too
                     device._failure_seen = device.proc.restarts
                     device.failed(reason)
                     device.ready.clear()
