@@ -2,7 +2,8 @@
 times from a seed, its processes and files sampled, and verdicts on what it answered and what it left.
 
 The stream, as Curio sends it: WinningPoSt-2KiB every ~25 s (CRITICAL, 30 s deadline), WindowPoSt-2KiB
-every ~40 s (HIGH, 30 min), and closed-loop clients proving test circuits of several partitions
+every ~40 s (HIGH, 30 min), with --kinds naming them PoRep-2KiB every ~5 min and SnapDeals-2KiB every
+~10 min (NORMAL, no deadline), and closed-loop clients proving test circuits of several partitions
 (LOW/NORMAL, and HIGH with a deadline). Request ids are deterministic (`soak<seed>-<kind>-<n>`);
 half the requests start with Prove, the others with SubmitProof + AwaitProof, and every retry (an
 RPC error, a daemon gone, a FAILED answer: at most --job-retries of those) sends the same id again
@@ -71,7 +72,8 @@ TEST_MIX = (("mimc-3", 3, "normal", None, {"synth_delay_ms": 400}), ("mimc-4", 2
             ("bits-1", 2, "high", 120.0, {"device_delay_ms": 300}))
 CORRUPT_CIRCUIT = "mimc-5"  # proven only by the corrupt-param fault
 #: Curio's periodic kinds: (kind, period s, priority, deadline s).
-CHAIN = (("winning", 25.0, "critical", 30.0), ("wpost", 40.0, "high", 1800.0))
+CHAIN = (("winning", 25.0, "critical", 30.0), ("wpost", 40.0, "high", 1800.0), ("porep", 300.0, "normal", None),
+         ("snap", 600.0, "normal", None))
 RETRY_CODES = ("UNAVAILABLE", "RESOURCE_EXHAUSTED", "DEADLINE_EXCEEDED", "CANCELLED", "UNKNOWN", "NOT_FOUND")
 MIB = 1 << 20
 
@@ -639,7 +641,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             if req.status == "COMPLETED":
                 req.verified = verify(req, params, public)
 
-    def chain_loop(kind: str, period: float, priority: str, deadline: float) -> None:
+    def chain_loop(kind: str, period: float, priority: str, deadline: float | None) -> None:
         crng = random.Random(f"{args.seed}-{kind}")
         next_at = time.monotonic() + crng.uniform(0, period / 2)
         threads = []
