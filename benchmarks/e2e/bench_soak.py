@@ -19,12 +19,15 @@ Faults, one at a time, their times and order drawn from --seed (each kind once b
                  left out where mounting is not allowed)
   corrupt-param  a truncated or garbled parameter file in the cache, a request for its circuit (it must
                  fail naming the file), then the good file back and the same id again
-A Ray node removed and added back is not among them (see tests/engine/test_ray_executor.py for that).
+  ray-node       with --ray-nodes 2 or more (the daemon on the Ray executor, its nodes on this host): a node
+                 other than the head removed (one whose device is proving, if any) and a new one added; the
+                 daemon must mark the old node's device lost and prove on the new one's
 
 Every --interval seconds: RSS and USS of the daemon and of its process tree, open fds, threads, child
 processes, /dev/shm segments of the run's daemons (`cuzk_<daemon pid>_*`) and their bytes, journal and log
-bytes, the memory budget's reserved bytes (/status). The record (JSON: hardware, date, commit) and a
-PNG of each series with the faults marked go to --out. Verdicts (exit 1 if any fails):
+bytes, the memory budget's reserved bytes (/status); with Ray, RSS and USS of the cluster's
+processes. The record (JSON: hardware, date, commit) and a PNG of each series with the faults marked go
+to --out. Verdicts (exit 1 if any fails):
   answered        every id answered once: COMPLETED, or FAILED with a reason; none lost
   agreed          at the end the daemon (its journal) gives every id the answer its client got, the
                   same proof bytes (Groth16 proofs are randomized: a second proof of an id would differ)
@@ -65,7 +68,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the e2e steps
 from _common import RESULTS, git_revision, hardware
 
-FAULTS = ("kill-synth", "kill-device", "kill-daemon", "sigterm", "disconnect", "disk-full", "corrupt-param")
+FAULTS = ("kill-synth", "kill-device", "kill-daemon", "sigterm", "disconnect", "disk-full", "corrupt-param",
+          "ray-node")
 #: Test circuits of the closed-loop clients: (circuit, partitions, priority, deadline seconds or None, payload
 #: extras). The delays keep the processes busy for a while, so that a kill often finds one at work.
 TEST_MIX = (("mimc-3", 3, "normal", None, {"synth_delay_ms": 400}), ("mimc-4", 2, "low", None, {}),
@@ -90,7 +94,7 @@ class Daemon:
     """`cuzk daemon run` in the foreground, restarted as often as the faults ask; every pid it or its
     children ever had is remembered, so that the end can check none is left."""
 
-    def __init__(self, root: Path, params: Path, state: Path, *, grace: float) -> None:
+    def __init__(self, root: Path, params: Path, state: Path, *, grace: float, ray_address: str | None = None) -> None:
         from cuzk.config import config_from_dict
 
         self.root, self.state = root, state
@@ -103,6 +107,8 @@ class Daemon:
                 "pipeline": {"max_parallel_synthesis": 1},
                 "gpus": {"gpu_workers_per_device": 1},
                 "debug": {"test_circuits": True}}
+        if ray_address is not None:
+            data["executor"] = {"kind": "ray", "address": ray_address}
         self.config = root / "cuzk.toml"
         self.config.write_text(config_from_dict(data).to_toml())
         self.proc: subprocess.Popen | None = None
@@ -280,7 +286,7 @@ class Stream:
 # -- sampling --------------------------------------------------------------------------------------------
 
 SERIES = ("daemon_rss", "daemon_uss", "tree_rss", "tree_uss", "tree_fds", "tree_threads", "children",
-          "shm_segments", "shm_bytes", "journal_bytes", "log_bytes", "budget_reserved")
+          "shm_segments", "shm_bytes", "journal_bytes", "log_bytes", "budget_reserved", "ray_rss", "ray_uss")
 
 
 def shm_segments(daemon_pids: list[int]) -> tuple[int, int, list[str]]:
@@ -304,7 +310,7 @@ def dir_bytes(path: Path, pattern: str) -> int:
     return total
 
 
-def sample(daemon: Daemon, t: float) -> dict[str, Any]:
+def sample(daemon: Daemon, t: float, ray_nodes: Any = None) -> dict[str, Any]:
     import psutil
 
     procs = daemon.tree()
@@ -327,6 +333,13 @@ def sample(daemon: Daemon, t: float) -> dict[str, Any]:
         row["budget_reserved"] = status["memory"]["used_bytes"]
         row["journal_writable"] = (status.get("journal") or {}).get("writable")
         row["pipeline_segments"] = status["buffers"]["shared_segments"]
+    if ray_nodes is not None:
+        rss = uss = 0
+        for p in ray_nodes.processes():
+            with contextlib.suppress(psutil.Error):
+                m = p.memory_full_info()
+                rss, uss = rss + m.rss, uss + m.uss
+        row.update(ray_rss=rss, ray_uss=uss)
     return row
 
 
@@ -346,7 +359,7 @@ def growth(samples: list[dict[str, Any]], name: str, *, start: float, skip: list
 
 def bound(name: str, median: float, answered: int) -> float:
     """The growth over the window a series may show without being called a leak."""
-    if name in ("daemon_rss", "daemon_uss", "tree_rss", "tree_uss", "budget_reserved"):
+    if name in ("daemon_rss", "daemon_uss", "tree_rss", "tree_uss", "budget_reserved", "ray_rss", "ray_uss"):
         return 64 * MIB + 0.10 * median
     if name == "tree_fds":
         return 16 + 0.10 * median
@@ -369,8 +382,8 @@ def bound(name: str, median: float, answered: int) -> float:
 
 class Faults:
     def __init__(self, daemon: Daemon, stream: Stream, params: Path, state_mounted: bool, clock: Callable[[], float],
-                 rng: random.Random, seed: int) -> None:
-        self.daemon, self.stream, self.params = daemon, stream, params
+                 rng: random.Random, seed: int, ray_nodes: Any = None) -> None:
+        self.daemon, self.stream, self.params, self.ray_nodes = daemon, stream, params, ray_nodes
         self.state_mounted, self.clock, self.rng, self.seed = state_mounted, clock, rng, seed
         self.log: list[dict[str, Any]] = []
         self.down: list[tuple[float, float]] = []  # (from, to): the daemon was not serving
@@ -403,16 +416,19 @@ class Faults:
                 status = self.daemon.status()
             w = self.rng.choice(busy or workers)
             return int(w["pid"]), f"{w['worker_id']} ({w['state']}, job {w['current_job']})"
-        d = self.rng.choice(status["devices"])
-        return int(d["pid"]), d["label"]
+        d = self.rng.choice([d for d in status["devices"] if d.get("state", "ready") == "ready" and d["pid"]])
+        return int(d["pid"]), d.get("worker", d["label"])
 
     def _kill_child(self, section: str) -> dict[str, Any]:
         import psutil
 
         pid, what = self._worker_pid(section)
         daemon_pid = self.daemon.pid
-        if daemon_pid is None or pid not in {p.pid for p in psutil.Process(daemon_pid).children(recursive=True)}:
-            raise RuntimeError(f"pid {pid} ({what}) is not a child of the daemon {daemon_pid}")
+        ours = set() if daemon_pid is None else {p.pid for p in psutil.Process(daemon_pid).children(recursive=True)}
+        if section == "device" and self.ray_nodes is not None:  # an actor: a process of the cluster's
+            ours = {p.pid for p in self.ray_nodes.processes()}
+        if pid not in ours:
+            raise RuntimeError(f"pid {pid} ({what}) is not a process of the daemon {daemon_pid} or its cluster")
         os.kill(pid, signal.SIGKILL)
         return {"pid": pid, "what": what}
 
@@ -504,6 +520,11 @@ class Faults:
         return {"how": how, "file": str(path), "answer": req.status, "answer_error": req.error[:300],
                 "names_the_file": path.name in req.error, "after_restore": after.status}
 
+    def _ray_node(self) -> dict[str, Any]:
+        if self.ray_nodes is None:
+            return {"skipped": "the daemon runs the local executor (--ray-nodes 0)"}
+        return self.ray_nodes.replace_node(self.daemon.status, self.rng)
+
     def _evict(self, circuit: str) -> None:
         from cuzk.server.client import CuzkClient
 
@@ -570,11 +591,15 @@ def plot(path: Path, samples: list[dict[str, Any]], faults: list[dict[str, Any]]
     import matplotlib.pyplot as plt
 
     colors = dict(zip(FAULTS, ("tab:red", "tab:orange", "black", "tab:purple", "tab:green", "tab:brown",
-                               "tab:pink"), strict=True))
-    fig, axes = plt.subplots(4, 3, figsize=(16, 13), sharex=True)
+                               "tab:pink", "tab:cyan"), strict=True))
+    series = [n for n in SERIES if any(n in s for s in samples)]
+    rows = max(1, -(-len(series) // 3))
+    fig, axes = plt.subplots(rows, 3, figsize=(16, 3.25 * rows), sharex=True, squeeze=False)
     scale = {n: (MIB, "MiB") for n in ("daemon_rss", "daemon_uss", "tree_rss", "tree_uss", "shm_bytes",
-                                       "journal_bytes", "log_bytes", "budget_reserved")}
-    for ax, name in zip(axes.flat, SERIES, strict=True):
+                                       "journal_bytes", "log_bytes", "budget_reserved", "ray_rss", "ray_uss")}
+    for ax in axes.flat[len(series):]:
+        ax.set_visible(False)
+    for ax, name in zip(axes.flat, series, strict=False):
         div, unit = scale.get(name, (1, ""))
         pts = [(s["t"], s[name] / div) for s in samples if name in s]
         if pts:
@@ -605,7 +630,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if mounted:
         for p in state.iterdir():
             shutil.rmtree(p) if p.is_dir() else p.unlink()
-    daemon = Daemon(root, params, state, grace=args.grace)
+    ray_nodes = None
+    if args.ray_nodes:
+        from soak_ray import RayNodes
+
+        ray_nodes = RayNodes(args.ray_nodes)
+    daemon = Daemon(root, params, state, grace=args.grace, ray_address=ray_nodes and ray_nodes.address)
     t0 = time.monotonic()
 
     def clock() -> float:
@@ -614,7 +644,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     end_at = t0 + args.duration
     give_up = end_at + args.drain_timeout
     stream = Stream(daemon, inputs, job_retries=args.job_retries, give_up_at=lambda: give_up, clock=clock)
-    faults = Faults(daemon, stream, params, mounted, clock, rng, args.seed)
+    faults = Faults(daemon, stream, params, mounted, clock, rng, args.seed, ray_nodes)
     samples: list[dict[str, Any]] = []
     stop_sampling = threading.Event()
     checks: queue.Queue[Request | None] = queue.Queue()
@@ -659,7 +689,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     def sampler() -> None:
         while not stop_sampling.is_set():
             with contextlib.suppress(Exception):
-                samples.append(sample(daemon, clock()))
+                samples.append(sample(daemon, clock(), ray_nodes))
             stop_sampling.wait(args.interval)
 
     daemon_answers: dict[str, dict[str, Any]] = {}
@@ -677,7 +707,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         workers += [threading.Thread(target=chain_loop, args=c, daemon=True) for c in CHAIN if c[0] in inputs]
         for w in workers:
             w.start()
-        kinds = [f for f in FAULTS if f not in args.skip_fault]
+        kinds = [f for f in FAULTS if f not in args.skip_fault and (f != "ray-node" or args.ray_nodes >= 2)]
         slots = max(0, int((args.duration - args.warmup - 10) // args.fault_every))
         order: list[str] = []
         while len(order) < slots:
@@ -712,6 +742,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             daemon.wait(30)
         time.sleep(3)
         leftover_procs = daemon.leftovers()
+        if ray_nodes is not None:
+            leftover_procs += ray_nodes.shutdown()
         leftover_shm = shm_segments(daemon.pids)[2]
         for p in leftover_procs:  # leave the machine clean (the verdict keeps what was found)
             with contextlib.suppress(OSError):
@@ -829,6 +861,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--grace", type=float, default=60.0, help="the daemon's shutdown_grace (the SIGTERM fault)")
     p.add_argument("--job-retries", type=int, default=2, help="FAILED answers a client retries with the same id")
     p.add_argument("--drain-timeout", type=float, default=300.0, help="seconds after --duration to wait for answers")
+    p.add_argument("--ray-nodes", type=int, default=0,
+                   help="run the daemon on the Ray executor over this many nodes on this host, one CPU device each "
+                        "(2 or more also injects the ray-node fault); 0: the local executor")
     p.add_argument("--gate-deadlines", action="store_true",
                    help="fail the run on a CRITICAL deadline missed outside a daemon restart (a WinningPoSt-2KiB "
                         "takes about 25 s on a busy 2-core CPU, so its 30 s deadline is reported, not judged, by "
@@ -845,7 +880,8 @@ def main(argv: list[str] | None = None) -> int:
     record = {"benchmark": "bench_soak", "date": started.isoformat(timespec="seconds"), "git": git_revision(),
               "hardware": hardware(), "backend": "cpu",
               "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
-              "not_injected": ["ray node removed and added back (tests/engine/test_ray_executor.py covers it)"],
+              "executor": "ray" if args.ray_nodes else "local",
+              "not_injected": [] if args.ray_nodes >= 2 else ["ray-node (the local executor: --ray-nodes 2 or more)"],
               **result}
     args.out.mkdir(parents=True, exist_ok=True)
     stem = args.out / f"soak-{args.tag}-{started.date().isoformat()}"
