@@ -438,7 +438,8 @@ class LocalExecutor(Executor):
         # the new not yet spawned) is left to that lane.
         dead = {d.worker_name: d.proc.restarts for d in self._devices
                 if d.proc.process is not None and not d.proc.alive and not d.proc.stopping}
-        due = [d for d in self._devices if d.worker_name in dead and self._dead_before.get(d.worker_name) == dead[d.worker_name]]
+        due = [d for d in self._devices
+               if d.worker_name in dead and self._dead_before.get(d.worker_name) == dead[d.worker_name]]
         self._dead_before = dead
         for d in due:
             self._lane_saw.incarnation = dead[d.worker_name]
