@@ -68,7 +68,7 @@ def main() -> None:
                     up._done[slot].synchronize()
                 t1 = clock()
                 size = min(up.chunk, flat.nbytes - off)
-                up._stage(up._host[slot], flat[off:off + size])
+                up.host_copy(up._host[slot], flat[off:off + size])
                 t2 = clock()
                 if copy:
                     rt.memcpyAsync(d.data.ptr + off, up._host[slot].ctypes.data, size, rt.memcpyHostToDevice,

@@ -145,9 +145,3 @@ def device_witness_floor(setting: str, sparse_products: str, specs: list[DeviceS
                     "(sparse_products resolves to %r, devices: %s): synthesis writes whole witnesses", sparse_products,
                     ", ".join(f"{spec.kind}:{spec.ordinal}" for spec in specs) or "none")
     return None
-    if sparse_products == "prover" and specs and all(spec.kind == "cuda" for spec in specs):
-        return True
-    log.warning("synthesis.device_witness = \"on\" needs sparse products on the prover and every device a GPU "
-                "(sparse_products resolves to %r, devices: %s): synthesis writes whole witnesses", sparse_products,
-                ", ".join(f"{spec.kind}:{spec.ordinal}" for spec in specs) or "none")
-    return False
