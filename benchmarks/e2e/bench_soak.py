@@ -1,5 +1,8 @@
-"""Soak: a daemon (CPU backend) under a mixed stream for a set time, with faults injected at random
-times from a seed, its processes and files sampled, and verdicts on what it answered and what it left.
+"""Soak: a daemon under a mixed stream for a set time, with faults injected at random times from a seed,
+its processes and files sampled, and verdicts on what it answered and what it left. The daemon proves on
+the CPU backend, with --backend cuda on the host's GPUs, with --emulate SIZE on an emulated CUDA card of
+that size (docs/gpu.md, "The emulated device": the CUDA backend's code on the host, slow: its stream is
+then the test circuits alone unless --kinds names more).
 
 The stream, as Curio sends it: WinningPoSt-2KiB every ~25 s (CRITICAL, 30 s deadline), WindowPoSt-2KiB
 every ~40 s (HIGH, 30 min), with --kinds naming them PoRep-2KiB every ~5 min and SnapDeals-2KiB every
@@ -25,9 +28,10 @@ Faults, one at a time, their times and order drawn from --seed (each kind once b
 
 Every --interval seconds: RSS and USS of the daemon and of its process tree, open fds, threads, child
 processes, /dev/shm segments of the run's daemons (`cuzk_<daemon pid>_*`) and their bytes, journal and log
-bytes, the memory budget's reserved bytes (/status); with Ray, RSS and USS of the cluster's
-processes. The record (JSON: hardware, date, commit) and a PNG of each series with the faults marked go
-to --out. Verdicts (exit 1 if any fails):
+bytes, the memory budget's reserved bytes (/status); on CUDA each device's memory as its process reads it
+(/status devices[]: the pool's bytes in use and held, the driver's used bytes); with Ray, RSS and USS of
+the cluster's processes. The record (JSON: hardware, date, commit, backend) and a PNG of each series
+with the faults marked go to --out. Verdicts (exit 1 if any fails):
   answered        every id answered once: COMPLETED, or FAILED with a reason; none lost
   agreed          at the end the daemon (its journal) gives every id the answer its client got, the
                   same proof bytes (Groth16 proofs are randomized: a second proof of an id would differ)
@@ -35,10 +39,14 @@ to --out. Verdicts (exit 1 if any fails):
   deadlines       per priority, deadlines missed (with --gate-deadlines, CRITICAL misses outside a daemon
                   restart fail)
   growth          per series, the least-squares slope after warm-up (samples within --restart-warmup
-                  of a daemon start left out) times the window, within the series' bound
-  leftovers       after the last stop: no process of any instance alive, no segment made during the run
+                  of a daemon start left out, for a device's memory also of a device process killed)
+                  times the window, within the series' bound
+  leftovers       after the last stop: no process of any instance alive, no segment made during the run,
+                  no shared pinned copy held by one of its processes; on an emulated card nothing held
+                  in the card's room (--root/emulated-gpus) and no room of its processes elsewhere
 
     python benchmarks/e2e/bench_soak.py --duration 180 --seed 1 --root /tmp/soak
+    python benchmarks/e2e/bench_soak.py --duration 120 --emulate 4GiB --root /tmp/soak-emulated
 """
 
 from __future__ import annotations
@@ -55,6 +63,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.error
@@ -80,6 +89,9 @@ CHAIN = (("winning", 25.0, "critical", 30.0), ("wpost", 40.0, "high", 1800.0), (
          ("snap", 600.0, "normal", None))
 RETRY_CODES = ("UNAVAILABLE", "RESOURCE_EXHAUSTED", "DEADLINE_EXCEEDED", "CANCELLED", "UNKNOWN", "NOT_FOUND")
 MIB = 1 << 20
+#: A device's memory as its process reads it (/status devices[]), sampled per device as "<series>:<label>".
+DEVICE_SERIES = {"cuda_pool_used": "memory_pool_used", "cuda_pool_held": "memory_pool_held",
+                 "cuda_driver_used": "memory_driver_used"}
 
 
 def free_port() -> int:
@@ -94,10 +106,23 @@ class Daemon:
     """`cuzk daemon run` in the foreground, restarted as often as the faults ask; every pid it or its
     children ever had is remembered, so that the end can check none is left."""
 
-    def __init__(self, root: Path, params: Path, state: Path, *, grace: float, ray_address: str | None = None) -> None:
+    def __init__(self, root: Path, params: Path, state: Path, *, grace: float, backend: str = "cpu",
+                 emulate: str | None = None, ray_address: str | None = None) -> None:
+        from cuzk.backends.cuda.runtime import EMULATED_ROOM_ENV
         from cuzk.config import config_from_dict
 
         self.root, self.state = root, state
+        gpus: dict[str, Any] = {"gpu_workers_per_device": 1, "backend": backend}
+        self.env = {"PYTHONUNBUFFERED": "1"}
+        #: The emulated cards' room, the run's own: every instance's device processes share the card
+        #: through it, and a daemon killed by SIGKILL leaves no room of its own in the temporary directory.
+        self.room: Path | None = None
+        if emulate is not None:
+            gpus["emulate"] = [emulate]
+            self.room = root / "emulated-gpus"
+            shutil.rmtree(self.room, ignore_errors=True)
+            self.room.mkdir()
+            self.env[EMULATED_ROOM_ENV] = str(self.room)
         self.unix_addr = f"unix://{root / 'cuzk.sock'}"
         self.http_addr = f"127.0.0.1:{free_port()}"
         data = {"daemon": {"listen": [self.unix_addr], "status_listen": self.http_addr, "state_dir": str(state),
@@ -105,7 +130,7 @@ class Daemon:
                 "srs": {"param_cache": str(params)},
                 "memory": {"total_budget": "4GiB", "eviction_min_idle": "0s"},
                 "pipeline": {"max_parallel_synthesis": 1},
-                "gpus": {"gpu_workers_per_device": 1},
+                "gpus": gpus,
                 "debug": {"test_circuits": True}}
         if ray_address is not None:
             data["executor"] = {"kind": "ray", "address": ray_address}
@@ -120,7 +145,7 @@ class Daemon:
     def start(self, clock: Callable[[], float], ready_timeout: float = 600.0) -> float:
         from cuzk.server.client import CuzkClient
 
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        env = {**os.environ, **self.env}
         began = time.monotonic()
         with open(self.root / "daemon-stdout.log", "ab") as out:
             proc = subprocess.Popen([sys.executable, "-m", "cuzk.cli.main", "daemon", "run", "--config",
@@ -186,6 +211,31 @@ class Daemon:
                 if abs(p.create_time() - created) < 0.01 and p.status() != psutil.STATUS_ZOMBIE:
                     alive.append({"pid": pid, "cmdline": " ".join(p.cmdline())[:200]})
         return alive
+
+    def held_elsewhere(self) -> list[str]:
+        """What the run's processes left outside the run's directory (after the last stop): shared
+        pinned copies they still hold (`cuzk.backends.cuda.shared_pinned`), and emulated cards' rooms
+        in the temporary directory holding a file of theirs (a daemon's own room, left by a kill)."""
+        from cuzk.backends.cuda import shared_pinned
+
+        def ours(f: Path) -> bool:  # named by a pid of the run's, and written by that process (pids recycle)
+            with contextlib.suppress(ValueError, OSError):
+                created = self.seen.get(int(f.name))
+                return created is not None and f.stat().st_mtime >= created - 1.0
+            return False
+
+        candidates = [*shared_pinned.root().glob("*/holders/*"),
+                      *Path(tempfile.gettempdir()).glob("cuzk-emulated-gpus-*/card*/*")]
+        return [str(f) for f in candidates if ours(f)]
+
+    def room_held(self) -> list[str]:
+        """Holdings in the emulated card's room of processes still alive (a dead one's file holds nothing)."""
+        from cuzk.backends.cuda.emulated.device import holdings
+
+        if self.room is None:
+            return []
+        return [f"{card.name}: pid {pid} holds {n} bytes" for card in sorted(self.room.glob("card*"))
+                for pid, n in holdings(card).items() if n]
 
 
 # -- requests and clients ------------------------------------------------------------------------------
@@ -333,6 +383,10 @@ def sample(daemon: Daemon, t: float, ray_nodes: Any = None) -> dict[str, Any]:
         row["budget_reserved"] = status["memory"]["used_bytes"]
         row["journal_writable"] = (status.get("journal") or {}).get("writable")
         row["pipeline_segments"] = status["buffers"]["shared_segments"]
+        for d in status["devices"]:  # absent on a CPU (null there)
+            for name, key in DEVICE_SERIES.items():
+                if d.get(key) is not None:
+                    row[f"{name}:{d['label']}"] = d[key]
     if ray_nodes is not None:
         rss = uss = 0
         for p in ray_nodes.processes():
@@ -341,6 +395,12 @@ def sample(daemon: Daemon, t: float, ray_nodes: Any = None) -> dict[str, Any]:
                 rss, uss = rss + m.rss, uss + m.uss
         row.update(ray_rss=rss, ray_uss=uss)
     return row
+
+
+def device_series(samples: list[dict[str, Any]]) -> list[str]:
+    """The per-device series the samples hold ("cuda_pool_used:cuda0", ...), in a stable order."""
+    names = {k for s in samples for k in s if k.split(":")[0] in DEVICE_SERIES}
+    return sorted(names, key=lambda n: (list(DEVICE_SERIES).index(n.split(":")[0]), n))
 
 
 def growth(samples: list[dict[str, Any]], name: str, *, start: float, skip: list[tuple[float, float]]) -> dict | None:
@@ -375,6 +435,10 @@ def bound(name: str, median: float, answered: int) -> float:
         return 64 * MIB
     if name == "journal_bytes":
         return 16 * MIB
+    if name.split(":")[0] in DEVICE_SERIES:
+        # The pool keeps the blocks of its largest proof for reuse: a plateau once each kind has been
+        # proven; a leak (lotus #13634: blocks freed but never reused) grows with every proof.
+        return 16 * MIB + 0.10 * median
     return 1 * MIB + 8192 * answered  # log_bytes: the daemon logs each job: bounded per job
 
 
@@ -592,19 +656,26 @@ def plot(path: Path, samples: list[dict[str, Any]], faults: list[dict[str, Any]]
 
     colors = dict(zip(FAULTS, ("tab:red", "tab:orange", "black", "tab:purple", "tab:green", "tab:brown",
                                "tab:pink", "tab:cyan"), strict=True))
-    series = [n for n in SERIES if any(n in s for s in samples)]
-    rows = max(1, -(-len(series) // 3))
+    devices = device_series(samples)
+    panels: list[tuple[str, list[str]]] = [(name, [name]) for name in SERIES if any(name in s for s in samples)]
+    panels += [(kind, [n for n in devices if n.split(":")[0] == kind]) for kind in DEVICE_SERIES
+               if any(n.split(":")[0] == kind for n in devices)]  # one line per device
+    rows = max(1, -(-len(panels) // 3))
     fig, axes = plt.subplots(rows, 3, figsize=(16, 3.25 * rows), sharex=True, squeeze=False)
     scale = {n: (MIB, "MiB") for n in ("daemon_rss", "daemon_uss", "tree_rss", "tree_uss", "shm_bytes",
-                                       "journal_bytes", "log_bytes", "budget_reserved", "ray_rss", "ray_uss")}
-    for ax in axes.flat[len(series):]:
+                                       "journal_bytes", "log_bytes", "budget_reserved", "ray_rss", "ray_uss",
+                                       *DEVICE_SERIES)}
+    for ax in axes.flat[len(panels):]:
         ax.set_visible(False)
-    for ax, name in zip(axes.flat, series, strict=False):
-        div, unit = scale.get(name, (1, ""))
-        pts = [(s["t"], s[name] / div) for s in samples if name in s]
-        if pts:
-            ax.plot(*zip(*pts, strict=True), lw=1)
-        ax.set_title(f"{name}{f' ({unit})' if unit else ''}", fontsize=9)
+    for ax, (head, names) in zip(axes.flat, panels, strict=False):
+        div, unit = scale.get(head, (1, ""))
+        for name in names:
+            pts = [(s["t"], s[name] / div) for s in samples if name in s]
+            if pts:
+                ax.plot(*zip(*pts, strict=True), lw=1, label=name.partition(":")[2] or None)
+        if len(names) > 1:
+            ax.legend(fontsize=7)
+        ax.set_title(f"{head}{f' ({unit})' if unit else ''}", fontsize=9)
         ax.axvspan(0, warmup, color="0.9")
         for f in faults:
             ax.axvline(f["t"], color=colors.get(f["fault"], "gray"), lw=0.8, ls="--")
@@ -613,7 +684,7 @@ def plot(path: Path, samples: list[dict[str, Any]], faults: list[dict[str, Any]]
     handles = [plt.Line2D([], [], color=c, ls="--", label=k) for k, c in colors.items()]
     fig.suptitle(title, y=0.995, fontsize=10)
     fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.975), ncol=len(handles), fontsize=8)
-    fig.tight_layout(rect=(0, 0, 1, 0.955))
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.58 / (3.25 * rows)))
     fig.savefig(path, dpi=90)
     plt.close(fig)
 
@@ -635,7 +706,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         from soak_ray import RayNodes
 
         ray_nodes = RayNodes(args.ray_nodes)
-    daemon = Daemon(root, params, state, grace=args.grace, ray_address=ray_nodes and ray_nodes.address)
+    daemon = Daemon(root, params, state, grace=args.grace, backend=args.backend, emulate=args.emulate,
+                    ray_address=ray_nodes and ray_nodes.address)
     t0 = time.monotonic()
 
     def clock() -> float:
@@ -745,6 +817,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         if ray_nodes is not None:
             leftover_procs += ray_nodes.shutdown()
         leftover_shm = shm_segments(daemon.pids)[2]
+        leftover_held = daemon.room_held() + daemon.held_elsewhere()
         for p in leftover_procs:  # leave the machine clean (the verdict keeps what was found)
             with contextlib.suppress(OSError):
                 os.kill(p["pid"], signal.SIGKILL)
@@ -753,8 +826,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 os.unlink(f"/dev/shm/{name}")
         if mounted:
             subprocess.run(["umount", "-l", str(state)], check=False)
+        if daemon.room is not None:
+            shutil.rmtree(daemon.room, ignore_errors=True)
     return verdicts(args, stream, faults, daemon, samples, daemon_answers, leftover_procs, leftover_shm,
-                    exit_code, params, public)
+                    leftover_held, exit_code, params, public)
 
 
 def final_answers(daemon: Daemon, stream: Stream) -> dict[str, dict[str, Any]]:
@@ -773,8 +848,8 @@ def final_answers(daemon: Daemon, stream: Stream) -> dict[str, dict[str, Any]]:
 
 
 def verdicts(args: argparse.Namespace, stream: Stream, faults: Faults, daemon: Daemon, samples: list[dict[str, Any]],
-             answers: dict[str, dict[str, Any]], leftover_procs: list, leftover_shm: list, exit_code: int | None,
-             params: Path, public: dict[str, dict]) -> dict[str, Any]:
+             answers: dict[str, dict[str, Any]], leftover_procs: list, leftover_shm: list, leftover_held: list,
+             exit_code: int | None, params: Path, public: dict[str, dict]) -> dict[str, Any]:
     reqs = list(stream.requests.values())
     lost = [r.rid for r in reqs if r.status == "LOST"]
     unexplained = [r.rid for r in reqs if r.status in ("FAILED", "CANCELLED") and not r.error]
@@ -798,9 +873,12 @@ def verdicts(args: argparse.Namespace, stream: Stream, faults: Faults, daemon: D
                 critical_missed_outside_restarts.append(r.rid)
     skip = [(s, s + args.restart_warmup) for s in daemon.starts]
     answered_in_window = sum(1 for r in reqs if r.answered >= args.warmup)
+    # A device process killed comes back with an empty pool, which fills again with its first proofs.
+    device_skip = skip + [(f["t"], f["t"] + args.restart_warmup) for f in faults.log if f["fault"] == "kill-device"]
     growth_rows = {}
-    for name in SERIES:
-        g = growth(samples, name, start=args.warmup, skip=skip)
+    for name in (*SERIES, *device_series(samples)):
+        g = growth(samples, name, start=args.warmup, skip=device_skip if name.split(":")[0] in DEVICE_SERIES
+                   else skip)
         if g is None:
             continue
         g["bound"] = bound(name, g["median"], answered_in_window)
@@ -812,7 +890,8 @@ def verdicts(args: argparse.Namespace, stream: Stream, faults: Faults, daemon: D
         "verified": not bad_proofs,
         **({"critical_deadlines": not critical_missed_outside_restarts} if args.gate_deadlines else {}),
         "growth": all(g["ok"] for g in growth_rows.values()),
-        "leftovers": not (leftover_procs or leftover_shm or any(f.get("orphans_when_idle") for f in faults.log)),
+        "leftovers": not (leftover_procs or leftover_shm or leftover_held
+                          or any(f.get("orphans_when_idle") for f in faults.log)),
         "faults_injected": all("error" not in f for f in faults.log),
         "corrupt_param_named": all(f.get("names_the_file", True) for f in faults.log),
     }
@@ -828,6 +907,7 @@ def verdicts(args: argparse.Namespace, stream: Stream, faults: Faults, daemon: D
                      "fresh_accepts_over_1": [r.rid for r in reqs if r.fresh_accepts > 1 + len(r.failures_seen)]},
         "deadlines_by_priority": by_priority, "critical_missed_outside_restarts": critical_missed_outside_restarts,
         "growth": growth_rows, "leftover_processes": leftover_procs, "leftover_shm": leftover_shm,
+        "leftover_held": leftover_held,
         "final_exit_code": exit_code, "daemon_starts": [round(s, 1) for s in daemon.starts],
         "faults": faults.log,
         "per_request": [{"id": r.rid, "kind": r.kind, "priority": r.priority, "deadline_s": r.deadline_s,
@@ -843,8 +923,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--duration", type=float, default=180.0, help="seconds of arrivals and faults")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--root", type=Path, required=True, help="work directory (keys, vanilla proofs, state, logs)")
-    p.add_argument("--kinds", default="winning,wpost",
-                   help="Filecoin kinds at 2KiB in the stream (porep and snap are also possible; their 2KiB keys "
+    p.add_argument("--backend", choices=("cpu", "cuda"), default="cpu", help="the daemon's gpus.backend")
+    p.add_argument("--emulate", metavar="SIZE", default=None,
+                   help="prove on an emulated CUDA card of this size (4GiB; implies --backend cuda; docs/gpu.md)")
+    p.add_argument("--kinds", default=None,
+                   help="Filecoin kinds at 2KiB in the stream (default winning,wpost; with --emulate none: a "
+                        "WinningPoSt-2KiB takes about 40 s there. porep and snap are also possible; their 2KiB keys "
                         "take minutes to make and each proof minutes on a CPU)")
     p.add_argument("--clients", type=int, default=2, help="closed-loop test-circuit clients")
     p.add_argument("--think", type=float, default=3.0, help="a client's mean pause between requests (s)")
@@ -869,8 +953,20 @@ def main(argv: list[str] | None = None) -> int:
                         "takes about 25 s on a busy 2-core CPU, so its 30 s deadline is reported, not judged, by "
                         "default)")
     p.add_argument("--out", type=Path, default=RESULTS)
-    p.add_argument("--tag", default="cpu")
+    p.add_argument("--tag", default=None, help="in the record's name (default: the backend, as in the record)")
     args = p.parse_args(argv)
+    if args.emulate is not None:
+        from cuzk.config import ConfigError, config_from_dict
+
+        try:  # the daemon's own check of the card, before any preparation
+            config_from_dict({"gpus": {"backend": "cuda", "emulate": [args.emulate]}})
+        except ConfigError as err:
+            p.error(f"--emulate {args.emulate}: {err}")
+        args.backend = "cuda"
+    backend = "cuda-emulated" if args.emulate is not None else args.backend
+    args.tag = args.tag or backend
+    if args.kinds is None:
+        args.kinds = "" if args.emulate is not None else "winning,wpost"
     args.kinds = [k for k in args.kinds.split(",") if k]
     if args.warmup is None:
         args.warmup = max(20.0, args.duration / 5)
@@ -878,7 +974,7 @@ def main(argv: list[str] | None = None) -> int:
     started = dt.datetime.now(dt.UTC)
     result = run(args)
     record = {"benchmark": "bench_soak", "date": started.isoformat(timespec="seconds"), "git": git_revision(),
-              "hardware": hardware(), "backend": "cpu",
+              "hardware": hardware(), "backend": backend,
               "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
               "executor": "ray" if args.ray_nodes else "local",
               "not_injected": [] if args.ray_nodes >= 2 else ["ray-node (the local executor: --ray-nodes 2 or more)"],
@@ -887,12 +983,14 @@ def main(argv: list[str] | None = None) -> int:
     stem = args.out / f"soak-{args.tag}-{started.date().isoformat()}"
     stem.with_suffix(".json").write_text(json.dumps(record, indent=1) + "\n")
     plot(stem.with_suffix(".png"), result["samples"], result["faults"], args.warmup,
-         f"cuzk soak {args.duration:.0f} s, seed {args.seed}, {record['git']}")
+         f"cuzk soak, {backend}{f' {args.emulate}' if args.emulate else ''}, {args.duration:.0f} s, seed "
+         f"{args.seed}, {record['git']}")
     summary = {k: result[k] for k in ("checks", "ok", "deadlines_by_priority")}
     summary["requests"] = {k: v for k, v in result["requests"].items()}
     summary["growth"] = {n: {"growth": round(g["growth"], 1), "bound": round(g["bound"], 1), "ok": g["ok"]}
                          for n, g in result["growth"].items()}
-    summary["leftovers"] = {"processes": result["leftover_processes"], "shm": result["leftover_shm"]}
+    summary["leftovers"] = {"processes": result["leftover_processes"], "shm": result["leftover_shm"],
+                            "held": result["leftover_held"]}
     print(json.dumps(summary, indent=1))
     print(f"record: {stem.with_suffix('.json')}\nplot: {stem.with_suffix('.png')}")
     return 0 if result["ok"] else 1

@@ -1,12 +1,14 @@
 """The soak (`benchmarks/e2e/bench_soak.py`): a daemon under a mixed stream with faults injected from a
 seed, its verdicts asserted. $CUZK_SOAK_SECONDS sets the length (default: 10 minutes under CI=true,
-90 s elsewhere); $CUZK_SOAK_SEED the seed."""
+90 s elsewhere); $CUZK_SOAK_SEED the seed. A short one on an emulated CUDA card (`--emulate`) checks
+the device's memory series and what a killed daemon or device process leaves of the card."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -37,6 +39,16 @@ def test_growth_is_the_fitted_slope_over_the_window_without_restart_warm_ups() -
     assert abs(soak.growth(restarted, "x", start=10, skip=[(30, 35)])["growth"]) < 1e-6
     assert soak.bound("tree_fds", 100, 0) == pytest.approx(26)
     assert soak.bound("log_bytes", 0, 10) == (1 << 20) + 81920
+    assert soak.bound("cuda_pool_held:cuda0", 100 << 20, 0) == pytest.approx(26 << 20)
+
+
+def test_device_memory_is_sampled_per_device_where_the_status_reports_it() -> None:
+    soak = soak_module()
+    samples = [{"t": 0.0, "cuda_driver_used:cuda1": 3, "cuda_pool_used:cuda0": 1, "tree_rss": 5},
+               {"t": 1.0, "cuda_pool_used:cuda1": 2, "cuda_pool_held:cuda0": 2}]
+    assert soak.device_series(samples) == ["cuda_pool_used:cuda0", "cuda_pool_used:cuda1", "cuda_pool_held:cuda0",
+                                           "cuda_driver_used:cuda1"]
+    assert soak.device_series([{"t": 0.0, "tree_rss": 5}]) == []  # a CPU backend: none
 
 
 @pytest.mark.slow
@@ -58,3 +70,28 @@ def test_soak_answers_every_id_once_with_verified_proofs_and_nothing_left_behind
     assert all(checks.values()), f"{checks}\n{json.dumps(detail, indent=1)}\n{tail}"
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert record["requests"]["completed"] > 0 and {f["fault"] for f in record["faults"]}
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("g++") is None, reason="the emulated device builds its kernels with g++")
+def test_an_emulated_cuda_soak_keeps_the_pool_and_driver_memory_flat_through_kills(tmp_path: Path) -> None:
+    """Test circuits on a 4 GiB emulated card for 40 s (about a minute in all), a daemon and a device
+    process killed: every id answered and verified, the pool's and the driver's bytes flat, the card
+    not left held."""
+    out = tmp_path / "out"
+    others = ("kill-synth", "sigterm", "disconnect", "disk-full", "corrupt-param")
+    skip = [arg for fault in others for arg in ("--skip-fault", fault)]
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--emulate", "4GiB", "--duration", "40", "--warmup", "12",
+                           "--fault-every", "8", "--interval", "1", "--restart-warmup", "6", *skip,
+                           "--root", str(tmp_path / "root"), "--out", str(out)],
+                          capture_output=True, text=True, timeout=900, check=False)
+    [path] = out.glob("soak-cuda-emulated-*.json")
+    record = json.loads(path.read_text())
+    tail = f"{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
+    assert record["backend"] == "cuda-emulated" and all(record["checks"].values()), f"{record['checks']}\n{tail}"
+    assert proc.returncode == 0, tail
+    assert {f["fault"] for f in record["faults"]} == {"kill-daemon", "kill-device"}
+    device = {n: g for n, g in record["growth"].items() if n.endswith(":cuda0")}
+    assert sorted(device) == ["cuda_driver_used:cuda0", "cuda_pool_held:cuda0", "cuda_pool_used:cuda0"]
+    assert all(g["ok"] and g["median"] > 0 for g in device.values()), device
+    assert record["leftover_held"] == [] and not (tmp_path / "root" / "emulated-gpus").exists()

@@ -61,6 +61,11 @@ def test_proofs_on_an_emulated_card_verify_and_the_status_tells_its_memory(tmp_p
         (key,) = plan["keys"]
         assert key["circuit_id"] == "mimc-3" and key["mode"] == "resident" and plan["oom_retries"] == 0
         assert 0 < plan["peak_pool_bytes"] < plan["budget"]
+        # The pool holds the resident key; the card's driver counts what the pool holds (the device
+        # process is the card's only user)
+        (device,) = engine.status()["devices"]
+        assert 0 < device["memory_pool_used"] <= device["memory_pool_held"] == device["memory_driver_used"]
+        assert device["memory_free"] == (4 << 30) - device["memory_pool_used"]
     finally:
         engine.shutdown(0)
 

@@ -210,6 +210,8 @@ def test_listeners_status_and_metrics(engine: Engine) -> None:
     assert "order" in engine.recorder.accepted  # type: ignore[attr-defined]
     status = engine.status()
     assert status["devices"][0]["kind"] == "cpu"
+    # A CPU has no device memory pool nor driver to count it
+    assert [status["devices"][0][f"memory_{k}"] for k in ("pool_used", "pool_held", "driver_used")] == [None] * 3
     # gpus.gpu_workers_per_device (2) regular workers, and the device's lane for CRITICAL work.
     assert [w["reserved_for"] for w in status["gpu_workers"]] == [None, None, "CRITICAL"]
     assert [w["reserved_for"] for w in status["synthesis"]["workers"]][-1] == "CRITICAL"

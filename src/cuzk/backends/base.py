@@ -42,6 +42,13 @@ class DeviceInfo:
     memory_total: int | None = None
     memory_free: int | None = None
     extra: dict[str, str] = field(default_factory=dict)
+    #: A device with a memory pool of its own (CUDA): the bytes this process's pool hands to live
+    #: arrays, and those it holds from the driver (in use and cached); None where there is no pool.
+    pool_used: int | None = None
+    pool_held: int | None = None
+    #: The card's used memory as its driver counts it (total less free, every process on it); None
+    #: where no driver counts it.
+    driver_used: int | None = None
 
 
 class ProverBackend(ABC):

@@ -198,8 +198,10 @@ class DeviceWorker:
             self.backend.unload_key(pk)
 
     def info(self) -> list[dict[str, Any]]:
-        """What the device is (name, kind, memory), the keys it holds and its backend's memory plan."""
-        info = [{"name": d.name, "kind": d.kind, "memory_total": d.memory_total or 0, "memory_free": d.memory_free or 0}
+        """What the device is (name, kind, memory; with a pool of its own the pool's used and held
+        bytes and the driver's used), the keys it holds and its backend's memory plan."""
+        info = [{"name": d.name, "kind": d.kind, "memory_total": d.memory_total or 0, "memory_free": d.memory_free or 0,
+                 "pool_used": d.pool_used, "pool_held": d.pool_held, "driver_used": d.driver_used}
                 for d in self.backend.devices()]
         if info:
             with self.keys_lock:

@@ -219,6 +219,12 @@ def snapshot(engine: Engine) -> dict[str, Any]:
                                  if d.last_failure else None),
                 "memory_total": (d.info[0]["memory_total"] if d.info else 0),
                 "memory_free": (d.info[0]["memory_free"] if d.info else 0),
+                # GPUs, as last read (every few seconds): the device process's memory pool, the bytes
+                # it hands to live arrays and those it holds from the driver, and the card's used
+                # bytes as its driver counts them (every process on it); null on a CPU.
+                "memory_pool_used": (d.info[0].get("pool_used") if d.info else None),
+                "memory_pool_held": (d.info[0].get("pool_held") if d.info else None),
+                "memory_driver_used": (d.info[0].get("driver_used") if d.info else None),
                 # GPUs: the memory plan (limit, budget, per key resident/streamed bytes and working
                 # reserve, the pool's peak, out-of-memory retries); docs/memory.md.
                 "memory_plan": (d.info[0].get("memory_plan") if d.info else None),

@@ -10,6 +10,7 @@ import sys
 import time
 
 import numpy as np
+import psutil
 import pytest
 
 from cuzk.backends.cuda import runtime
@@ -89,6 +90,53 @@ def test_processes_on_one_card_see_each_others_memory(cards) -> None:
     finally:
         child.communicate("\n", timeout=30)
     assert cp.cuda.runtime.memGetInfo()[0] == 64 * MIB  # a process that exited holds nothing
+
+
+def test_a_killed_process_holds_nothing_even_before_it_is_reaped(cards) -> None:
+    cp = cards("64MiB")
+    code = ("import sys\nfrom cuzk.backends.cuda import runtime\ncp = runtime.get_cupy()\n"
+            "a = cp.empty(20 << 20, dtype=cp.uint8)\nprint('held', flush=True)\nsys.stdin.readline()\n")
+    child = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                             env=os.environ.copy())
+    try:
+        assert child.stdout.readline().strip() == "held"
+        assert cp.cuda.runtime.memGetInfo()[0] == 44 * MIB
+        child.kill()  # a device process killed by SIGKILL, its parent not yet waiting for it: a zombie
+        give_up = time.monotonic() + 10
+        while psutil.Process(child.pid).status() != psutil.STATUS_ZOMBIE and time.monotonic() < give_up:
+            time.sleep(0.02)
+        assert psutil.Process(child.pid).status() == psutil.STATUS_ZOMBIE
+        assert cp.cuda.runtime.memGetInfo()[0] == 64 * MIB
+    finally:
+        child.kill()
+        child.wait(10)
+
+
+def test_a_holding_file_older_than_the_process_of_its_pid_holds_nothing(cards, tmp_path) -> None:
+    cp = cards("64MiB")
+    cp.cuda.runtime.memGetInfo()  # makes the card's directory
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        held = tmp_path / "room" / "card0" / str(other.pid)
+        held.write_text(str(20 * MIB))
+        assert cp.cuda.runtime.memGetInfo()[0] == 44 * MIB  # written after the process started: its own
+        held.write_text(str(20 * MIB))
+        hour_ago = time.time() - 3600
+        os.utime(held, (hour_ago, hour_ago))  # a dead process's file, its pid given to a later one
+        assert cp.cuda.runtime.memGetInfo()[0] == 64 * MIB and not held.exists()
+    finally:
+        other.kill()
+        other.wait(10)
+
+
+def test_a_process_that_made_its_own_room_removes_it_when_it_exits() -> None:
+    env = {**os.environ, emu.CARDS_ENV: "64MiB"}
+    env.pop(emu.ROOM_ENV, None)
+    code = ("import os\nfrom cuzk.backends.cuda import runtime\ncp = runtime.get_cupy()\n"
+            "a = cp.empty(1 << 20, dtype=cp.uint8)\nprint(os.environ['CUZK_EMULATED_GPU_ROOM'])\n")
+    room = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True,
+                          timeout=60).stdout.strip()
+    assert room and not os.path.exists(room)
 
 
 def test_an_injected_out_of_memory_error_fails_one_allocation(cards) -> None:

@@ -38,7 +38,7 @@ import cuzk.backends.cuda.streaming as streaming_phase
 from cuzk.backends.base import DeviceInfo, ProverBackend
 from cuzk.backends.cuda.admission import Admission
 from cuzk.backends.cuda.available import cuda_available
-from cuzk.backends.cuda.device import memory_info
+from cuzk.backends.cuda.device import memory_usage
 from cuzk.backends.cuda.fixed_base import DeviceFixedBase
 from cuzk.backends.cuda.gpu import Gpu
 from cuzk.backends.cuda.inputs import CompiledWitness, ProofInputs, host_products, staging_bytes
@@ -151,10 +151,11 @@ class CudaBackend(ProverBackend):
     # -- ProverBackend --------------------------------------------------------------------------------
 
     def devices(self) -> list[DeviceInfo]:
-        free, total = memory_info(self.device_id)
+        usage = memory_usage(self.device_id)
         p = self.props
         loaded, compiled = self.keys.loaded, self.keys.compiled
-        return [DeviceInfo(name=p.name, kind="cuda", memory_total=total, memory_free=free,
+        return [DeviceInfo(name=p.name, kind="cuda", memory_total=usage.total, memory_free=usage.free,
+                           pool_used=usage.pool_used, pool_held=usage.pool_held, driver_used=usage.driver_used,
                            extra={"device_id": str(self.device_id), "multiprocessors": str(p.multiprocessors),
                                   "compute_capability": p.compute_capability,
                                   "resident_key_bytes": str(sum(k.nbytes() for k in loaded.values())),

@@ -45,13 +45,39 @@ def properties(device_id: int = 0) -> GpuProperties:
                          clock_mhz=int(p.get("clockRate", 0)) // 1000)
 
 
-def memory_info(device_id: int = 0) -> tuple[int, int]:
-    """(free, total) bytes from cudaMemGetInfo, free including CuPy's unused pool blocks."""
+@dataclass(frozen=True)
+class MemoryUsage:
+    """One reading of a device's memory: cudaMemGetInfo's free and total, and CuPy's pool in this
+    process (bytes handed to live arrays, bytes held from the driver)."""
+
+    driver_free: int
+    total: int
+    pool_used: int
+    pool_held: int
+
+    @property
+    def free(self) -> int:
+        """What cuzk may still take: the driver's free bytes and the pool's unused blocks."""
+        return self.driver_free + self.pool_held - self.pool_used
+
+    @property
+    def driver_used(self) -> int:
+        return self.total - self.driver_free
+
+
+def memory_usage(device_id: int = 0) -> MemoryUsage:
     cp = _cupy()
     with cp.cuda.Device(device_id):
         free, total = cp.cuda.runtime.memGetInfo()
-        pool_free = cp.get_default_memory_pool().free_bytes()
-    return int(free) + int(pool_free), int(total)
+        pool = cp.get_default_memory_pool()
+        used, held = pool.used_bytes(), pool.total_bytes()
+    return MemoryUsage(int(free), int(total), int(used), int(held))
+
+
+def memory_info(device_id: int = 0) -> tuple[int, int]:
+    """(free, total) bytes from cudaMemGetInfo, free including CuPy's unused pool blocks."""
+    usage = memory_usage(device_id)
+    return usage.free, usage.total
 
 
 _RELEASING = False

@@ -15,11 +15,13 @@ raised at the next synchronisation of that stream or device, once.
 
 from __future__ import annotations
 
+import atexit
 import collections
 import itertools
 import logging
 import os
 import random
+import shutil
 import tempfile
 import threading
 import time
@@ -89,9 +91,44 @@ def _room() -> Path:
     if not path:
         path = tempfile.mkdtemp(prefix="cuzk-emulated-gpus-")
         os.environ[ROOM_ENV] = path  # inherited by child processes: they share the cards
+        # Made here, so removed here: a process that names the cards without a room (a test session
+        # on CUZK_EMULATED_GPUS alone) would otherwise leave one in the temporary directory each run.
+        atexit.register(_remove_room, path, os.getpid())
     Path(path).mkdir(parents=True, exist_ok=True)
     return Path(path)
 
+
+def _remove_room(path: str, maker: int) -> None:
+    if os.getpid() == maker:  # not in a forked child that inherited the handler
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _holder_alive(pid: int, published_at: float) -> bool:
+    """Whether the process that published a holding file is alive: a killed one not yet reaped (a
+    zombie) holds nothing, nor does a later process that was given its pid (started after the file
+    was last written)."""
+    try:
+        p = psutil.Process(pid)
+        return p.status() != psutil.STATUS_ZOMBIE and p.create_time() <= published_at + 1.0
+    except psutil.NoSuchProcess:
+        return False
+
+
+def holdings(card: Path) -> dict[int, int]:
+    """Bytes held on a card (its directory in a room) by each live process; a dead one's file is removed."""
+    out = {}
+    for f in card.iterdir():
+        if not f.name.isdigit():
+            continue
+        pid = int(f.name)
+        try:
+            if pid != os.getpid() and not _holder_alive(pid, f.stat().st_mtime):
+                f.unlink(missing_ok=True)
+                continue
+            out[pid] = int(f.read_text() or 0)
+        except (OSError, ValueError):  # gone meanwhile, or being replaced
+            continue
+    return out
 
 
 class Card:
@@ -109,20 +146,8 @@ class Card:
         os.replace(tmp, self._mine)
 
     def held(self) -> int:
-        """Bytes held on this card by every live process (a dead one's file is removed)."""
-        total = 0
-        for f in self.dir.iterdir():
-            if not f.name.isdigit():
-                continue
-            pid = int(f.name)
-            if pid != os.getpid() and not psutil.pid_exists(pid):
-                f.unlink(missing_ok=True)
-                continue
-            try:
-                total += int(f.read_text() or 0)
-            except (OSError, ValueError):
-                continue
-        return total
+        """Bytes held on this card by every live process."""
+        return sum(holdings(self.dir).values())
 
     def free(self) -> int:
         return max(0, self.capacity - self.held())
