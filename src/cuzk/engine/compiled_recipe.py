@@ -26,12 +26,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from cuzk.engine.compiled_store import CompiledStore
-from cuzk.engine.jobs import ProofRequest
-from cuzk.engine.providers import CircuitProvider, CircuitRecipe, JobPlan, PartitionRecipe
+from cuzk.engine.providers import CircuitRecipe, PartitionRecipe
 from cuzk.errors import SynthesisError
+
+if TYPE_CHECKING:
+    from cuzk.engine.compiled_store import CompiledStore
+    from cuzk.engine.jobs import ProofRequest
+    from cuzk.engine.providers import CircuitProvider, JobPlan
 
 log = logging.getLogger("cuzk.engine.compiled")
 
