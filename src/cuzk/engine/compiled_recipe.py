@@ -14,9 +14,10 @@ reserved for the compiled path alone: `compiled_only`).
 In the synthesis process `CompiledRecipe.assignment_into` takes the witness from the circuit's batched
 generator (`generated_witness`) or else WitnessCS, and a, b, c from the compiled circuit's sparse
 products; with the products on the prover it returns the witness alone (`CompiledWitness`), written in
-place into a shared-memory segment when the generator states its counts (`WitnessSegment`). Whenever
-the file cannot be used (unusable, counts differ, a row a·b != c) it says so in the log and runs the
-provider's recipe as without the file. The provider's recipe keeps what is its own: building its
+place into a shared-memory segment when the generator states its counts (`WitnessSegment`), and the
+prover checks the rows, a failed check failing the partition. Whenever the file cannot be used here
+(unusable, counts differ, a row a·b != c) it says so in the log and runs the provider's recipe as
+without the file. The provider's recipe keeps what is its own: building its
 circuit (`CircuitRecipe.build`) and checking the public inputs a witness allocates
 (`CircuitRecipe.check_inputs`), which runs on both paths.
 """
