@@ -11,6 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 from cuzk.circuits.filecoin.shapes import KNOWN_SHAPES
+from cuzk.engine.compiled_recipe import CompiledRecipe
 from cuzk.engine.compiled_store import CompiledStore
 from cuzk.engine.engine import Engine
 from cuzk.engine.memory import PartitionEstimate
@@ -44,16 +45,19 @@ def _engine(usable: int, kind: str, products: str) -> SimpleNamespace:
 
 
 def _plan(compiled: bool, circuit: object = None) -> JobPlan:
-    recipe = FilecoinPartitionRecipe("porep-32g", 0, circuit, (), "p0", "/x.cuzk-r1cs" if compiled else None)
-    return JobPlan("porep-32g", [PartitionPlan(0, recipe, [])], compiled=compiled)
+    recipe: object = FilecoinPartitionRecipe("porep-32g", 0, circuit, (), "p0")
+    if compiled:
+        recipe = CompiledRecipe(recipe, "porep-32g", "p0", "/x.cuzk-r1cs")
+    return JobPlan("porep-32g", [PartitionPlan(0, recipe, [])])
 
 
 @pytest.mark.parametrize("compiled", [True, False])
 def test_the_constraint_system_estimate_while_it_fits(compiled: bool) -> None:
     plan = _plan(compiled)
+    recipe = plan.partitions[0].recipe
     got = Engine._partition_estimate(_engine(10**15, "cuda", "prover"), plan, KNOWN_SHAPES["porep-32g"])
     assert got == PartitionEstimate.from_shape(KNOWN_SHAPES["porep-32g"])
-    assert plan.partitions[0].recipe.fallback
+    assert plan.partitions[0].recipe is recipe  # a compiled recipe may still fall back
 
 
 def test_the_compiled_estimate_when_the_constraint_system_cannot_fit() -> None:
@@ -85,8 +89,6 @@ def test_a_recipe_pinned_to_the_compiled_path_fails_instead_of_falling_back(tmp_
     path.write_bytes(path.read_bytes()[:1000])  # truncated: refused at load
     with pytest.raises(SynthesisError, match="reserved for the compiled path"):
         recipe.assignment()
-    plain = FilecoinPartitionRecipe("winning-2k", 0, None, (), "p0")
-    assert plain.compiled_only() is plain
 
 
 def test_a_deferred_witness_completed_on_the_host_reserves_its_aux_copy(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -98,9 +100,10 @@ def test_a_deferred_witness_completed_on_the_host_reserves_its_aux_copy(monkeypa
     shape = KNOWN_SHAPES["wpost-32g"]
 
     def estimate(on_host: bool, device_witness: bool) -> PartitionEstimate:
-        recipe = FilecoinPartitionRecipe("wpost-32g", 0, SimpleNamespace(witness_arrays=lambda: None), (), "p0",
-                                         "/x.cuzk-r1cs", "prover", device_witness=device_witness)
-        plan = JobPlan("wpost-32g", [PartitionPlan(0, recipe, [])], compiled=True)
+        recipe = CompiledRecipe(FilecoinPartitionRecipe("wpost-32g", 0, SimpleNamespace(witness_arrays=lambda: None),
+                                                        (), "p0"), "wpost-32g", "p0", "/x.cuzk-r1cs", "prover",
+                                device_witness=device_witness)
+        plan = JobPlan("wpost-32g", [PartitionPlan(0, recipe, [])])
         engine = _engine(120 * GB, "cuda", "prover")
         engine.executor = SimpleNamespace(products_on_host=lambda cid: on_host and cid == "wpost-32g")
         return Engine._partition_estimate(engine, plan, shape)

@@ -16,13 +16,13 @@ import pytest
 from cuzk.circuits.registry import lookup
 from cuzk.engine.compiled_store import (
     SUFFIX,
-    BuildSize,
     CompiledState,
     CompiledStore,
     build_memory_estimate,
-    header_for_synthesis,
-    load_for_synthesis,
+    load_verified,
+    read_checked_header,
 )
+from cuzk.engine.providers import BuildSize
 from cuzk.errors import CuzkError
 from cuzk.groth16.synthesis import compile_circuit
 from cuzk.r1cs.compiled import CompiledMismatchError
@@ -150,13 +150,13 @@ def test_synthesis_processes_load_once_and_skip_unusable_files(tmp_path: Path, c
                                                                ) -> None:
     store = CompiledStore(tmp_path)
     path = str(store.build("mimc-5"))
-    first = load_for_synthesis(path, "mimc-5")
-    assert first is not None and load_for_synthesis(path, "mimc-5") is first
+    first = load_verified(path, "mimc-5")
+    assert first is not None and load_verified(path, "mimc-5") is first
     with caplog.at_level(logging.WARNING, logger="cuzk.engine.compiled"):
-        assert load_for_synthesis(path, "mimc-6") is None
+        assert load_verified(path, "mimc-6") is None
         Path(path).write_bytes(Path(path).read_bytes()[:-8])
-        assert load_for_synthesis(path, "mimc-5") is None
-        assert load_for_synthesis(str(tmp_path / "gone"), "mimc-5") is None
+        assert load_verified(path, "mimc-5") is None
+        assert load_verified(str(tmp_path / "gone"), "mimc-5") is None
     messages = [r.getMessage() for r in caplog.records]
     assert any("holds circuit 'mimc-5', not 'mimc-6'" in m for m in messages)
     assert any("truncated" in m for m in messages)
@@ -166,8 +166,8 @@ def test_header_only_reads_skip_the_matrices(tmp_path: Path, caplog: pytest.LogC
     """A synthesis process whose prover evaluates a, b, c needs the counts alone: no mapping and no
     digest pass (13 s for PoRep-32GiB's 6.1 GB, once per process); the prover's load still verifies."""
     path = str(CompiledStore(tmp_path).build("mimc-5"))
-    header = header_for_synthesis(path, "mimc-5")
-    compiled = load_for_synthesis(path, "mimc-5")
+    header = read_checked_header(path, "mimc-5")
+    compiled = load_verified(path, "mimc-5")
     assert header is not None and compiled is not None
     assert header.num_constraints == compiled.num_constraints
     header.check_witness(compiled.num_inputs, compiled.num_aux)
@@ -177,11 +177,11 @@ def test_header_only_reads_skip_the_matrices(tmp_path: Path, caplog: pytest.LogC
     data = bytearray(Path(path).read_bytes())
     data[read_header(path).meta["arrays"]["b_cols"]["offset"]] ^= 0x01  # a column index: still in range
     corrupt.write_bytes(bytes(data))
-    assert header_for_synthesis(str(corrupt), "mimc-5") is not None
+    assert read_checked_header(str(corrupt), "mimc-5") is not None
     with caplog.at_level(logging.WARNING, logger="cuzk.engine.compiled"):
-        assert load_for_synthesis(str(corrupt), "mimc-5") is None
-        assert header_for_synthesis(path, "mimc-6") is None
-        assert header_for_synthesis(str(tmp_path / "gone"), "mimc-5") is None
+        assert load_verified(str(corrupt), "mimc-5") is None
+        assert read_checked_header(path, "mimc-6") is None
+        assert read_checked_header(str(tmp_path / "gone"), "mimc-5") is None
     messages = [r.getMessage() for r in caplog.records]
     assert any("corrupted" in m for m in messages) and any("not 'mimc-6'" in m for m in messages)
 
@@ -203,16 +203,13 @@ def test_command_line_builds_and_reports(tmp_path: Path) -> None:
 def test_synthesis_compiled_setting(tmp_path: Path, mode: str, enabled: bool, auto_build: bool) -> None:
     """[synthesis] compiled picks the engine's store mode; "off" also hides ready files from planning."""
     from cuzk.config import config_from_dict
-    from cuzk.providers.filecoin.provider import filecoin_providers
 
     config = config_from_dict({"synthesis": {"compiled": mode}})
     assert config.synthesis.compiled == mode
     store = CompiledStore(tmp_path / "compiled", enabled=mode != "off", auto_build=mode == "build")
     assert (store.enabled, store.auto_build) == (enabled, auto_build)
-    provider = filecoin_providers(tmp_path, compiled=store)[0]
-    assert provider.compiled is store
-    if not enabled:
-        assert provider._compiled_path("winning-2k") is None
+    CompiledStore(tmp_path / "compiled").build("mimc-5")
+    assert store.path_for_job("mimc-5") == (str(store.path("mimc-5")) if enabled else None)
 
 
 def test_synthesis_compiled_setting_refuses_other_values() -> None:

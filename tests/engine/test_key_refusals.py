@@ -136,7 +136,7 @@ def _streaming_state(entry: dict) -> object:
                             [{"circuit_id": "other", "host_pinned_bytes": 1 << 30}]}
 
     state = DeviceWorker(Streaming())
-    state.keys["porep-32g"], state.prepared["porep-32g"] = object(), object()
+    state.keys["porep-32g"], state.verifying_keys["porep-32g"] = object(), object()
     return state
 
 
@@ -188,7 +188,7 @@ def test_a_backend_without_a_memory_plan_says_nothing_of_the_file() -> None:
     from cuzk.engine.device_worker import DeviceWorker
 
     state = DeviceWorker(FakeBackend())
-    state.keys["mimc-3"], state.prepared["mimc-3"] = object(), object()
+    state.keys["mimc-3"], state.verifying_keys["mimc-3"] = object(), object()
     reply = state.load("mimc-3", "/unused", True)
     assert (reply["pinned_bytes"], reply["pinned_key_bytes"]) == (0, 0) and "file_read_bytes" not in reply
 

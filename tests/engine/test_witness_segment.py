@@ -15,6 +15,7 @@ import pytest
 
 from cuzk.circuits.filecoin.porep import PRODUCTION_CONFIGS, random_stacked_circuit
 from cuzk.engine import compiled_store
+from cuzk.engine.compiled_recipe import CompiledRecipe
 from cuzk.engine.synthesis import CompiledWitness, WitnessSegment, export_assignment
 from cuzk.errors import SynthesisError
 from cuzk.field.limbs import limbs_to_ints
@@ -25,7 +26,7 @@ NUM_CONSTRAINTS = 1234  #: the stand-in header's; nothing here evaluates the pro
 
 
 def _header(num_inputs: int, num_aux: int) -> SimpleNamespace:
-    """A compiled file's header as `header_for_synthesis` gives it: counts and `check_witness`."""
+    """A compiled file's header as `read_checked_header` gives it: counts and `check_witness`."""
     want = (num_inputs, num_aux, NUM_CONSTRAINTS)
 
     def check_witness(inputs: int, aux: int, constraints: int | None = None) -> None:
@@ -42,10 +43,10 @@ def porep_2k() -> tuple[object, np.ndarray, np.ndarray]:
 
 
 def _recipe(circuit: object, inputs: np.ndarray, monkeypatch: pytest.MonkeyPatch, counts: tuple[int, int]
-            ) -> FilecoinPartitionRecipe:
-    monkeypatch.setattr(compiled_store, "header_for_synthesis", lambda path, cid: _header(*counts))
-    return FilecoinPartitionRecipe("porep-2k", 0, circuit, tuple(limbs_to_ints(inputs)[1:]), "p0",
-                                   compiled_path="/stand-in.cuzk-r1cs", sparse_products="prover", fallback=False)
+            ) -> CompiledRecipe:
+    monkeypatch.setattr(compiled_store, "read_checked_header", lambda path, cid: _header(*counts))
+    recipe = FilecoinPartitionRecipe("porep-2k", 0, circuit, tuple(limbs_to_ints(inputs)[1:]), "p0")
+    return CompiledRecipe(recipe, "porep-2k", "p0", "/stand-in.cuzk-r1cs", sparse_products="prover", fallback=False)
 
 
 def _exists(name: str) -> bool:

@@ -173,22 +173,20 @@ def test_test_circuits_are_refused_unless_enabled() -> None:
         registry.srs_source("mimc-3")
 
 
-def test_the_default_providers_are_made_with_what_the_engine_settles(tmp_path: Path) -> None:
-    """`default_providers(config)`: a factory the engine calls with its compiled store and where
-    compiled products are computed; every Filecoin provider shares them."""
+def test_the_default_providers_follow_the_config(tmp_path: Path) -> None:
+    """`default_providers(config)`: the registry a daemon of `config` serves; the Filecoin providers'
+    circuits may be compiled (the engine owns that path), the test circuits' are not."""
     from cuzk.config import config_from_dict
-    from cuzk.engine.compiled_store import CompiledStore
-    from cuzk.engine.providers import ProviderContext
     from cuzk.providers import default_providers
 
     config = config_from_dict({"srs": {"param_cache": str(tmp_path)}, "debug": {"test_circuits": True}})
-    store = CompiledStore(tmp_path / "compiled")
-    registry = default_providers(config)(ProviderContext(store, "prover", Priority.HIGH))
+    registry = default_providers(config)
     assert registry.test_circuits_enabled and "test-circuits" in registry.names()
     filecoin = [p for p in registry.providers if p.name.startswith("filecoin-")]
     assert len(filecoin) == 4
-    assert all(p.compiled is store and p.sparse_products == "prover" and p.device_witness is Priority.HIGH
-               for p in filecoin)
+    assert all(p.compiled_circuits and p.param_cache == tmp_path for p in filecoin)
+    assert not registry.for_kind(ProofKind.TEST).compiled_circuits
+    assert filecoin[0].build_size("porep-32g") is not None and filecoin[0].build_size("mimc-3") is None
 
 
 def test_synthesis_warm_up_calls_come_from_the_registry_and_its_providers() -> None:

@@ -30,6 +30,7 @@ class LocalProver:
     """Parameters made resident once, then proofs one at a time."""
 
     def __init__(self, inputs: ProofInputs, *, param_cache: Path, backend: str = "cpu", verify: bool = True) -> None:
+        from cuzk.engine.compiled_store import CompiledStore
         from cuzk.engine.device_worker import make_backend
         from cuzk.engine.providers import InvalidRequestError
         from cuzk.groth16.formats.params_file import read_params
@@ -40,6 +41,8 @@ class LocalProver:
         self.inputs = inputs
         self.verify = verify
         self.providers = build_providers(str(param_cache), test_circuits=True)
+        #: Ready compiled circuits are used as a daemon uses them (with the products computed in synthesis).
+        self.compiled = CompiledStore(Path(param_cache) / "compiled")
         probe = inputs.engine_request(request_id="local-probe")
         try:
             self.provider = self.providers.for_request(probe)
@@ -70,6 +73,7 @@ class LocalProver:
 
     def prove(self, index: int, *, warmup: bool = False) -> dict[str, Any]:
         """One proof as a sample (failures are samples too, with the reason)."""
+        from cuzk.engine.compiled_recipe import use_compiled
         from cuzk.groth16.verifier import verify_proof
 
         submit_unix = time.time()
@@ -77,7 +81,9 @@ class LocalProver:
         partitions: list[dict[str, Any]] = []
         status, error, proof_bytes = "COMPLETED", "", 0
         try:
-            plan = self.provider.plan(self.inputs.engine_request(request_id=f"local-{index}"))
+            request = self.inputs.engine_request(request_id=f"local-{index}")
+            plan = self.provider.plan(request)
+            use_compiled(plan, self.provider, self.compiled, request)
             planned = time.monotonic()
             for part in plan.partitions:
                 s0 = time.monotonic()

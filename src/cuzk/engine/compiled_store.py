@@ -23,19 +23,21 @@ which is what makes circuits of a hundred million rows buildable (docs/compiled-
 `start_build` does that in a spawned process, so the daemon's own threads never wait on it; with a
 memory budget it first reserves `build_memory_estimate` of the size the provider states (rows,
 variables, blocks, header rows; without evicting anything) and holds it until the builder exits.
-`ensure` (what a provider calls on every plan) starts a build only when the store was made with
-`auto_build=True`; otherwise compiled files are used when present and never made. The store knows no
-circuit by name: what it needs to know of one (`BuildSize`) comes from the provider that asks.
+`path_for_job` (what the engine calls when it plans a job of a provider whose circuits may be
+compiled, `cuzk.engine.compiled_recipe`) gives the ready file and, through `ensure`, starts a build
+only when the store was made with `auto_build=True`; otherwise compiled files are used when present
+and never made. The store knows no circuit by name: what it needs to know of one
+(`cuzk.engine.providers.BuildSize`) comes from the circuit's provider.
 
-Synthesis and device processes load a ready file once per process (`load_for_synthesis`,
-memory-mapped, every array digest verified) and keep it; a synthesis process that leaves the products
-to the prover reads the header alone (`header_for_synthesis`). A file that fails to load is logged and
-skipped, and the caller falls back to the constraint-system path. Files are only ever replaced by
+Synthesis and device processes load a ready file once per process (`load_verified`, memory-mapped,
+every array digest verified) and keep it; a synthesis process that leaves the products to the prover
+reads the header alone (`read_checked_header`). A file that fails to load is logged and skipped, and
+the partition falls back to the constraint-system path. Files are only ever replaced by
 rename, never rewritten in place (a mapped file cut short under a reader would fault it).
 
 Engine status: `to_dict()` is a JSON-ready view (directory, enabled, auto_build, per circuit id the
 state, path, error, builder pid, file size and header summary), shown as `compiled_circuits`. The
-engine makes one store from `synthesis.compiled` and hands it to the providers.
+engine makes one store from `synthesis.compiled` and plans with it.
 """
 
 from __future__ import annotations
@@ -49,21 +51,23 @@ import time
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from cuzk.errors import CuzkError
+
+if TYPE_CHECKING:
+    from cuzk.engine.providers import BuildSize
 
 log = logging.getLogger("cuzk.engine.compiled")
 
 __all__ = [
     "SUFFIX",
-    "BuildSize",
     "CompiledState",
     "CompiledStatus",
     "CompiledStore",
     "build_memory_estimate",
-    "header_for_synthesis",
-    "load_for_synthesis",
+    "load_verified",
+    "read_checked_header",
 ]
 
 SUFFIX = ".cuzk-r1cs"
@@ -111,23 +115,6 @@ class CompiledStatus:
         return {k: v for k, v in out.items() if v not in (None, {})}
 
 
-@dataclass(frozen=True)
-class BuildSize:
-    """What a provider tells the store about a circuit it asks to build: rows and variables (the
-    build's memory estimate), and for a circuit of identical blocks how many (`blocks`, 3 or more:
-    compiled block by block) and an upper bound of its header rows where the header is large."""
-
-    num_constraints: int
-    num_variables: int
-    blocks: int | None = None
-    header_rows: int = 0
-
-    @property
-    def memory_estimate(self) -> int:
-        return build_memory_estimate(self.num_constraints, self.num_variables, blocks=self.blocks,
-                                     header_rows=self.header_rows)
-
-
 class _Budget(Protocol):
     """What the store needs of `cuzk.engine.memory.MemoryBudget`."""
 
@@ -162,7 +149,7 @@ class CompiledStore:
     def __init__(self, root: str | Path, *, auto_build: bool = False, budget: _Budget | None = None,
                  enabled: bool = True) -> None:
         self.root = Path(root)
-        #: False (synthesis.compiled = "off"): providers never plan with compiled files, even ready ones.
+        #: False (synthesis.compiled = "off"): jobs are never planned with compiled files, even ready ones.
         self.enabled = enabled
         self.auto_build = auto_build and enabled
         self.budget = budget
@@ -261,9 +248,23 @@ class CompiledStore:
         status = self.status(circuit_id)
         return status.path if status.state is CompiledState.READY else None
 
+    def path_for_job(self, circuit_id: str, size: BuildSize | None = None) -> str | None:
+        """The compiled circuit a job of `circuit_id` is planned with: the ready file, if any (None
+        while the store is disabled); on first use, a background build when the store builds
+        automatically (`ensure`). Never fails a job: problems are logged."""
+        if not self.enabled:
+            return None
+        try:
+            self.ensure(circuit_id, size)
+            return self.ready_path(circuit_id)
+        except (CuzkError, OSError) as err:
+            log.warning("%s: compiled circuits unavailable (%s); synthesizing with the constraint system",
+                        circuit_id, err)
+            return None
+
     # -- building -----------------------------------------------------------------------------------
     def ensure(self, circuit_id: str, size: BuildSize | None = None) -> CompiledStatus:
-        """What a provider calls on first use: start a background build when the store builds
+        """On a circuit's first use: start a background build when the store builds
         automatically and there is nothing usable, nothing in progress and no recorded failure."""
         self._seen.add(circuit_id)
         status = self.status(circuit_id)
@@ -282,7 +283,8 @@ class CompiledStore:
                 return status
             reservation = None
             if self.budget is not None and size is not None:
-                need = size.memory_estimate
+                need = build_memory_estimate(size.num_constraints, size.num_variables, blocks=size.blocks,
+                                             header_rows=size.header_rows)
                 try:
                     reservation = self.budget.try_reserve(need, f"compile:{circuit_id}", evict=False)
                 except CuzkError as err:  # can never fit: a failure, not a wait
@@ -490,13 +492,13 @@ def _builder_main(root: str, circuit_id: str, parallel: bool = False) -> None:
         raise SystemExit(1) from None
 
 
-# -- the synthesis side ---------------------------------------------------------------------------------
+# -- the processes that synthesize and prove ------------------------------------------------------------
 
 _LOADED: dict[tuple[str, str], tuple[tuple[int, int, int], Any]] = {}
 _LOADED_LOCK = threading.Lock()
 
 
-def load_for_synthesis(path: str, circuit_id: str) -> Any:
+def load_verified(path: str, circuit_id: str) -> Any:
     """The compiled circuit at `path` for `circuit_id`, loaded once per process (memory-mapped and
     fully verified the first time, reused while the file is unchanged); None, logged, when it is
     unusable, so that the caller synthesizes with the constraint system instead."""
@@ -521,11 +523,12 @@ def load_for_synthesis(path: str, circuit_id: str) -> Any:
         return None
 
 
-def header_for_synthesis(path: str, circuit_id: str) -> Any:
-    """The header of the compiled circuit at `path` (`CompiledHeader`: counts, `check_witness`), for a
-    synthesis process whose prover evaluates a, b, c: it never reads the matrices, so it neither maps
-    nor verifies them (a 130M-row circuit: 6.1 GB, 13 s of hashing per process); the prover's process loads
-    and verifies them (`load_for_synthesis`). None, logged, when the file is unusable."""
+def read_checked_header(path: str, circuit_id: str) -> Any:
+    """The header of the compiled circuit at `path` (`CompiledHeader`: counts, `check_witness`), checked
+    to be `circuit_id`'s from this synthesis code, for a synthesis process whose prover evaluates a, b,
+    c: it never reads the matrices, so it neither maps nor verifies them (a 130M-row circuit: 6.1 GB,
+    13 s of hashing per process); the prover's process loads and verifies them (`load_verified`). None,
+    logged, when the file is unusable."""
     from cuzk.groth16.synthesis import synthesis_code_digest
     from cuzk.r1cs.compiled_file import read_header
 

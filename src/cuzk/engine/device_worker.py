@@ -31,7 +31,7 @@ from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING, Any
 
 from cuzk.backends.device_lock import DEFAULT_PRIORITY, PriorityLock, priority_scope
-from cuzk.engine.compiled_store import load_for_synthesis
+from cuzk.engine.compiled_store import load_verified
 from cuzk.engine.messages import ItemResult, ProveItem
 from cuzk.engine.procs import set_thread_env
 from cuzk.engine.synthesis import CompiledWitness
@@ -97,15 +97,15 @@ class DeviceWorker:
         self.backend = backend
         self.keys: dict[str, Any] = {}
         self.hot: set[str] = set()
-        self.prepared: dict[str, Any] = {}
+        self.verifying_keys: dict[str, Any] = {}
         self.keys_lock = threading.Lock()
         self.device_lock = PriorityLock()
 
     def load(self, circuit_id: str, path: str, hot: bool, compiled_path: str | None = None) -> dict[str, Any]:
         """Read a key (and with `hot`, make it resident on the device). `compiled_path`: the circuit's
         compiled file when the prover computes the products, verified before the key is planned (a
-        device backend's plan places its a, b, c) and prepared with it (`_prepare_compiled`), so the
-        first proof does not pay for it."""
+        device backend's plan places its a, b, c) and made resident with it (`_make_compiled_resident`),
+        so the first proof does not pay for it."""
         from cuzk.groth16.formats.params_file import read_params
         from cuzk.groth16.verifier import prepare_verifying_key
 
@@ -117,9 +117,9 @@ class DeviceWorker:
             pvk = prepare_verifying_key(pk.vk)
             with self.keys_lock:
                 self.keys[circuit_id] = pk
-                self.prepared[circuit_id] = pvk
-        compiled, mapped = self._map_compiled(circuit_id, compiled_path) if hot and compiled_path is not None \
-            else (None, None)
+                self.verifying_keys[circuit_id] = pvk
+        compiled, loaded = (self._load_compiled_verified(circuit_id, compiled_path)
+                            if hot and compiled_path is not None else (None, None))
         if hot and circuit_id not in self.hot:
             try:
                 self.backend.load_key(pk, compiled=compiled)  # a device backend's plan places the products
@@ -127,14 +127,14 @@ class DeviceWorker:
                 if type(err).__name__ == "DeviceTooSmallError":  # the CUDA backend's, named for the operator
                     with self.keys_lock:  # this device proves none of its partitions: no host copy either
                         self.keys.pop(circuit_id, None)
-                        self.prepared.pop(circuit_id, None)
+                        self.verifying_keys.pop(circuit_id, None)
                     raise type(err)(f"{circuit_id} {err}") from None
                 raise
             with self.keys_lock:
                 self.hot.add(circuit_id)
         reply: dict[str, Any] = {}
-        if mapped is not None:
-            reply["compiled"] = mapped if compiled is None else self._prepare_compiled(compiled, pk, mapped)
+        if loaded is not None:
+            reply["compiled"] = loaded if compiled is None else self._make_compiled_resident(compiled, pk, loaded)
         if hot:
             reply.update(self._host_bytes(circuit_id, pk))
         else:
@@ -165,26 +165,26 @@ class DeviceWorker:
                 "products_on_host": any(k.get("products") == "host" for k in keys)}
 
     @staticmethod
-    def _map_compiled(circuit_id: str, compiled_path: str) -> tuple[Any, dict[str, Any]]:
+    def _load_compiled_verified(circuit_id: str, compiled_path: str) -> tuple[Any, dict[str, Any]]:
         """Map and verify the compiled circuit (a 130M-row circuit: 6.1 GB of digests, ~15 s): the
         circuit, or None with what happened, for the daemon's log. A file found unusable fails nothing
         here: its jobs then find it so too, as they would without this."""
         start = time.monotonic()
-        compiled = load_for_synthesis(compiled_path, circuit_id)  # cached in this process once verified
+        compiled = load_verified(compiled_path, circuit_id)  # cached in this process once verified
         if compiled is None:
             return None, {"usable": False, "error": "see the warning above", "seconds": time.monotonic() - start}
         return compiled, {"usable": True, "seconds": time.monotonic() - start}
 
-    def _prepare_compiled(self, compiled: Any, pk: Any, mapped: dict[str, Any]) -> dict[str, Any]:
+    def _make_compiled_resident(self, compiled: Any, pk: Any, loaded: dict[str, Any]) -> dict[str, Any]:
         """With a device backend, make the mapped circuit's matrices resident beside the loaded key."""
         start = time.monotonic()
         try:
             resident = self.backend.load_compiled(compiled, pk)
         except Exception as err:  # the key is hot all the same; a proof retries the upload (and reports)
             return {"usable": False, "error": f"{type(err).__name__}: {err}",
-                    "seconds": mapped["seconds"] + time.monotonic() - start}
+                    "seconds": loaded["seconds"] + time.monotonic() - start}
         return {"usable": True, "resident": None if resident is None else list(resident),
-                "seconds": mapped["seconds"] + time.monotonic() - start}
+                "seconds": loaded["seconds"] + time.monotonic() - start}
 
     def unload(self, circuit_id: str, tier: str) -> None:
         with self.keys_lock:
@@ -193,7 +193,7 @@ class DeviceWorker:
             self.hot.discard(circuit_id)
             if tier == "cold":
                 self.keys.pop(circuit_id, None)
-                self.prepared.pop(circuit_id, None)
+                self.verifying_keys.pop(circuit_id, None)
         if pk is not None and was_hot:
             self.backend.unload_key(pk)
 
@@ -238,7 +238,7 @@ class DeviceWorker:
                 compiled = None
                 if isinstance(att.assignment, CompiledWitness):
                     # Loaded (and on first use verified) before the device lock: the prover evaluates a, b, c.
-                    compiled = load_for_synthesis(att.assignment.compiled_path, item.circuit_id)
+                    compiled = load_verified(att.assignment.compiled_path, item.circuit_id)
                     if compiled is None:
                         att.close()
                         results.append(ItemResult(False, error=f"the compiled circuit {att.assignment.compiled_path} "
@@ -300,7 +300,7 @@ class DeviceWorker:
             if verify:
                 start = time.monotonic()
                 with self.keys_lock:
-                    pvk = self.prepared[item.circuit_id]
+                    pvk = self.verifying_keys[item.circuit_id]
                 good = verify_proof(pvk, proofs[k], item.public_inputs)
                 results[k].verify_s = time.monotonic() - start
                 if not good:

@@ -41,6 +41,7 @@ import psutil
 from cuzk.config import Config, ConfigError, host
 from cuzk.engine import status as status_views
 from cuzk.engine import timeline
+from cuzk.engine.compiled_recipe import CompiledRecipe, use_compiled
 from cuzk.engine.compiled_store import CompiledStore
 from cuzk.engine.devices import device_witness_floor, sparse_products_where
 from cuzk.engine.executor import Device, Executor
@@ -59,7 +60,7 @@ from cuzk.engine.memory import BudgetError, MemoryBudget, PartitionEstimate
 from cuzk.engine.metrics import EngineMetrics
 from cuzk.engine.pipeline import Pipeline, PipelineSettings
 from cuzk.engine.procs import WorkerProcess
-from cuzk.engine.providers import CircuitProvider, InvalidRequestError, ProviderContext, ProviderFactory, SrsSource
+from cuzk.engine.providers import CircuitProvider, InvalidRequestError, ProviderRegistry, SrsSource
 from cuzk.engine.scheduler import BatchCollector, Scheduler
 from cuzk.engine.srs import SrsManager
 from cuzk.engine.synthesis import SYNTHESIS_NICE, synthesis_worker_main
@@ -200,13 +201,12 @@ def validate_request(request: ProofRequest) -> None:
 
 
 class Engine:
-    def __init__(self, config: Config, *, executor: Executor, providers: ProviderFactory,
+    def __init__(self, config: Config, *, executor: Executor, providers: ProviderRegistry,
                  instance_id: str | None = None) -> None:
         """`executor`: the devices to prove on (`cuzk.engine.executor`), built from the same config
         where the daemon is wired (`cuzk.engine.executors.make_executor`); the engine starts and stops
-        it. `providers`: makes the circuit providers the engine serves (`cuzk.engine.providers`; a
-        daemon's come from the `providers` package above the engine), called once with what they
-        depend on."""
+        it. `providers`: the circuit providers the engine serves (`cuzk.engine.providers`; a daemon's
+        come from the `providers` package above the engine)."""
         self.config = config
         self.instance_id = instance_id or uuid.uuid4().hex[:12]
         self.started_wall = time.time()
@@ -219,7 +219,7 @@ class Engine:
         self.sparse_products = sparse_products_where(config.synthesis.sparse_products, self.device_specs)
         self.device_witness = device_witness_floor(config.synthesis.device_witness, self.sparse_products,
                                                     self.device_specs)
-        self.providers = providers(ProviderContext(self.compiled, self.sparse_products, self.device_witness))
+        self.providers = providers
         for circuit_id in config.srs.preload:  # fail before any process is spawned
             try:
                 self.providers.srs_source(circuit_id)
@@ -658,9 +658,10 @@ class Engine:
         """The bytes to reserve per partition. The constraint-system estimate whenever the budget can
         hold it (a compiled circuit that turns out unusable then falls back safely); otherwise, for a
         compiled circuit, the compiled path's much smaller needs, and the partitions are pinned to that
-        path (`compiled_only`) so that none can outgrow its reservation."""
+        path (`CompiledRecipe.compiled_only`) so that none can outgrow its reservation."""
         cs = PartitionEstimate.from_shape(shape).at_least(plan.min_partition_bytes)
-        if not plan.compiled or cs.total <= self.budget.usable:
+        compiled = all(isinstance(p.recipe, CompiledRecipe) for p in plan.partitions)
+        if not compiled or cs.total <= self.budget.usable:
             return cs
         plan.partitions = [replace(p, recipe=p.recipe.compiled_only()) for p in plan.partitions]
         on_prover = self.sparse_products == "prover"
@@ -679,6 +680,8 @@ class Engine:
             plan = provider.plan(job.request)
             if not plan.partitions:
                 raise InvalidRequestError("the request has no partitions to prove")
+            use_compiled(plan, provider, self.compiled, job.request, sparse_products=self.sparse_products,
+                         device_witness=self.device_witness)
             shape = self._shape(plan.circuit_id, provider, critical=job.priority is Priority.CRITICAL)
             estimate = self._partition_estimate(plan, shape)
             if estimate.total > self.budget.usable:

@@ -14,12 +14,14 @@ request's kind:
 - `srs_source(circuit_id)`: where the `.params` file is, and optionally how to create it;
 - `shape_call(circuit_id)`: a picklable call, run once per circuit id in a synthesis process, that
   returns the circuit's `CircuitShape` (the engine caches it and sizes memory reservations from it);
-- `warm_up_calls()`: calls a synthesis process runs before it reports ready.
+- `warm_up_calls()`: calls a synthesis process runs before it reports ready;
+- `compiled_circuits`, `build_size(circuit_id)`: whether its circuits may be synthesized from a
+  compiled circuit, and what building one takes; the engine owns that path (the ready file, the
+  fallback, the witness hand-off: `cuzk.engine.compiled_recipe`).
 
 Recipes are pickled to a synthesis process, where `assignment()` runs: the engine never synthesizes
 in the daemon process. The providers themselves live in the `providers` package on the floor above
-the engine, which builds the `ProviderRegistry` a daemon runs with; the engine receives a
-`ProviderFactory` and calls it once it has settled what the providers depend on (`ProviderContext`).
+the engine, which builds the `ProviderRegistry` a daemon runs with and hands it to the engine.
 """
 
 from __future__ import annotations
@@ -28,13 +30,10 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from cuzk.engine.jobs import Priority, ProofKind, ProofRequest, RequestPayload
 from cuzk.errors import CuzkError
-
-if TYPE_CHECKING:
-    from cuzk.engine.compiled_store import CompiledStore
 
 #: A call a worker process can make: ("module:function", args).
 WorkerCall = tuple[str, tuple[Any, ...]]
@@ -51,43 +50,33 @@ class PartitionRecipe(ABC):
     def assignment(self) -> Any:
         """The partition's `cuzk.groth16.assignment.Assignment`."""
 
-    @property
-    def batched_witness(self) -> bool:
-        """Whether the witness comes from a batched generator, whose memory needs on the compiled path
-        are a fraction of WitnessCS's (`PartitionEstimate.compiled`). False unless a recipe knows."""
-        return False
-
-    @property
-    def defers_witness(self) -> bool:
-        """Whether the partition leaves part of its witness for the prover to write (`cuzk.witness_gen.deferred`):
-        a prover that writes it on the host does so on a copy of the aux (`PartitionEstimate.compiled`).
-        False unless a recipe knows."""
-        return False
-
     def assignment_into(self, segment: Callable[[int, int], Any]) -> Any:
         """`assignment()`, where a recipe that can generate its witness in place may call
         `segment(num_inputs, num_aux)` for a `cuzk.engine.synthesis.WitnessSegment` and write it
         there (the synthesis processes pass one; nothing is then copied at the hand-off)."""
         return self.assignment()
 
-    def compiled_only(self) -> PartitionRecipe:
-        """This recipe, never falling back from a compiled circuit to the constraint system (the engine
-        reserved memory for the compiled path only). Recipes without a compiled path return themselves."""
-        return self
-
 
 class CircuitRecipe(PartitionRecipe):
-    """A recipe that builds a circuit object and synthesizes it the way the Groth16 prover expects."""
+    """A recipe that builds a circuit object and synthesizes it the way the Groth16 prover expects;
+    the engine may synthesize it from a compiled circuit instead (`cuzk.engine.compiled_recipe`)."""
 
     @abstractmethod
     def build(self) -> Any:
         """The circuit instance, witness included."""
 
+    def check_inputs(self, allocated: Sequence[int]) -> None:
+        """Refuse a witness whose allocated inputs (ONE first, as ints) are not the ones the plan
+        derived (its proof could only fail verification), before any products are computed; on every
+        synthesis path. Nothing is checked unless a recipe knows what to expect."""
+
     def assignment(self) -> Any:
         from cuzk.groth16.assignment import Assignment
         from cuzk.groth16.synthesis import synthesize_for_proving
 
-        return Assignment.from_proving_assignment(synthesize_for_proving(self.build()))
+        cs = synthesize_for_proving(self.build())
+        self.check_inputs(cs.input_assignment)
+        return Assignment.from_proving_assignment(cs)
 
 
 @dataclass(frozen=True)
@@ -105,8 +94,19 @@ class JobPlan:
     partitions: list[PartitionPlan]
     #: Each partition's reservation is at least this many bytes (0: the shape-based estimate alone).
     min_partition_bytes: int = 0
-    #: The partitions synthesize from a ready compiled circuit (`cuzk.engine.memory.PartitionEstimate.compiled`).
-    compiled: bool = False
+
+
+@dataclass(frozen=True)
+class BuildSize:
+    """What a provider tells the compiled-circuit store about a circuit to build
+    (`cuzk.engine.compiled_store.build_memory_estimate`): rows and variables, and for a circuit of
+    identical blocks how many (`blocks`, 3 or more: compiled block by block) and an upper bound of its
+    header rows where the header is large."""
+
+    num_constraints: int
+    num_variables: int
+    blocks: int | None = None
+    header_rows: int = 0
 
 
 @dataclass(frozen=True)
@@ -125,6 +125,10 @@ class CircuitProvider(ABC):
     kinds: tuple[ProofKind, ...] = ()
     #: The priority of a request of this provider's kinds that leaves it unset (cuzk.v1 PRIORITY_UNSPECIFIED).
     default_priority: Priority = Priority.NORMAL
+    #: Whether its jobs may synthesize from a compiled circuit of their circuit id (built from
+    #: `cuzk.circuits.registry`'s blank circuit of that id): the engine then wraps its plans'
+    #: recipes, which must be `CircuitRecipe`s, in `cuzk.engine.compiled_recipe.CompiledRecipe`.
+    compiled_circuits: bool = False
 
     @abstractmethod
     def payload_from_message(self, kind: ProofKind, message: Any) -> RequestPayload:
@@ -155,6 +159,12 @@ class CircuitProvider(ABC):
     @abstractmethod
     def shape_call(self, circuit_id: str) -> WorkerCall:
         """A worker-process call returning the circuit's `CircuitShape`."""
+
+    def build_size(self, circuit_id: str) -> BuildSize | None:
+        """What the compiled-circuit store needs to know to build `circuit_id`'s compiled circuit (its
+        memory estimate; a circuit of identical blocks is compiled block by block); None: not known,
+        and a build then reserves no memory."""
+        return None
 
     def warm_up_calls(self) -> list[WorkerCall]:
         """Calls a synthesis process makes once before it reports ready, so that its first partition of
@@ -226,20 +236,3 @@ class ProviderRegistry:
                 return p
         self.srs_source(circuit_id)  # raises the precise error
         raise InvalidRequestError(f"no provider for circuit {circuit_id!r}")  # pragma: no cover
-
-
-@dataclass(frozen=True)
-class ProviderContext:
-    """What the engine settles before it makes its providers: the compiled-circuit store it owns
-    (`synthesis.compiled`), and, from its devices, where compiled circuits' a, b, c are computed
-    ("synthesis" or "prover") and from which priority on the prover's device writes deferred witness
-    rows (None: for no job; `cuzk.engine.devices.device_witness_floor`)."""
-
-    compiled: CompiledStore
-    sparse_products: str = "synthesis"
-    device_witness: int | None = None
-
-
-#: What `Engine(providers=...)` takes: makes the daemon's providers once the engine knows its devices
-#: (`default_providers(config)` of the `providers` package, for a daemon's configuration).
-ProviderFactory = Callable[[ProviderContext], ProviderRegistry]

@@ -18,11 +18,11 @@ are put together:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from cuzk.config import Config
-    from cuzk.engine.providers import ProviderContext, ProviderFactory, ProviderRegistry
+    from cuzk.engine.providers import ProviderRegistry
 
 __all__ = ["build_providers", "default_providers"]
 
@@ -33,22 +33,15 @@ _TEST_CIRCUITS_DISABLED = ("invalid proof_kind: 0 (PROOF_KIND_UNSPECIFIED); test
                            "daemon ([debug] test_circuits = false)")
 
 
-def build_providers(param_cache: str, *, test_circuits: bool, compiled: Any = None,
-                    sparse_products: str = "synthesis", device_witness: int | None = None) -> ProviderRegistry:
+def build_providers(param_cache: str, *, test_circuits: bool) -> ProviderRegistry:
     """The providers of a daemon: the four Filecoin kinds always (a job whose parameters are missing
-    from `param_cache` fails naming the file), test circuits when enabled. `compiled` is the
-    Filecoin providers' CompiledStore (None: the default store, used when files are present);
-    `sparse_products` where its circuits' a, b, c are computed ("synthesis" or "prover"),
-    `device_witness` the lowest priority whose jobs' deferred gadgets' aux the prover's device writes
-    (None: no job's)."""
+    from `param_cache` fails naming the file), test circuits when enabled."""
     from cuzk.engine.jobs import ProofKind
     from cuzk.engine.providers import CircuitProvider, ProviderRegistry
     from cuzk.providers.debug import SYNTHESIS_WARM_UP, DebugCircuitProvider
     from cuzk.providers.filecoin.provider import filecoin_providers
 
-    providers: list[CircuitProvider] = filecoin_providers(param_cache, compiled=compiled,
-                                                          sparse_products=sparse_products,
-                                                          device_witness=device_witness)
+    providers: list[CircuitProvider] = filecoin_providers(param_cache)
     if test_circuits:
         providers.append(DebugCircuitProvider(param_cache))
     return ProviderRegistry(providers, test_circuits_enabled=test_circuits,
@@ -57,14 +50,7 @@ def build_providers(param_cache: str, *, test_circuits: bool, compiled: Any = No
                             warm_up=[SYNTHESIS_WARM_UP])
 
 
-def default_providers(config: Config) -> ProviderFactory:
+def default_providers(config: Config) -> ProviderRegistry:
     """The providers of a daemon of `config` (`srs.param_cache`, `[debug] test_circuits`), for
-    `Engine(config, executor=..., providers=default_providers(config))`: made by `build_providers`
-    once the engine has its compiled-circuit store and knows its devices."""
-
-    def make(context: ProviderContext) -> ProviderRegistry:
-        return build_providers(config.srs.param_cache, test_circuits=config.debug.test_circuits,
-                               compiled=context.compiled, sparse_products=context.sparse_products,
-                               device_witness=context.device_witness)
-
-    return make
+    `Engine(config, executor=..., providers=default_providers(config))`."""
+    return build_providers(config.srs.param_cache, test_circuits=config.debug.test_circuits)

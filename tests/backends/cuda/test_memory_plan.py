@@ -327,12 +327,12 @@ def test_the_refusal_names_the_circuit_and_the_limit() -> None:
             raise DeviceTooSmallError("needs at least 12.9 GiB of device memory with memory_limit = 8.0 GiB")
 
     state = DeviceWorker(TooSmall())
-    state.keys["porep-32g"], state.prepared["porep-32g"] = object(), object()
+    state.keys["porep-32g"], state.verifying_keys["porep-32g"] = object(), object()
     with pytest.raises(DeviceTooSmallError, match=r"^porep-32g needs at least 12\.9 GiB of device memory with "
                                                   r"memory_limit = 8\.0 GiB$"):
         state.load("porep-32g", "/unused", True)
     assert "porep-32g" not in state.hot
-    assert "porep-32g" not in state.keys and "porep-32g" not in state.prepared  # no host copy kept for nothing
+    assert "porep-32g" not in state.keys and "porep-32g" not in state.verifying_keys  # no host copy kept for nothing
 
 
 def test_a_key_is_planned_knowing_the_compiled_circuit_its_proofs_compute(monkeypatch) -> None:
@@ -343,7 +343,7 @@ def test_a_key_is_planned_knowing_the_compiled_circuit_its_proofs_compute(monkey
     from cuzk.engine.device_worker import DeviceWorker
 
     compiled = SimpleNamespace(circuit_id="porep-32g")
-    monkeypatch.setattr(device_worker, "load_for_synthesis", lambda path, circuit_id: compiled)
+    monkeypatch.setattr(device_worker, "load_verified", lambda path, circuit_id: compiled)
     calls: list[tuple[str, object]] = []
 
     class Planned(FakeBackend):
@@ -359,21 +359,21 @@ def test_a_key_is_planned_knowing_the_compiled_circuit_its_proofs_compute(monkey
             calls.append(("load_key", compiled))
 
     state = DeviceWorker(Planned())
-    state.keys["porep-32g"], state.prepared["porep-32g"] = object(), object()
+    state.keys["porep-32g"], state.verifying_keys["porep-32g"] = object(), object()
     reply = state.load("porep-32g", "/unused", True, "/compiled.cuzk-r1cs")
     assert calls == [("load_key", compiled), ("load_compiled", compiled)]
     assert reply["compiled"]["usable"] and reply["compiled"]["resident"] == [False, False, False]
     calls.clear()
     state = DeviceWorker(Unplanned())
-    state.keys["porep-32g"], state.prepared["porep-32g"] = object(), object()
+    state.keys["porep-32g"], state.verifying_keys["porep-32g"] = object(), object()
     reply = state.load("porep-32g", "/unused", True, "/compiled.cuzk-r1cs")
     assert reply["compiled"]["usable"] and reply["compiled"]["resident"] is None
     assert calls == [("load_key", compiled)]
     # A compiled file found unusable: the key is planned without it, and the reply says so.
     calls.clear()
-    monkeypatch.setattr(device_worker, "load_for_synthesis", lambda path, circuit_id: None)
+    monkeypatch.setattr(device_worker, "load_verified", lambda path, circuit_id: None)
     state = DeviceWorker(Planned())
-    state.keys["porep-32g"], state.prepared["porep-32g"] = object(), object()
+    state.keys["porep-32g"], state.verifying_keys["porep-32g"] = object(), object()
     reply = state.load("porep-32g", "/unused", True, "/compiled.cuzk-r1cs")
     assert calls == [("load_key", None)] and not reply["compiled"]["usable"] and "porep-32g" in state.hot
 

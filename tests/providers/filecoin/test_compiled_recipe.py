@@ -1,6 +1,7 @@
-"""Filecoin recipes on the compiled path: a provider hands out the ready compiled circuit, the
-recipe's assignment is the constraint-system one, anything wrong with the file falls back to the
-constraint system, and a store that builds on first use does so in the background."""
+"""Filecoin recipes on the compiled path: the engine plans a Filecoin job with the ready compiled
+circuit (`cuzk.engine.compiled_recipe.use_compiled`), the assignment is the constraint-system one,
+anything wrong with the file falls back to the constraint system, and a store that builds on first
+use does so in the background."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import numpy as np
 import pytest
 
 from cuzk.circuits.filecoin.compound import PublicInputMismatchError, sample_randomness, sample_sector
+from cuzk.engine.compiled_recipe import CompiledRecipe, use_compiled
 from cuzk.engine.compiled_store import CompiledState, CompiledStore
 from cuzk.engine.jobs import Priority, ProofKind, ProofRequest
 from cuzk.filecoin.post import winning_post_vanilla
@@ -75,16 +77,21 @@ def assert_identical(ref: object, got: object) -> None:
         assert x.dtype == y.dtype and x.shape == y.shape and np.array_equal(x, y), name
 
 
-def plan_recipe(provider: WinningPostProvider) -> FilecoinPartitionRecipe:
-    plan = provider.plan(winning_request())
-    recipe = pickle.loads(pickle.dumps(plan.partitions[0].recipe))  # as a synthesis process receives it
-    assert isinstance(recipe, FilecoinPartitionRecipe)
-    return recipe
+def plan_recipe(provider: WinningPostProvider, store: CompiledStore | None = None,
+                sparse_products: str = "synthesis") -> Any:
+    """Partition 0's recipe as the engine plans it with `store` (default: `<param_cache>/compiled`),
+    as a synthesis process receives it."""
+    request = winning_request()
+    plan = provider.plan(request)
+    assert isinstance(plan.partitions[0].recipe, FilecoinPartitionRecipe)
+    use_compiled(plan, provider, store or CompiledStore(provider.param_cache / "compiled"), request,
+                 sparse_products=sparse_products)
+    return pickle.loads(pickle.dumps(plan.partitions[0].recipe))
 
 
 def test_without_a_compiled_file_nothing_changes(param_cache: Path) -> None:
     recipe = plan_recipe(WinningPostProvider(param_cache))
-    assert recipe.compiled_path is None
+    assert isinstance(recipe, FilecoinPartitionRecipe)
     assert not (param_cache / "compiled").exists()
 
 
@@ -93,7 +100,8 @@ def test_a_ready_compiled_file_is_used_and_gives_the_same_assignment(param_cache
     store = CompiledStore(param_cache / "compiled")
     path = store.build("winning-2k")
     recipe = plan_recipe(WinningPostProvider(param_cache))
-    assert recipe.compiled_path == str(path)
+    assert isinstance(recipe, CompiledRecipe) and recipe.compiled_path == str(path) and recipe.fallback
+    assert recipe.label == "winning-1 partition 0" and recipe.sparse_products == "synthesis"
 
     def no_constraint_system(*args: object, **kwargs: object) -> None:
         raise AssertionError("the constraint-system path ran")
@@ -101,7 +109,9 @@ def test_a_ready_compiled_file_is_used_and_gives_the_same_assignment(param_cache
     ref = reference_assignment()
     monkeypatch.setattr("cuzk.groth16.synthesis.synthesize_for_proving", no_constraint_system)
     assert_identical(ref, recipe.assignment())
-    bad = dataclasses.replace(recipe, public_inputs=(recipe.public_inputs[0] + 1, *recipe.public_inputs[1:]))
+    inputs = recipe.recipe.public_inputs
+    bad = dataclasses.replace(recipe, recipe=dataclasses.replace(recipe.recipe, public_inputs=(inputs[0] + 1,
+                                                                                               *inputs[1:])))
     with pytest.raises(PublicInputMismatchError, match="differ from the ones derived from the public data"):
         bad.assignment()
 
@@ -146,12 +156,12 @@ def test_an_unusable_file_falls_back_to_the_constraint_system(param_cache: Path,
 
 def test_a_store_that_builds_on_first_use_builds_in_the_background(param_cache: Path) -> None:
     store = CompiledStore(param_cache / "compiled", auto_build=True)
-    provider = WinningPostProvider(param_cache, compiled=store)
-    first = plan_recipe(provider)
-    assert first.compiled_path is None  # this job proves as before while the build runs
+    provider = WinningPostProvider(param_cache)
+    first = plan_recipe(provider, store)
+    assert isinstance(first, FilecoinPartitionRecipe)  # this job proves as before while the build runs
     assert store.status("winning-2k").state in (CompiledState.BUILDING, CompiledState.READY)
     assert store.wait("winning-2k", timeout=600).state is CompiledState.READY
-    second = plan_recipe(provider)
+    second = plan_recipe(provider, store)
     assert second.compiled_path == store.status("winning-2k").path
     assert_identical(reference_assignment(), second.assignment())
     assert store.to_dict()["circuits"]["winning-2k"]["info"]["counts"]["num_constraints"] == 90_883
@@ -221,7 +231,7 @@ def test_prover_products_hand_over_the_witness_alone(param_cache: Path, monkeypa
     from cuzk.groth16.assignment import Assignment
 
     path = CompiledStore(param_cache / "compiled").build("winning-2k")
-    recipe = plan_recipe(WinningPostProvider(param_cache, sparse_products="prover"))
+    recipe = plan_recipe(WinningPostProvider(param_cache), sparse_products="prover")
     assert recipe.sparse_products == "prover"
 
     def no_products(*args: object, **kwargs: object) -> None:

@@ -281,14 +281,20 @@ def test_window_post_2k_plan_and_recipe(placeholder_cache: Path) -> None:
 @pytest.mark.parametrize(("floor", "deferred"), [(None, {}), (Priority.HIGH, {Priority.HIGH, Priority.CRITICAL}),
                                                  (Priority.LOW, set(Priority))])
 def test_device_witness_follows_the_job_priority(placeholder_cache: Path, floor: Priority | None,
-                                                 deferred: set[Priority]) -> None:
+                                                 deferred: set[Priority], monkeypatch: pytest.MonkeyPatch) -> None:
     """A partition leaves its openings to the device when its job's priority reaches the floor the
     engine resolved (`device_witness_floor`: "deadlines" is HIGH); other jobs' witnesses stay whole."""
-    providers = build_providers(str(placeholder_cache), test_circuits=False, sparse_products="prover",
-                                device_witness=floor)
+    from cuzk.engine.compiled_recipe import use_compiled
+    from cuzk.engine.compiled_store import CompiledStore
+
+    store = CompiledStore(placeholder_cache / "compiled")
+    monkeypatch.setattr(store, "path_for_job", lambda circuit_id, size=None: "/stand-in.cuzk-r1cs")  # a ready file
+    providers = build_providers(str(placeholder_cache), test_circuits=False)
     for priority in Priority:
         req = window_request(priority=priority)
-        plan = providers.for_request(req).plan(req)
+        provider = providers.for_request(req)
+        plan = provider.plan(req)
+        assert use_compiled(plan, provider, store, req, sparse_products="prover", device_witness=floor)
         assert plan.partitions[0].recipe.device_witness is (priority in deferred), priority
 
 

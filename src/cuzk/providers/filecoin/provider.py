@@ -45,11 +45,12 @@ So the engine's generic estimate covers Filecoin partitions and plans set no ext
 + 141 GB (proving) = 215 GB per partition on the CPU backend, 5.6 GB for porep-2k, 0.18 GB for
 winning-2k.
 
-That is the constraint-system path. With a ready compiled circuit (`JobPlan.compiled`) and a budget
-that cannot hold the constraint-system estimate, the engine reserves `PartitionEstimate.compiled`
-instead (witness and generator temporaries, the witness or a, b, c in shared memory, and the host side
-of the prover: ~23 GB for porep-32g with a GPU prover computing the products) and pins the recipes to
-the compiled path (`compiled_only`: no fallback that would outgrow the reservation).
+That is the constraint-system path. The providers' circuits may be compiled (`compiled_circuits`;
+`build_size` says what building one takes): with a ready compiled circuit and a budget that cannot
+hold the constraint-system estimate, the engine reserves `PartitionEstimate.compiled` instead (witness
+and generator temporaries, the witness or a, b, c in shared memory, and the host side of the prover:
+~23 GB for porep-32g with a GPU prover computing the products) and pins the partitions to the compiled
+path (`cuzk.engine.compiled_recipe`: no fallback that would outgrow the reservation).
 """
 
 from __future__ import annotations
@@ -60,9 +61,9 @@ from pathlib import Path
 from typing import Any
 
 from cuzk.circuits.filecoin.shapes import KNOWN_SHAPES
-from cuzk.engine.compiled_store import BuildSize, CompiledStore
 from cuzk.engine.jobs import Priority, ProofRequest, RequestPayload
 from cuzk.engine.providers import (
+    BuildSize,
     CircuitProvider,
     InvalidRequestError,
     JobPlan,
@@ -178,17 +179,10 @@ class FilecoinProvider(CircuitProvider):
 
     family: CircuitKind
     kind: ProofKind
+    compiled_circuits = True
 
-    def __init__(self, param_cache: str | Path, *, compiled: CompiledStore | None = None,
-                 sparse_products: str = "synthesis", device_witness: int | None = None) -> None:
+    def __init__(self, param_cache: str | Path) -> None:
         self.param_cache = Path(param_cache)
-        #: Compiled circuits: used when ready; built on first use only if the store says so.
-        self.compiled = compiled if compiled is not None else CompiledStore(self.param_cache / "compiled")
-        #: Where compiled circuits' a, b, c are computed (`FilecoinPartitionRecipe.sparse_products`).
-        self.sparse_products = sparse_products
-        #: The lowest priority whose partitions' deferred gadgets' aux the prover's device writes
-        #: (`FilecoinPartitionRecipe.device_witness`); None: no job's.
-        self.device_witness = device_witness
 
     @property
     def where(self) -> str:
@@ -222,6 +216,9 @@ class FilecoinProvider(CircuitProvider):
     def warm_up_calls(self) -> list[WorkerCall]:
         return [(f"{__name__}:warm_up_witness_generators", ())]
 
+    def build_size(self, circuit_id: str) -> BuildSize | None:
+        return build_size(circuit_id)
+
     def require_params(self, circuit_id: str) -> Path:
         """Fail a job whose parameters are absent before any parsing work, naming the file."""
         path = self.params_path(circuit_id)
@@ -247,8 +244,6 @@ class FilecoinProvider(CircuitProvider):
         fields = fields_of(request)
         with collector_paused():  # vanilla proofs decode into millions of acyclic objects (codec.collector_paused)
             compound = self.compound(fields)
-        compiled_path = self._compiled_path(cid)
-        on_device = self.device_witness is not None and request.priority >= self.device_witness
         partitions = []
         for k in range(compound.partition_count):
             inputs = compound.public_inputs(k)
@@ -258,23 +253,9 @@ class FilecoinProvider(CircuitProvider):
                 raise InvalidRequestError(f"{self.where}: partition {k}: {hint} ({len(positions)} of {len(inputs)} "
                                           f"public inputs differ, first at position {positions[0]})")
             recipe = FilecoinPartitionRecipe(cid, k, compound.partition_circuit(k), tuple(inputs),
-                                             f"{request.request_id} partition {k}", compiled_path,
-                                             self.sparse_products, device_witness=on_device)
+                                             f"{request.request_id} partition {k}")
             partitions.append(PartitionPlan(k, recipe, inputs))
-        return JobPlan(cid, partitions, compiled=compiled_path is not None)
-
-    def _compiled_path(self, circuit_id: str) -> str | None:
-        """The ready compiled circuit of `circuit_id`, if any; on first use, a background build
-        when the store builds automatically. Never fails a job: problems are logged."""
-        if not self.compiled.enabled:
-            return None
-        try:
-            self.compiled.ensure(circuit_id, build_size(circuit_id))
-            return self.compiled.ready_path(circuit_id)
-        except (CuzkError, OSError) as err:
-            log.warning("%s: compiled circuits unavailable (%s); synthesizing with the constraint system",
-                        circuit_id, err)
-            return None
+        return JobPlan(cid, partitions)
 
 
 # -- PoRep ------------------------------------------------------------------------------------------
@@ -431,13 +412,6 @@ class SnapProvider(FilecoinProvider):
             raise invalid(self.where, err) from None
 
 
-def filecoin_providers(param_cache: str | Path, *, compiled: CompiledStore | None = None,
-                       sparse_products: str = "synthesis", device_witness: int | None = None) -> list[CircuitProvider]:
-    """The four Filecoin providers of a daemon whose parameters live in `param_cache`, sharing one
-    compiled-circuit store (default: `<param_cache>/compiled/`, used when present, never built);
-    `sparse_products` says where compiled circuits' a, b, c are computed ("synthesis" or "prover"),
-    `device_witness` the lowest priority whose jobs' deferred gadgets' aux the prover's device writes
-    (None: no job's)."""
-    store = compiled if compiled is not None else CompiledStore(Path(param_cache) / "compiled")
-    return [cls(param_cache, compiled=store, sparse_products=sparse_products, device_witness=device_witness)
-            for cls in (PorepProvider, SnapProvider, WindowPostProvider, WinningPostProvider)]
+def filecoin_providers(param_cache: str | Path) -> list[CircuitProvider]:
+    """The four Filecoin providers of a daemon whose parameters live in `param_cache`."""
+    return [cls(param_cache) for cls in (PorepProvider, SnapProvider, WindowPostProvider, WinningPostProvider)]
