@@ -193,6 +193,12 @@ def test_memory_backpressure_and_impossible_jobs(engine: Engine) -> None:
     assert engine.budget.peak <= engine.budget.total
     huge = run(engine, "huge", partition_memory=engine.budget.total)
     assert huge.status is ResultStatus.FAILED and "can never give more than" in huge.error
+    # A partition that fits the budget alone but not beside its own key (held while the job runs) is
+    # refused too, where it used to wait for memory forever with every job behind it.
+    beside = run(engine, "beside-its-key", partition_memory=engine.budget.usable - 64)
+    assert beside.status is ResultStatus.FAILED, beside.status
+    assert "beside the" in beside.error and "its key holds" in beside.error, beside.error
+    assert run(engine, "after-beside").status is ResultStatus.COMPLETED
 
 
 def test_invalid_requests_are_refused_at_submit(engine: Engine) -> None:

@@ -690,6 +690,14 @@ class Engine:
             if job.state.finished:
                 return
             lease = self.srs.acquire(plan.circuit_id, cancelled=lambda: job.state.finished)
+            # The job's own key stays in the budget while the job runs: a partition that cannot fit
+            # beside it would wait for memory that never comes, and every job queued behind it with it.
+            if estimate.total + lease.held_bytes > self.budget.usable:
+                self.srs.release(lease)
+                raise BudgetError(f"a partition of {plan.circuit_id} needs {estimate.total:,} bytes beside the "
+                                  f"{lease.held_bytes:,} its key holds, but the memory budget can never give "
+                                  f"more than {self.budget.usable:,} (memory.total_budget less what the daemon's "
+                                  "processes hold)")
             with self._cv:
                 if job.state.finished:
                     self.srs.release(lease)

@@ -99,6 +99,9 @@ class SrsEntry:
 class SrsLease:
     circuit_id: str
     load_s: float
+    #: What the hot entry holds of the budget when the lease is taken (file pages still read,
+    #: decoded copies, pinned host copies): held for as long as any job references the key.
+    held_bytes: int = 0
 
 
 def resident_estimate(path: str | os.PathLike, host_copies: int) -> int:
@@ -200,7 +203,8 @@ class SrsManager:
         entry = self._entry(circuit_id)
         self._ref(entry, +1)
         try:
-            return SrsLease(circuit_id, self._make_hot(entry, cancelled))
+            load_s = self._make_hot(entry, cancelled)
+            return SrsLease(circuit_id, load_s, self._held(entry))
         except BaseException:
             self._ref(entry, -1)
             raise
@@ -342,10 +346,14 @@ class SrsManager:
                 "evictable": e.refs == 0 and e.tier is not SrsTier.COLD and now - e.last_used >= self.min_idle_s,
             } for e in sorted(self._entries.values(), key=lambda e: e.circuit_id)]
 
+    @staticmethod
+    def _held(e: SrsEntry) -> int:
+        return (e.mapped.nbytes if e.mapped is not None else 0) + (
+            e.resident_bytes if e.tier is SrsTier.HOT else 0) + (e.pinned.nbytes if e.pinned else 0)
+
     def held_bytes(self) -> dict[str, int]:
         with self._lock:
             out = {t.name: 0 for t in SrsTier}
             for e in self._entries.values():
-                out[e.tier.name] += (e.mapped.nbytes if e.mapped is not None else 0) + (
-                    e.resident_bytes if e.tier is SrsTier.HOT else 0) + (e.pinned.nbytes if e.pinned else 0)
+                out[e.tier.name] += self._held(e)
             return out
