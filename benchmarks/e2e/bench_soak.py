@@ -106,8 +106,8 @@ class Daemon:
     """`cuzk daemon run` in the foreground, restarted as often as the faults ask; every pid it or its
     children ever had is remembered, so that the end can check none is left."""
 
-    def __init__(self, root: Path, params: Path, state: Path, *, grace: float, backend: str = "cpu",
-                 emulate: str | None = None, ray_address: str | None = None) -> None:
+    def __init__(self, root: Path, params: Path, state: Path, *, grace: float, budget: str = "4GiB",
+                 backend: str = "cpu", emulate: str | None = None, ray_address: str | None = None) -> None:
         from cuzk.backends.cuda.runtime import EMULATED_ROOM_ENV
         from cuzk.config import config_from_dict
 
@@ -128,7 +128,7 @@ class Daemon:
         data = {"daemon": {"listen": [self.unix_addr], "status_listen": self.http_addr, "state_dir": str(state),
                            "shutdown_grace": f"{grace:g}s", "on_restart": "requeue"},
                 "srs": {"param_cache": str(params)},
-                "memory": {"total_budget": "4GiB", "eviction_min_idle": "0s"},
+                "memory": {"total_budget": budget, "eviction_min_idle": "0s"},
                 "pipeline": {"max_parallel_synthesis": 1},
                 "gpus": gpus,
                 "debug": {"test_circuits": True}}
@@ -706,8 +706,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         from soak_ray import RayNodes
 
         ray_nodes = RayNodes(args.ray_nodes)
-    daemon = Daemon(root, params, state, grace=args.grace, backend=args.backend, emulate=args.emulate,
-                    ray_address=ray_nodes and ray_nodes.address)
+    daemon = Daemon(root, params, state, grace=args.grace, budget=args.budget, backend=args.backend,
+                    emulate=args.emulate, ray_address=ray_nodes and ray_nodes.address)
     t0 = time.monotonic()
 
     def clock() -> float:
@@ -942,6 +942,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--interval", type=float, default=2.0, help="seconds between samples")
     p.add_argument("--restart-warmup", type=float, default=20.0,
                    help="seconds after each daemon start left out of the growth fit")
+    p.add_argument("--budget", default="4GiB", help="the daemon's memory.total_budget (PoRep-2KiB and SnapDeals-2KiB "
+                   "partitions need 3-5 GB each on the CPU backend, beside their keys: 12GiB with them)")
     p.add_argument("--grace", type=float, default=60.0, help="the daemon's shutdown_grace (the SIGTERM fault)")
     p.add_argument("--job-retries", type=int, default=2, help="FAILED answers a client retries with the same id")
     p.add_argument("--drain-timeout", type=float, default=300.0, help="seconds after --duration to wait for answers")
@@ -955,10 +957,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=RESULTS)
     p.add_argument("--tag", default=None, help="in the record's name (default: the backend, as in the record)")
     args = p.parse_args(argv)
-    if args.emulate is not None:
-        from cuzk.config import ConfigError, config_from_dict
+    from cuzk.config import ConfigError, config_from_dict
 
-        try:  # the daemon's own check of the card, before any preparation
+    try:  # the daemon's own check of the budget, before any preparation
+        config_from_dict({"memory": {"total_budget": args.budget}})
+    except ConfigError as err:
+        p.error(f"--budget {args.budget}: {err}")
+    if args.emulate is not None:
+        try:  # the daemon's own check of the card
             config_from_dict({"gpus": {"backend": "cuda", "emulate": [args.emulate]}})
         except ConfigError as err:
             p.error(f"--emulate {args.emulate}: {err}")
