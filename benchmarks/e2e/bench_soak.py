@@ -587,7 +587,18 @@ class Faults:
     def _ray_node(self) -> dict[str, Any]:
         if self.ray_nodes is None:
             return {"skipped": "the daemon runs the local executor (--ray-nodes 0)"}
-        return self.ray_nodes.replace_node(self.daemon.status, self.rng)
+        return self.ray_nodes.replace_node(self.daemon.status, self.rng, on_ready=self._spread_load)
+
+    def _spread_load(self) -> str:
+        """A job of more partitions than the devices, each holding its device a while, so that the node
+        that joined gets work whatever the stream is doing (it may have ended)."""
+        self.n += 1
+        req = Request(f"soak{self.seed}-ray-node-{self.n}", "mimc-3", "normal", None, partitions=6,
+                      seed=30_000 + 16 * self.n, extra={"device_delay_ms": 1500}, origin="ray-node")
+        t = threading.Thread(target=self.stream.run, args=(req,), kwargs={"prove_first": False}, daemon=True)
+        t.start()
+        self.helpers.append(t)
+        return req.rid
 
     def _evict(self, circuit: str) -> None:
         from cuzk.server.client import CuzkClient

@@ -56,11 +56,12 @@ class RayNodes:
                 self.pids_seen.setdefault(p.pid, p.create_time())
         return procs
 
-    def replace_node(self, status: Callable[[], dict[str, Any]], rng: random.Random,
-                     join_timeout: float = 180.0) -> dict[str, Any]:
+    def replace_node(self, status: Callable[[], dict[str, Any]], rng: random.Random, *,
+                     on_ready: Callable[[], str], join_timeout: float = 180.0) -> dict[str, Any]:
         """Remove a node other than the head (one whose device is proving, if any) and add a new one;
         wait for the daemon to report the removed node's device lost, and the new one's ready and then
-        with a partition proven."""
+        with a partition proven (`on_ready` starts work enough for every device once it is ready, and
+        names it)."""
         head = self.cluster.head_node.node_id
         others = [n for n in self.cluster.list_all_nodes() if n.node_id != head]
         if not others:
@@ -75,6 +76,7 @@ class RayNodes:
         added = self.cluster.add_node(**NODE)
         began = time.monotonic()
         seen: dict[str, float | None] = {"lost": None, "ready": None, "proved": None}
+        load = None
         while time.monotonic() - began < join_timeout and None in seen.values():
             time.sleep(1.0)
             with contextlib.suppress(Exception):
@@ -85,9 +87,11 @@ class RayNodes:
                                           ("proved", added, lambda d: d.get("partitions_proven", 0) > 0)):
                     if seen[event] is None and any(d.get("node_id") == node.node_id and test(d) for d in devices):
                         seen[event] = now
+                        if event == "ready":
+                            load = on_ready()
         out: dict[str, Any] = {"removed": victim.node_id[:12], "was_proving": victim in busy,
                                "added": added.node_id[:12], "lost_after_s": seen["lost"],
-                               "ready_after_s": seen["ready"], "proved_after_s": seen["proved"]}
+                               "ready_after_s": seen["ready"], "proved_after_s": seen["proved"], "load": load}
         if None in seen.values():
             raise RuntimeError(f"the daemon did not report the node change within {join_timeout:g} s: {out}")
         return out
