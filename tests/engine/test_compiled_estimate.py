@@ -66,6 +66,11 @@ def test_the_compiled_estimate_when_the_constraint_system_cannot_fit() -> None:
     got = Engine._partition_estimate(_engine(120 * GB, "cuda", "prover"), plan, shape)
     assert got == PartitionEstimate.compiled(shape, products_on_prover=True, device_prover=True)
     assert not plan.partitions[0].recipe.fallback
+    # ... or cannot fit beside the job's own key (the room the engine gives once the key is hot).
+    plan = _plan(True)
+    got = Engine._partition_estimate(_engine(10**15, "cuda", "prover"), plan, shape, room=120 * GB)
+    assert got == PartitionEstimate.compiled(shape, products_on_prover=True, device_prover=True)
+    assert not plan.partitions[0].recipe.fallback
     plan = _plan(True)
     got = Engine._partition_estimate(_engine(120 * GB, "cpu", "synthesis"), plan, shape)
     assert got == PartitionEstimate.compiled(shape, products_on_prover=False, device_prover=False)

@@ -654,14 +654,15 @@ class Engine:
                 self._shapes[circuit_id] = shape
         return shape
 
-    def _partition_estimate(self, plan: Any, shape: Any) -> PartitionEstimate:
-        """The bytes to reserve per partition. The constraint-system estimate whenever the budget can
-        hold it (a compiled circuit that turns out unusable then falls back safely); otherwise, for a
-        compiled circuit, the compiled path's much smaller needs, and the partitions are pinned to that
-        path (`CompiledRecipe.compiled_only`) so that none can outgrow its reservation."""
+    def _partition_estimate(self, plan: Any, shape: Any, room: int | None = None) -> PartitionEstimate:
+        """The bytes to reserve per partition. The constraint-system estimate whenever `room` holds it
+        (what the budget can ever give it; by default all it can give one reservation), so that a
+        compiled circuit that turns out unusable falls back safely; otherwise, for a compiled circuit,
+        the compiled path's much smaller needs, and the partitions are pinned to that path
+        (`CompiledRecipe.compiled_only`) so that none can outgrow its reservation."""
         cs = PartitionEstimate.from_shape(shape).at_least(plan.min_partition_bytes)
         compiled = all(isinstance(p.recipe, CompiledRecipe) for p in plan.partitions)
-        if not compiled or cs.total <= self.budget.usable:
+        if not compiled or cs.total <= (self.budget.usable if room is None else room):
             return cs
         plan.partitions = [replace(p, recipe=p.recipe.compiled_only()) for p in plan.partitions]
         on_prover = self.sparse_products == "prover"
@@ -692,7 +693,11 @@ class Engine:
             lease = self.srs.acquire(plan.circuit_id, cancelled=lambda: job.state.finished)
             # The job's own key stays in the budget while the job runs: a partition that cannot fit
             # beside it would wait for memory that never comes, and every job queued behind it with it.
-            if estimate.total + lease.held_bytes > self.budget.usable:
+            # A compiled circuit may still fit by its compiled path's needs.
+            room = self.budget.usable - lease.held_bytes
+            if estimate.total > room:
+                estimate = self._partition_estimate(plan, shape, room)
+            if estimate.total > room:
                 self.srs.release(lease)
                 raise BudgetError(f"a partition of {plan.circuit_id} needs {estimate.total:,} bytes beside the "
                                   f"{lease.held_bytes:,} its key holds, but the memory budget can never give "
