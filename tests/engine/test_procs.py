@@ -65,9 +65,10 @@ def test_a_dead_childs_exit_is_said_in_words() -> None:
 
 def test_a_local_device_failure_is_counted_once_per_incarnation() -> None:
     """Two lanes fail on one device process: the first restarts it (one failure); the second, which
-    called the process that was replaced, neither counts a second failure nor kills the new process.
-    The housekeeper leaves a process a lane is replacing (dead, its successor not yet spawned) to that
-    lane, and restarts one found dead twice at the same incarnation."""
+    called the process that was replaced, neither counts a second failure nor kills the new process,
+    nor lets lanes reach it before its keys are loaded again. The housekeeper leaves a process a lane
+    is replacing (dead, its successor not yet spawned) to that lane, and restarts one found dead
+    twice at the same incarnation."""
     from types import SimpleNamespace
 
     from cuzk.engine.devices import DeviceSpec
@@ -78,6 +79,8 @@ def test_a_local_device_failure_is_counted_once_per_incarnation() -> None:
 
         def __init__(self) -> None:
             self.restarts, self.alive, self.kills = 0, True, 0
+            self.reloading, self.reloaded = threading.Event(), threading.Event()
+            self.reloaded.set()
             self.process = SimpleNamespace(kill=self._kill, join=lambda timeout: None)
 
         def _kill(self) -> None:
@@ -88,6 +91,8 @@ def test_a_local_device_failure_is_counted_once_per_incarnation() -> None:
             if not self.alive:
                 self.restarts += 1
                 self.alive = True
+                self.reloading.set()  # `on_restart`: the keys loaded again into the new process
+                assert self.reloaded.wait(10)
 
     proc = Proc()
     device = LocalDevice(DeviceSpec(0, "cpu"), proc)  # type: ignore[arg-type]
@@ -103,9 +108,25 @@ def test_a_local_device_failure_is_counted_once_per_incarnation() -> None:
     lane_failed_on(0, force=True)  # a second lane's report about the process already replaced
     assert (device.failures, proc.kills, proc.restarts) == (1, 1, 1)
 
+    # A lane whose call died with the process reports it while another lane's restart still loads the
+    # keys: it waits for that restart, and lanes stay held (`ready`) until the keys are back.
+    proc.reloading.clear()
+    proc.reloaded.clear()
+    first = threading.Thread(target=lane_failed_on, args=(1, True))
+    first.start()
+    assert proc.reloading.wait(10)
+    second = threading.Thread(target=lane_failed_on, args=(1, False))
+    second.start()
+    second.join(0.3)
+    assert second.is_alive() and not device.ready.is_set()
+    proc.reloaded.set()
+    first.join(10)
+    second.join(10)
+    assert (device.failures, proc.kills, proc.restarts, device.ready.is_set()) == (2, 2, 2, True)
+
     proc.alive = False  # dead while a lane replaces it: the housekeeper sees it dead, then a new incarnation
     assert executor.revive() == 0
     proc.restarts += 1
-    assert executor.revive() == 0 and device.failures == 1
+    assert executor.revive() == 0 and device.failures == 2
     assert executor.revive() == 1  # dead twice at one incarnation: its own restart
-    assert (device.failures, proc.restarts, proc.alive) == (2, 3, True)
+    assert (device.failures, proc.restarts, proc.alive) == (3, 4, True)

@@ -315,7 +315,6 @@ class LocalDevice(Device):
         super().__init__(spec)
         self.proc = proc
         self.restart_lock = threading.Lock()
-        self._failure_seen = -1  # proc.restarts of the process whose failure was recorded
         #: Clear while the process is being replaced and given its keys back: a lane that reached
         #: the new process before that would find no key there.
         self.ready = threading.Event()
@@ -467,20 +466,22 @@ class LocalExecutor(Executor):
 
     def restart(self, device: Device, reason: str, *, force: bool = False) -> None:
         assert isinstance(device, LocalDevice)
-        try:
-            with device.restart_lock:
-                # Replaced since this thread saw it fail: that restart recorded the failure, and
-                # `proc.restart` below only waits for it to finish.
-                stale = getattr(self._lane_saw, "incarnation", device.proc.restarts) != device.proc.restarts
-                if not stale and device._failure_seen != device.proc.restarts:  # its other lanes may report it too
-                    device._failure_seen = device.proc.restarts
-                    device.failed(reason)
-                    device.ready.clear()
-                    if force and device.proc.process is not None and device.proc.alive:
-                        device.proc.process.kill()  # its CUDA context is unusable: a new process gets a new one
-                        device.proc.process.join(10.0)
-            device.proc.restart(reason)  # returns once `host.device_restarted` has made its keys hot again
-        except CuzkError as err:
-            log.error("cannot restart %s: %s", device.proc.name, err)
-        finally:
-            device.ready.set()
+        seen = getattr(self._lane_saw, "incarnation", device.proc.restarts)
+        # One restart at a time, and whole (the process replaced and its keys loaded again), before
+        # another report is looked at; `ready` is cleared and set by the restarting thread alone. A lane
+        # that set it while the keys were still loading let the others reach a process without them,
+        # which they reported unusable and killed, mid-reload, again and again.
+        with device.restart_lock:
+            if seen != device.proc.restarts:
+                return  # replaced since this thread saw it fail: that restart recorded the failure
+            device.failed(reason)
+            device.ready.clear()
+            try:
+                if force and device.proc.process is not None and device.proc.alive:
+                    device.proc.process.kill()  # its CUDA context is unusable: a new process gets a new one
+                    device.proc.process.join(10.0)
+                device.proc.restart(reason)  # returns once `host.device_restarted` has made its keys hot again
+            except CuzkError as err:
+                log.error("cannot restart %s: %s", device.proc.name, err)
+            finally:
+                device.ready.set()
