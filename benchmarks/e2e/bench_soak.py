@@ -560,21 +560,23 @@ class Faults:
         shutil.copy(path, good)
         data = good.read_bytes()
         how = self.rng.choice(("truncated", "garbled"))
-        if how == "truncated":
-            path.write_bytes(data[: len(data) // 2])
-        else:
-            mid = len(data) // 3
-            path.write_bytes(data[:mid] + os.urandom(4096) + data[mid + 4096:])
-        with contextlib.suppress(OSError, KeyError, urllib.error.URLError):
-            self._evict(CORRUPT_CIRCUIT)
-        self.n += 1
-        req = Request(f"soak{self.seed}-corrupt-{self.n}", CORRUPT_CIRCUIT, "normal", None, partitions=1,
-                      seed=20_000 + self.n, origin="corrupt-param", expect_failure=True)
-        stream = Stream(self.daemon, self.stream.inputs, job_retries=0, give_up_at=self.stream.give_up_at,
-                        clock=self.clock)
-        stream.on_answer = self.stream.on_answer
-        stream.run(req, prove_first=True)
-        shutil.move(good, path)
+        try:  # the good file back however the fault ends: a run stopped here left it broken for the next
+            if how == "truncated":
+                path.write_bytes(data[: len(data) // 2])
+            else:
+                mid = len(data) // 3
+                path.write_bytes(data[:mid] + os.urandom(4096) + data[mid + 4096:])
+            with contextlib.suppress(OSError, KeyError, urllib.error.URLError):
+                self._evict(CORRUPT_CIRCUIT)
+            self.n += 1
+            req = Request(f"soak{self.seed}-corrupt-{self.n}", CORRUPT_CIRCUIT, "normal", None, partitions=1,
+                          seed=20_000 + self.n, origin="corrupt-param", expect_failure=True)
+            stream = Stream(self.daemon, self.stream.inputs, job_retries=0, give_up_at=self.stream.give_up_at,
+                            clock=self.clock)
+            stream.on_answer = self.stream.on_answer
+            stream.run(req, prove_first=True)
+        finally:
+            shutil.move(good, path)
         with self.stream.lock:
             self.stream.requests[req.rid] = req
         self.n += 1
@@ -619,6 +621,9 @@ def prepare(root: Path, kinds: list[str]) -> tuple[Path, dict[str, Any], dict[st
     params.mkdir(parents=True, exist_ok=True)
     for circuit in {m[0] for m in TEST_MIX} | {CORRUPT_CIRCUIT}:
         path = debug_params_path(params, circuit)
+        good = path.with_name(path.name + ".good")
+        if good.exists():  # a run stopped mid corrupt-param: its fault's copy of the good file
+            shutil.move(good, path)
         if not path.with_suffix(".vk").exists():
             generate_debug_params(circuit, str(path))
     inputs, public = {}, {}
