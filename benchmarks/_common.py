@@ -79,3 +79,19 @@ def nvidia_smi() -> dict[str, str]:
         return dict(zip(fields, [v.strip() for v in out.split(",")], strict=False))
     except (OSError, subprocess.CalledProcessError, IndexError):
         return {}
+
+
+def still_running(seen: dict[int, float]) -> list[dict[str, Any]]:
+    """Of the processes seen (pid -> create time), those alive now: the same pid with the same create
+    time (pids are reused), zombies left out."""
+    import psutil
+
+    alive = []
+    for pid, created in seen.items():
+        try:
+            p = psutil.Process(pid)
+            if abs(p.create_time() - created) < 0.01 and p.status() != psutil.STATUS_ZOMBIE:
+                alive.append({"pid": pid, "cmdline": " ".join(p.cmdline())[:200]})
+        except psutil.Error:
+            continue
+    return alive

@@ -75,7 +75,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _common
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the e2e steps
-from _common import RESULTS, git_revision, hardware
+from _common import RESULTS, git_revision, hardware, still_running
 
 FAULTS = ("kill-synth", "kill-device", "kill-daemon", "sigterm", "disconnect", "disk-full", "corrupt-param",
           "ray-node")
@@ -202,15 +202,7 @@ class Daemon:
 
     def leftovers(self) -> list[dict[str, Any]]:
         """Processes of any instance still alive (same pid and create time as when seen)."""
-        import psutil
-
-        alive = []
-        for pid, created in self.seen.items():
-            with contextlib.suppress(psutil.Error):
-                p = psutil.Process(pid)
-                if abs(p.create_time() - created) < 0.01 and p.status() != psutil.STATUS_ZOMBIE:
-                    alive.append({"pid": pid, "cmdline": " ".join(p.cmdline())[:200]})
-        return alive
+        return still_running(self.seen)
 
     def held_elsewhere(self) -> list[str]:
         """What the run's processes left outside the run's directory (after the last stop): shared

@@ -15,6 +15,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from _common import still_running  # benchmarks/ is on the path of the soak that imports this
+
 # Ray resolves "127.0.0.1" to the host's outward address unless told the cluster is one host's (read when
 # Ray is imported).
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
@@ -98,15 +100,7 @@ class RayNodes:
 
     def shutdown(self) -> list[dict[str, Any]]:
         """Stop every node; the processes of any node still alive afterwards (pid and create time as seen)."""
-        import psutil
-
         self.processes()
         self.cluster.shutdown()
         time.sleep(2.0)
-        alive = []
-        for pid, created in self.pids_seen.items():
-            with contextlib.suppress(psutil.Error):
-                p = psutil.Process(pid)
-                if abs(p.create_time() - created) < 0.01 and p.status() != psutil.STATUS_ZOMBIE:
-                    alive.append({"pid": pid, "cmdline": " ".join(p.cmdline())[:200]})
-        return alive
+        return still_running(self.pids_seen)
