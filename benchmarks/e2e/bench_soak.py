@@ -106,7 +106,7 @@ class Daemon:
     """`cuzk daemon run` in the foreground, restarted as often as the faults ask; every pid it or its
     children ever had is remembered, so that the end can check none is left."""
 
-    def __init__(self, root: Path, params: Path, state: Path, *, grace: float, budget: str = "4GiB",
+    def __init__(self, root: Path, params: Path, state: Path, *, grace: float, retention: float, budget: str = "4GiB",
                  backend: str = "cpu", emulate: str | None = None, ray_address: str | None = None) -> None:
         from cuzk.backends.cuda.runtime import EMULATED_ROOM_ENV
         from cuzk.config import config_from_dict
@@ -126,7 +126,9 @@ class Daemon:
         self.unix_addr = f"unix://{root / 'cuzk.sock'}"
         self.http_addr = f"127.0.0.1:{free_port()}"
         data = {"daemon": {"listen": [self.unix_addr], "status_listen": self.http_addr, "state_dir": str(state),
-                           "shutdown_grace": f"{grace:g}s", "on_restart": "requeue"},
+                           "shutdown_grace": f"{grace:g}s", "on_restart": "requeue",
+                           # The `agreed` verdict asks the journal for every id at the end: none may have aged out.
+                           "result_retention": f"{retention:g}s"},
                 "srs": {"param_cache": str(params)},
                 "memory": {"total_budget": budget, "eviction_min_idle": "0s"},
                 "pipeline": {"max_parallel_synthesis": 1},
@@ -714,7 +716,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         from soak_ray import RayNodes
 
         ray_nodes = RayNodes(args.ray_nodes)
-    daemon = Daemon(root, params, state, grace=args.grace, budget=args.budget, backend=args.backend,
+    daemon = Daemon(root, params, state, grace=args.grace, budget=args.budget,
+                    retention=args.duration + args.drain_timeout + 3600, backend=args.backend,
                     emulate=args.emulate, ray_address=ray_nodes and ray_nodes.address)
     t0 = time.monotonic()
 
