@@ -78,12 +78,17 @@ def test_the_pool_limit_counts_cached_blocks_as_cupy_does(cards) -> None:
     cp.empty(6 * MIB, dtype=cp.uint8)
 
 
+def _child_holding_20mib() -> subprocess.Popen:
+    """A process on the same emulated card holding 20 MiB until a line comes on its stdin."""
+    code = ("import sys\nfrom cuzk.backends.cuda import runtime\ncp = runtime.get_cupy()\n"
+            "a = cp.empty(20 << 20, dtype=cp.uint8)\nprint('held', flush=True)\nsys.stdin.readline()\n")
+    return subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                            env=os.environ.copy())
+
+
 def test_processes_on_one_card_see_each_others_memory(cards) -> None:
     cp = cards("64MiB")
-    code = ("import sys, time\nfrom cuzk.backends.cuda import runtime\ncp = runtime.get_cupy()\n"
-            "a = cp.empty(20 << 20, dtype=cp.uint8)\nprint('held', flush=True)\nsys.stdin.readline()\n")
-    child = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                             env=os.environ.copy())
+    child = _child_holding_20mib()
     try:
         assert child.stdout.readline().strip() == "held"
         assert cp.cuda.runtime.memGetInfo()[0] == 44 * MIB
@@ -94,10 +99,7 @@ def test_processes_on_one_card_see_each_others_memory(cards) -> None:
 
 def test_a_killed_process_holds_nothing_even_before_it_is_reaped(cards) -> None:
     cp = cards("64MiB")
-    code = ("import sys\nfrom cuzk.backends.cuda import runtime\ncp = runtime.get_cupy()\n"
-            "a = cp.empty(20 << 20, dtype=cp.uint8)\nprint('held', flush=True)\nsys.stdin.readline()\n")
-    child = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                             env=os.environ.copy())
+    child = _child_holding_20mib()
     try:
         assert child.stdout.readline().strip() == "held"
         assert cp.cuda.runtime.memGetInfo()[0] == 44 * MIB
