@@ -155,7 +155,7 @@ def test_engine_plans_within_the_cgroup(tmp_path: Path, debug_params: Path, monk
     engine = start_engine(tmp_path, debug_params, memory={"total_budget": "auto", "safety_margin": "512MiB"})
     try:
         assert engine.budget.total == limit - 512 * (1 << 20) < available
-        assert len(engine.synth_procs) == 2  # one regular, one for CRITICAL work
+        assert len(engine.synthesis.processes) == 2  # one regular, one for CRITICAL work
         status = engine.status()
         assert status["memory"]["total_bytes"] == engine.budget.total
         assert status["memory"]["budget_source"].startswith("auto: cgroup v2 /sys/fs/cgroup/cuzk/memory.max")

@@ -15,10 +15,10 @@ import pytest
 from engine.engine_helpers import assert_verifies, make_request, start_engine, wait_until
 
 from cuzk.engine.device_worker import DeviceWorker
-from cuzk.engine.engine import SYNTHESIS_NICE, Engine
+from cuzk.engine.engine import Engine
 from cuzk.engine.jobs import Job, PartitionRecord, Priority, ResultStatus
 from cuzk.engine.messages import ItemResult, ProveItem
-from cuzk.engine.synthesis import export_assignment
+from cuzk.engine.synthesis import SYNTHESIS_NICE, export_assignment
 from cuzk.providers.debug import DebugCircuitRecipe, debug_params_path, debug_public_inputs
 
 #: How long each NORMAL partition holds the device: long beside a test circuit's hand-over to the

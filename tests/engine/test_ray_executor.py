@@ -105,6 +105,10 @@ def test_partitions_spread_over_nodes_and_a_joining_node_is_used(tmp_path: Path,
 
         status = engine.status()
         assert {n["node_id"] for n in status["cluster"]["nodes"]} == {d.node_id for d in executor.all_devices}
+        # The partitions were synthesized on the nodes: the front end keeps one process for its worker
+        # calls and the one reserved for CRITICAL jobs, whatever its cores.
+        assert status["synthesis"]["max_concurrent"] == 2
+        assert len(executor.processes()) == 2
         assert all(d["state"] == "ready" and d["node_address"] == "127.0.0.1" for d in status["devices"])
         assert all(" on node 127.0.0.1 " in d["name"] for d in status["devices"])
         metrics = engine.metrics_text()

@@ -60,10 +60,9 @@ from cuzk.engine.memory import BudgetError, MemoryBudget, PartitionEstimate
 from cuzk.engine.metrics import EngineMetrics
 from cuzk.engine.pipeline import Pipeline, PipelineSettings
 from cuzk.engine.procs import WorkerProcess
-from cuzk.engine.providers import CircuitProvider, InvalidRequestError, ProviderRegistry, SrsSource
+from cuzk.engine.providers import CircuitProvider, InvalidRequestError, ProviderRegistry, SrsSource, WorkerCall
 from cuzk.engine.scheduler import BatchCollector, Scheduler
 from cuzk.engine.srs import SrsManager
-from cuzk.engine.synthesis import SYNTHESIS_NICE, synthesis_worker_main
 from cuzk.errors import CuzkError
 
 log = logging.getLogger("cuzk.engine")
@@ -247,28 +246,18 @@ class Engine:
 
         #: The CPUs synthesis may use: the cores, bounded by a cgroup CPU quota (`cuzk.config.host`).
         self.cpus = host.cpu_limit()
-        cores = self.cpus.cpus
-        synth_count = max(1, min(config.pipeline.max_parallel_synthesis or 18, cores))
-        synth_threads = config.synthesis.threads or max(1, cores // synth_count)
-        warm_up = self.providers.warm_up_calls()
-        self.synth_procs = [WorkerProcess(f"cuzk-synth-{k}", synthesis_worker_main,
-                                          (synth_threads, SYNTHESIS_NICE, warm_up)) for k in range(synth_count)]
-        # Idle unless a CRITICAL job needs it; then it has every core's threads, and the CPU before
-        # the regular processes (SYNTHESIS_NICE), so CRITICAL work is neither queued nor starved
-        # behind the regular synthesis.
-        self.critical_synth = WorkerProcess("cuzk-synth-critical", synthesis_worker_main,
-                                            (config.synthesis.threads or cores, 0, warm_up))
-        self.synth_procs.append(self.critical_synth)
+        #: The synthesis processes are the executor's; the pipeline drives them.
+        self.synthesis = self.executor.synthesis
         self.srs = SrsManager(self.budget, self.executor, self.providers.srs_source, self._materialize,
                               min_idle_s=config.memory.eviction_min_idle)
         self.budget.evictor = self.evict_for
         self.budget.add_release_listener(self._wake)
         self.pipeline = Pipeline(
-            cv=self._cv, budget=self.budget, synth_procs=self.synth_procs, executor=self.executor,
+            cv=self._cv, budget=self.budget, synthesis=self.synthesis, executor=self.executor,
             settings=PipelineSettings(config.pipeline.slot_size, config.pipeline.max_gpu_queue_depth,
                                       config.scheduler.max_batch_size, config.pipeline.verify_proofs,
                                       config.scheduler.device_mode),
-            host=self, metrics=self.metrics, critical_synth=self.critical_synth,
+            host=self, metrics=self.metrics,
         )
         provers = self.pipeline.regular_provers  # the CRITICAL lanes take no window share
         window = provers + config.pipeline.synthesis_lookahead if config.pipeline.enabled else 1
@@ -282,22 +271,16 @@ class Engine:
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def start(self) -> None:
-        """Spawn the worker processes, reserve their memory, start the threads, preload srs.preload."""
-        procs = self.executor.processes() + self.synth_procs
-        log.info("starting %d synthesis and %d device processes (%s)", len(self.synth_procs),
+        """Start the executor (its devices and synthesis processes), reserve their memory, start the
+        threads, preload srs.preload."""
+        log.info("starting %d synthesis and %d device processes (%s)", len(self.synthesis.processes),
                  len(self.executor.devices), ", ".join(f"{s.kind}{s.ordinal}" for s in self.device_specs))
         with _sigint_ignored():
             self.executor.start(self)
-            for p in self.synth_procs:
-                p.start()
         try:
             self.executor.wait_ready()
-            for p in self.synth_procs:
-                p.wait_ready()
-            self._reserve_baseline(procs)
+            self._reserve_baseline(self.executor.processes())
         except BaseException:
-            for p in self.synth_procs:
-                p.stop(1.0)
             self.executor.shutdown(1.0)
             raise
         self.pipeline.start()
@@ -378,8 +361,6 @@ class Engine:
         self._planners.shutdown(wait=False, cancel_futures=True)
         self._critical_planners.shutdown(wait=False, cancel_futures=True)
         # Workers first: a feeder thread blocked on a long request returns once its process is gone.
-        for p in self.synth_procs:
-            p.stop(2.0)
         self.executor.shutdown(2.0)
         self.compiled.close()
         for t in self._threads:
@@ -593,6 +574,9 @@ class Engine:
             if self.config.pipeline.enabled:
                 self.window = max(self.window, self.pipeline.regular_provers + self.config.pipeline.synthesis_lookahead)
             self._cv.notify_all()
+
+    def warm_up_calls(self) -> list[WorkerCall]:
+        return self.providers.warm_up_calls()
 
     def device_restarted(self, device: Device) -> None:
         log.warning("device %s restarted: reloading its parameter sets", device.worker_name)
@@ -817,11 +801,9 @@ class Engine:
                 self._cv.wait(1.0)
                 if self._stopping:
                     return
-            for proc in self.synth_procs:
-                dead = proc.process is not None and proc.process.exitcode is not None
-                if dead and not proc.stopping:
-                    self.metrics.worker_restarts.labels("synthesis").inc()
-                    self._safe_restart(proc, "found dead while idle")
+            revived = self.synthesis.revive()
+            if revived:
+                self.metrics.worker_restarts.labels("synthesis").inc(revived)
             revived = self.executor.revive()
             if revived:
                 self.metrics.worker_restarts.labels("device").inc(revived)
@@ -830,12 +812,6 @@ class Engine:
                 self.executor.refresh_info()
             if self.journal is not None:
                 self.journal.flush()
-
-    def _safe_restart(self, proc: WorkerProcess, reason: str) -> None:
-        try:
-            proc.restart(reason)
-        except CuzkError as err:
-            log.error("cannot restart %s: %s", proc.name, err)
 
     def _prune(self, now: float) -> None:
         retention = self.config.daemon.result_retention

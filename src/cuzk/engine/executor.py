@@ -26,10 +26,13 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
 from cuzk.config import Config
+from cuzk.config.host import cpu_limit
 from cuzk.engine.device_worker import device_worker_main
 from cuzk.engine.devices import DeviceSpec, detect_devices
 from cuzk.engine.messages import ItemResult, ProveItem
 from cuzk.engine.procs import WorkerProcess
+from cuzk.engine.providers import WorkerCall
+from cuzk.engine.synthesis_pool import SynthesisPool
 from cuzk.errors import CuzkError
 
 log = logging.getLogger("cuzk.engine.executor")
@@ -153,6 +156,10 @@ class ExecutorHost(Protocol):
         keys and lanes of its own."""
         ...
 
+    def warm_up_calls(self) -> list[WorkerCall]:
+        """What each synthesis process runs before it reports ready (the providers' warm-up)."""
+        ...
+
 
 class Executor(ABC):
     """What the engine needs of its devices (module docstring)."""
@@ -162,6 +169,10 @@ class Executor(ABC):
     critical_lane: int
     #: The engine, from `start` on.
     host: ExecutorHost | None = None
+    #: This host's synthesis processes, which the engine's pipeline drives: every partition's for a
+    #: local executor, the engine's worker calls only for one whose devices synthesize
+    #: (`cuzk.engine.synthesis_pool`). Started, replaced and stopped with the devices.
+    synthesis: SynthesisPool
     #: The devices synthesize the partitions they prove on their own node, from `ProveItem.recipe`:
     #: the pipeline then hands partitions to the device queue unsynthesized, reserving nothing here.
     synthesizes: bool = False
@@ -183,17 +194,32 @@ class Executor(ABC):
     def host_key_copies(self) -> int:
         """How many devices keep a hot key decoded in this host's memory (CPU backends)."""
 
-    @abstractmethod
     def start(self, host: ExecutorHost) -> None:
-        """Begin starting every device (returns at once; `wait_ready` waits); from now on devices
-        that restart or join are reported to `host`."""
+        """Begin starting every device and synthesis process (returns at once; `wait_ready` waits);
+        from now on devices that restart or join are reported to `host`."""
+        self.host = host
+        self._start_devices()
+        self.synthesis.start(host.warm_up_calls())
 
-    @abstractmethod
     def wait_ready(self) -> None:
-        """Wait until every device is ready, with its info; raises when one cannot start."""
+        """Wait until every device is ready, with its info, and every synthesis process; raises when
+        one cannot start."""
+        self._wait_devices()
+        self.synthesis.wait_ready()
+
+    def shutdown(self, timeout: float = 2.0) -> None:
+        """Stop the synthesis processes, then the devices."""
+        self.synthesis.stop(timeout)
+        self._stop_devices(timeout)
 
     @abstractmethod
-    def shutdown(self, timeout: float = 2.0) -> None: ...
+    def _start_devices(self) -> None: ...
+
+    @abstractmethod
+    def _wait_devices(self) -> None: ...
+
+    @abstractmethod
+    def _stop_devices(self, timeout: float) -> None: ...
 
     @abstractmethod
     def load(self, device: Device, circuit_id: str, path: str, *, hot: bool) -> float:
@@ -297,8 +323,9 @@ class Executor(ABC):
         `host.device_restarted` follows once it is ready."""
 
     def processes(self) -> list[WorkerProcess]:
-        """The local processes behind the devices (their memory counts against this host's budget)."""
-        return []
+        """This host's processes: the synthesis processes and those behind the devices (their memory
+        counts against this host's budget)."""
+        return self.synthesis.processes
 
     def revive(self) -> int:
         """Restart devices found dead while no lane was proving on them (the housekeeper's call); how
@@ -341,7 +368,10 @@ class LocalExecutor(Executor):
     """One spawned process per device on this host, `workers_per_device` + 1 pipes each."""
 
     def __init__(self, specs: list[DeviceSpec], *, workers_per_device: int, threads: int,
-                 memory_limits: list[int | None] | None = None) -> None:
+                 memory_limits: list[int | None] | None = None, synthesis: SynthesisPool | None = None) -> None:
+        """`synthesis`: the pool that synthesizes the devices' partitions (default: one process per
+        core of this host, `SynthesisPool.for_cores`)."""
+        self.synthesis = synthesis or SynthesisPool.for_cores(cpu_limit().cpus)
         self._devices: list[LocalDevice] = []
         for k, spec in enumerate(specs):
             limit = memory_limits[k] if memory_limits else None
@@ -363,8 +393,11 @@ class LocalExecutor(Executor):
     @classmethod
     def from_config(cls, config: Config, specs: list[DeviceSpec] | None = None) -> LocalExecutor:
         specs = detect_devices(config) if specs is None else specs
+        # The CPUs synthesis may use: the cores, bounded by a cgroup CPU quota (`cuzk.config.host`).
+        pool = SynthesisPool.for_cores(cpu_limit().cpus, max_processes=config.pipeline.max_parallel_synthesis,
+                                       threads=config.synthesis.threads)
         return cls(specs, workers_per_device=config.gpus.gpu_workers_per_device, threads=config.gpus.gpu_threads,
-                   memory_limits=[config.gpus.memory_limit_for(k) for k in range(len(specs))])
+                   memory_limits=[config.gpus.memory_limit_for(k) for k in range(len(specs))], synthesis=pool)
 
     @property
     def devices(self) -> list[Device]:
@@ -377,7 +410,7 @@ class LocalExecutor(Executor):
         return sum(1 for d in self._devices if d.spec.kind == "cpu")
 
     def processes(self) -> list[WorkerProcess]:
-        return [d.proc for d in self._devices]
+        return [d.proc for d in self._devices] + self.synthesis.processes
 
     def _restarted(self, device: LocalDevice) -> Callable[[WorkerProcess], None]:
         def hook(proc: WorkerProcess) -> None:
@@ -386,16 +419,15 @@ class LocalExecutor(Executor):
                 self.host.device_restarted(device)
         return hook
 
-    def start(self, host: ExecutorHost) -> None:
-        self.host = host
+    def _start_devices(self) -> None:
         for d in self._devices:
             d.proc.start()
 
-    def wait_ready(self) -> None:
+    def _wait_devices(self) -> None:
         for d in self._devices:
             d.info = d.proc.wait_ready()["devices"]
 
-    def shutdown(self, timeout: float = 2.0) -> None:
+    def _stop_devices(self, timeout: float) -> None:
         for d in self._devices:
             d.proc.stop(timeout)
 

@@ -51,6 +51,8 @@ from cuzk.engine.metrics import EngineMetrics
 from cuzk.engine.procs import WorkerCrashedError, WorkerProcess
 from cuzk.engine.providers import PartitionPlan
 from cuzk.engine.synthesis import SharedAssignment, unlink_orphans
+from cuzk.engine.synthesis_pool import SynthesisPool
+from cuzk.engine.synthesis_pool import restart as restart_synthesis
 from cuzk.errors import CuzkError
 
 log = logging.getLogger("cuzk.engine.pipeline")
@@ -139,13 +141,12 @@ class _Call:
 
 
 class Pipeline:
-    def __init__(self, *, cv: threading.Condition, budget: MemoryBudget, synth_procs: list[WorkerProcess],
-                 executor: Executor, settings: PipelineSettings, host: PipelineHost, metrics: EngineMetrics,
-                 critical_synth: WorkerProcess | None = None) -> None:
-        """`critical_synth`: one of `synth_procs`, reserved for CRITICAL work."""
+    def __init__(self, *, cv: threading.Condition, budget: MemoryBudget, synthesis: SynthesisPool,
+                 executor: Executor, settings: PipelineSettings, host: PipelineHost, metrics: EngineMetrics) -> None:
+        """`synthesis`: the executor's synthesis processes, its reserved one for CRITICAL work only."""
         self.cv = cv
         self.budget = budget
-        self.synth_procs = synth_procs
+        self.synth_procs = synthesis.processes
         self.executor = executor
         self.settings = settings
         self.host = host
@@ -163,8 +164,8 @@ class Pipeline:
         #: Names of the segments handed over and not yet unlinked.
         self._held_segments: set[str] = set()
         self.synth_workers = [WorkerState(p.name, "synthesis",
-                                          min_priority=Priority.CRITICAL if p is critical_synth else 0)
-                              for p in synth_procs]
+                                          min_priority=Priority.CRITICAL if p is synthesis.critical else 0)
+                              for p in self.synth_procs]
         self.prover_workers: list[tuple[Device, int, WorkerState]] = [
             (d, ch, WorkerState(f"{d.worker_name}/w{ch}", "prover", d.spec.ordinal))
             for d in executor.devices for ch in range(executor.workers_per_device)
@@ -340,7 +341,7 @@ class Pipeline:
                 return
             if not proc.alive and not proc.stopping:
                 self.metrics.worker_restarts.labels("synthesis").inc()
-                self._restart(proc, "found dead while idle")
+                restart_synthesis(proc, "found dead while idle")
             if isinstance(task, _Call):
                 self._run_call(proc, task)
                 continue
@@ -372,7 +373,7 @@ class Pipeline:
             if crashed:  # after the job has its answer: a restart takes a second or two
                 self.metrics.worker_restarts.labels("synthesis").inc()
                 self._drop_orphans(dead_pid)
-                self._restart(proc, f"died while synthesizing {work.label}")
+                restart_synthesis(proc, f"died while synthesizing {work.label}")
 
     def _run_call(self, proc: WorkerProcess, call: _Call) -> None:
         try:
@@ -380,7 +381,7 @@ class Pipeline:
         except WorkerCrashedError as crash:
             self.metrics.worker_restarts.labels("synthesis").inc()
             call.future.set_exception(CuzkError(str(crash)))
-            self._restart(proc, f"died in {call.ref}")
+            restart_synthesis(proc, f"died in {call.ref}")
             return
         if reply[0] == "ok":
             call.future.set_result(reply[1])
@@ -551,13 +552,6 @@ class Pipeline:
         if removed:
             log.warning("removed %d shared-memory segment(s) the dead synthesis process %d left: %s", len(removed),
                         dead_pid, ", ".join(removed))
-
-    @staticmethod
-    def _restart(proc: WorkerProcess, reason: str) -> None:
-        try:
-            proc.restart(reason)
-        except CuzkError as err:
-            log.error("cannot restart %s: %s", proc.name, err)
 
     def _proven(self, work: PartitionWork, result: ItemResult) -> None:
         rec, job = work.record, work.job

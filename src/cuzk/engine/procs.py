@@ -70,7 +70,8 @@ class WorkerProcess:
                  on_restart: Callable[[WorkerProcess], None] | None = None) -> None:
         self.name = name
         self._target = target
-        self._args = args
+        #: What `target` gets after its connections; a restart passes them again.
+        self.args = args
         self._channels = channels
         self.on_restart = on_restart
         self._lock = threading.Lock()
@@ -94,7 +95,7 @@ class WorkerProcess:
         logs = log_forwarder(SPAWN).new_pipe(self.name)
         proc = SPAWN.Process(target=_child_main,
                              args=(logs, logging.getLogger().getEffectiveLevel(), self._target, self.name,
-                                   *child_ends, *self._args), name=self.name, daemon=True)
+                                   *child_ends, *self.args), name=self.name, daemon=True)
         proc.start()
         for end in (*child_ends, logs):
             end.close()

@@ -67,11 +67,13 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from cuzk.config import Config
 from cuzk.config.engine import ExecutorConfig
+from cuzk.config.host import cpu_limit
 from cuzk.engine.devices import DeviceSpec
-from cuzk.engine.executor import TOO_SMALL_ERROR, Device, DeviceError, Executor, ExecutorHost, host_bytes_of
+from cuzk.engine.executor import TOO_SMALL_ERROR, Device, DeviceError, Executor, host_bytes_of
 from cuzk.engine.messages import ItemResult, ProveItem
 from cuzk.engine.procs import WorkerCrashedError
 from cuzk.engine.synthesis import PickledRecipe, synthesize_shared
+from cuzk.engine.synthesis_pool import SynthesisPool
 from cuzk.errors import CuzkError
 
 log = logging.getLogger("cuzk.engine.ray_executor")
@@ -344,6 +346,10 @@ class RayExecutor(Executor):
         self.critical_lane = self.workers_per_device
         self.threads = threads
         self.memory_limit = memory_limit
+        # The partitions are synthesized on the devices' nodes: this host's pool runs the engine's worker
+        # calls alone (shapes, generated test parameters), one at a time beside the reserved process.
+        cores = cpu_limit().cpus
+        self.synthesis = SynthesisPool(1, threads=cores, critical_threads=cores)
         self._lock = threading.Lock()
         self._stop = threading.Event()
         #: Per lane thread: the device generation its last `prove` call went to (`restart`).
@@ -496,17 +502,16 @@ class RayExecutor(Executor):
         sent, stamp, received = min(trips, key=lambda t: t[2] - t[0])
         return (sent + received) / 2 - stamp
 
-    def start(self, host: ExecutorHost) -> None:
-        self.host = host
+    def _start_devices(self) -> None:
         self._started = True
         for d in self.all_devices:
             self._spawn(d)
 
-    def wait_ready(self) -> None:
+    def _wait_devices(self) -> None:
         for d in self.all_devices:
             self._await_ready(d)
 
-    def shutdown(self, timeout: float = 2.0) -> None:
+    def _stop_devices(self, timeout: float) -> None:
         self._stop.set()
         for d in self.all_devices:
             if d.actor is not None:

@@ -125,7 +125,7 @@ def gauges(engine: Engine) -> GaugeSnapshot:
             running_jobs=by_state["planning"] + by_state["running"],
             gpu_workers=len(pipeline.prover_workers),
             busy_gpu_workers=sum(s.busy for _, _, s in pipeline.prover_workers),
-            synthesis_workers=len(engine.synth_procs),
+            synthesis_workers=len(engine.synthesis.processes),
             busy_synthesis_workers=sum(s.busy for s in pipeline.synth_workers),
             jobs_by_state=by_state,
             shared_segments=pipeline.shared_segments, shared_bytes=pipeline.shared_bytes,
@@ -198,7 +198,7 @@ def snapshot(engine: Engine) -> dict[str, Any]:
         synth = [{"worker_id": s.name, "pid": p.pid, "state": "synthesizing" if s.busy else "idle",
                   "current_job": s.job_id, "current_partition": s.partition if s.busy else None,
                   "restarts": p.restarts, "reserved_for": _reserved_for(s)}
-                 for p, s in zip(engine.synth_procs, pipeline.synth_workers, strict=True)]
+                 for p, s in zip(engine.synthesis.processes, pipeline.synth_workers, strict=True)]
         counters = {
             "total_completed": engine.counters["completed"], "total_failed": engine.counters["failed"],
             "total_cancelled": engine.counters["cancelled"],
@@ -242,7 +242,8 @@ def snapshot(engine: Engine) -> dict[str, Any]:
                    "by_purpose": budget.by_label(), "process_rss_bytes": engine.rss(),
                    # Which limit the budget came from: memory.total_budget, MemAvailable or a cgroup's.
                    "budget_source": engine.budget_source},
-        "synthesis": {"max_concurrent": len(engine.synth_procs), "active": sum(s["state"] != "idle" for s in synth),
+        "synthesis": {"max_concurrent": len(engine.synthesis.processes),
+                      "active": sum(s["state"] != "idle" for s in synth),
                       "cpus": engine.cpus.cpus, "cpus_source": engine.cpus.source, "workers": synth},
         "devices": devices,
         "gpu_workers": workers,
