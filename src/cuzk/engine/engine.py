@@ -557,7 +557,7 @@ class Engine:
         self.pipeline.call(ref, args)
 
     # -- what the executor asks of the engine (`ExecutorHost`) ----------------------------------------
-    def compiled_path(self, circuit_id: str) -> str | None:
+    def compiled_for_key(self, circuit_id: str) -> str | None:
         """With the products computed by the prover, the circuit's ready compiled file: verified and
         prepared with the key (preload: before the daemon says ready), not by a first proof."""
         if self.sparse_products != "prover" or not self.compiled.enabled:

@@ -142,7 +142,7 @@ def host_bytes_of(devices: list[Device], circuit_id: str, file_bytes: int) -> tu
 class ExecutorHost(Protocol):
     """What an executor asks of the engine that runs it (given to `Executor.start`)."""
 
-    def compiled_path(self, circuit_id: str) -> str | None:
+    def compiled_for_key(self, circuit_id: str) -> str | None:
         """The ready compiled file of a circuit whose products the prover computes, which a device
         verifies and prepares as it makes the key hot; None: the device loads the key alone."""
         ...
@@ -439,7 +439,7 @@ class LocalExecutor(Executor):
         return reply[1]
 
     def load(self, device: Device, circuit_id: str, path: str, *, hot: bool) -> float:
-        compiled = self.host.compiled_path(circuit_id) if hot and self.host is not None else None
+        compiled = self.host.compiled_for_key(circuit_id) if hot and self.host is not None else None
         try:
             reply = self._control(device, ("load", circuit_id, path, hot, compiled))
         except DeviceError as err:

@@ -538,7 +538,7 @@ class RayExecutor(Executor):
 
     def load(self, device: Device, circuit_id: str, path: str, *, hot: bool) -> float:
         assert isinstance(device, RayDevice)
-        compiled = self.host.compiled_path(circuit_id) if hot and self.host is not None else None
+        compiled = self.host.compiled_for_key(circuit_id) if hot and self.host is not None else None
         try:
             reply = self._call(device, "load", circuit_id, path, hot, compiled)
         except DeviceError as err:
@@ -552,7 +552,7 @@ class RayExecutor(Executor):
         if not ready:
             return 0.0
         refs = []
-        compiled = self.host.compiled_path(circuit_id) if hot and self.host is not None else None
+        compiled = self.host.compiled_for_key(circuit_id) if hot and self.host is not None else None
         for d in ready:
             assert isinstance(d, RayDevice)
             refs.append(d.actor.load.remote(circuit_id, path, hot, compiled))
