@@ -123,3 +123,41 @@ def test_a_copy_is_made_once_and_joined(tmp_path: Path, monkeypatch: pytest.Monk
     copy.release()
     assert registered == {} and shared_pinned.held_copies() == {}
     assert shared_pinned.room_for("k-h", 1 << 20) and not shared_pinned.room_for("k-h", 1 << 60)
+
+
+def test_a_copy_dropped_unreleased_still_leaves(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A backend discarded with its keys loaded: its copies' pages are unregistered before they are
+    unmapped (CUDA would refuse the next mapping at that address), and the copy goes with its holder."""
+    import gc
+
+    monkeypatch.setenv(shared_pinned.ROOT_ENV, str(tmp_path))
+    registered: dict[int, int] = {}
+    copy = shared_pinned.SharedHostCopy.open("k-l", (4, 3), np.dtype(np.uint32), lambda a: a.fill(7),
+                                             registered.__setitem__, registered.pop)
+    assert len(registered) == 1 and shared_pinned.held_copies() == {"k-l": 48}
+    del copy
+    gc.collect()
+    assert registered == {} and shared_pinned.held_copies() == {} and not (tmp_path / "k-l").exists()
+
+
+def test_a_copy_that_cannot_be_made_or_registered_leaves_nothing(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """The error that stopped it is the one raised (not the mapping's, closed while a view of it
+    lived), and this process holds nothing of the copy: no holder file, no registration."""
+    monkeypatch.setenv(shared_pinned.ROOT_ENV, str(tmp_path))
+    kept: list[np.ndarray] = []
+
+    def failing_fill(a: np.ndarray) -> None:
+        kept.append(a[1:])  # a view outlives the failure, as a failed device copy's frame keeps one
+        raise RuntimeError("cudaErrorInvalidValue: invalid argument")
+
+    with pytest.raises(RuntimeError, match="invalid argument"):
+        shared_pinned.SharedHostCopy.open("k-a", (4, 3), np.dtype(np.uint32), failing_fill)
+    assert shared_pinned.held_copies() == {} and not list((tmp_path / "k-a").glob("holders/*"))
+
+    def refuse(address: int, nbytes: int) -> None:
+        raise RuntimeError("cudaErrorHostMemoryAlreadyRegistered")
+
+    with pytest.raises(RuntimeError, match="AlreadyRegistered"):
+        shared_pinned.SharedHostCopy.open("k-b", (4, 3), np.dtype(np.uint32), lambda a: a.fill(1), refuse)
+    assert not (tmp_path / "k-b").exists()  # its only holder left: the copy is gone

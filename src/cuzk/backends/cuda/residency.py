@@ -173,16 +173,25 @@ class DeviceKeys:
             plan = plan if plan is not None else self.plan_key(pk, shape, products)
             dk = DeviceKey(plan, shape)
             key_id = hashlib.sha256(vk_to_bytes(pk.vk)).hexdigest()[:20]
-            for name, group in QUERIES:
-                raw, ready = getattr(pk, name).raw, given.get(name)
-                on_host = isinstance(ready, np.ndarray)
-                if name in plan.resident:
-                    dk.bases[name] = (gpu.msm.upload_bases(group, raw) if ready is None
-                                      else gpu.cp.asarray(ready) if on_host else ready)
-                else:
-                    dk.bases[name] = None
-                    dk.host[name] = ready if on_host else pinned_bases(gpu, group, raw, ready, dk, f"{key_id}-{name}")
-            gpu.cp.cuda.Device().synchronize()
+            try:
+                for name, group in QUERIES:
+                    raw, ready = getattr(pk, name).raw, given.get(name)
+                    on_host = isinstance(ready, np.ndarray)
+                    if name in plan.resident:
+                        dk.bases[name] = (gpu.msm.upload_bases(group, raw) if ready is None
+                                          else gpu.cp.asarray(ready) if on_host else ready)
+                    else:
+                        dk.bases[name] = None
+                        dk.host[name] = ready if on_host else pinned_bases(gpu, group, raw, ready, dk,
+                                                                           f"{key_id}-{name}")
+                gpu.cp.cuda.Device().synchronize()
+            except BaseException:
+                # A load that failed half way leaves the host copies it joined (the other device
+                # processes may hold them still).
+                dk.host.clear()
+                for copy in dk.shared:
+                    copy.release()
+                raise
             self.loaded[pk] = dk
             if plan.mode == "streaming":
                 where = "" if products is None else (

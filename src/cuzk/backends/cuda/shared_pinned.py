@@ -21,6 +21,7 @@ import fcntl
 import mmap
 import os
 import shutil
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 
@@ -44,8 +45,14 @@ class SharedHostCopy:
     def __init__(self, name: str, array: np.ndarray, mapping: mmap.mmap, made: bool,
                  unregister: Callable[[int], None] | None) -> None:
         self.name, self.array, self.made = name, array, made
-        self._mapping, self._unregister = mapping, unregister
         self.nbytes = int(array.nbytes)
+        # A copy dropped unreleased (a backend discarded with its keys loaded, a load that failed half
+        # way) leaves all the same. Pages still registered with CUDA once unmapped would fail the next
+        # mapping this process gets at that address: cudaHostRegister says "already registered", and a
+        # copy into it "invalid argument".
+        self._leave = weakref.finalize(self, _leave, name, mapping,
+                                       unregister if self.nbytes else None, int(array.ctypes.data))
+        self._leave.atexit = False  # the process's end frees it all
 
     @classmethod
     def open(cls, name: str, shape: tuple[int, ...], dtype: np.dtype, fill: Callable[[np.ndarray], None],
@@ -53,7 +60,8 @@ class SharedHostCopy:
              unregister: Callable[[int], None] | None = None) -> SharedHostCopy:
         """The copy named `name`, made here with `fill(array)` when no whole one exists; registered
         with `register(address, nbytes)` (cudaHostRegister) in this process. A copy of another
-        shape under that name (a changed key) is an error while its holders live."""
+        shape under that name (a changed key) is an error while its holders live. Whatever raises,
+        this process holds nothing of the copy afterwards."""
         nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
         where = root() / name
         with _Locked(where):
@@ -80,26 +88,39 @@ class SharedHostCopy:
                 (holders / str(os.getpid())).touch()
             except BaseException:
                 del array
-                mapping.close()
+                _unmap(mapping)
                 raise
         if register is not None and nbytes:
-            register(int(array.ctypes.data), nbytes)
+            try:
+                register(int(array.ctypes.data), nbytes)
+            except BaseException:
+                del array
+                _leave(name, mapping, None, 0)
+                raise
         return cls(name, array, mapping, made, unregister if register is not None else None)
 
     def release(self) -> None:
         """Leave the copy; the last holder removes it."""
-        if self._mapping.closed:
-            return
-        if self._unregister is not None and self.nbytes:
-            self._unregister(int(self.array.ctypes.data))
-        where = root() / self.name
-        with _Locked(where):
-            (where / "holders" / str(os.getpid())).unlink(missing_ok=True)
-            self.array = np.empty(0, dtype=self.array.dtype)
-            with contextlib.suppress(BufferError):  # views of it still live: unmapped once they are gone
-                self._mapping.close()
-            if not _prune(where / "holders"):
-                shutil.rmtree(where, ignore_errors=True)
+        self.array = np.empty(0, dtype=self.array.dtype)
+        self._leave()
+
+
+def _leave(name: str, mapping: mmap.mmap, unregister: Callable[[int], None] | None, address: int) -> None:
+    """This process leaves the copy `name`: its pages unregistered, its holder file gone, its mapping
+    closed, and the copy removed when no live holder is left."""
+    if unregister is not None:
+        unregister(address)
+    where = root() / name
+    with _Locked(where):
+        (where / "holders" / str(os.getpid())).unlink(missing_ok=True)
+        _unmap(mapping)
+        if not _prune(where / "holders"):
+            shutil.rmtree(where, ignore_errors=True)
+
+
+def _unmap(mapping: mmap.mmap) -> None:
+    with contextlib.suppress(BufferError):  # views of it still live: unmapped once they are gone
+        mapping.close()
 
 
 def made(name: str) -> bool:
