@@ -41,6 +41,8 @@ with the faults marked go to --out. Verdicts (exit 1 if any fails):
   growth          per series, the least-squares slope after warm-up (samples within --restart-warmup
                   of a daemon start left out, for a device's memory also of a device process killed)
                   times the window, within the series' bound
+  status          every daemon instance answered /status once past --restart-warmup (the samples of
+                  the budget and device memory, and the faults that find a process through it, need it)
   leftovers       after the last stop: no process of any instance alive, no segment made during the run,
                   no shared pinned copy held by one of its processes; on an emulated card nothing held
                   in the card's room (--root/emulated-gpus) and no room of its processes elsewhere
@@ -372,8 +374,12 @@ def sample(daemon: Daemon, t: float, ray_nodes: Any = None) -> dict[str, Any]:
     row["shm_segments"], row["shm_bytes"], _ = shm_segments(daemon.pids)
     row["journal_bytes"] = dir_bytes(daemon.state, "journal.sqlite3*")
     row["log_bytes"] = dir_bytes(daemon.state, "**/*.log")
-    with contextlib.suppress(OSError, ValueError, KeyError):
+    try:
         status = daemon.status()
+    except (OSError, ValueError) as err:  # the `status` verdict judges whether each daemon answered
+        row["status_error"] = f"{type(err).__name__}: {err}"
+        status = None
+    with contextlib.suppress(KeyError, TypeError):
         row["budget_reserved"] = status["memory"]["used_bytes"]
         row["journal_writable"] = (status.get("journal") or {}).get("writable")
         row["pipeline_segments"] = status["buffers"]["shared_segments"]
@@ -389,6 +395,20 @@ def sample(daemon: Daemon, t: float, ray_nodes: Any = None) -> dict[str, Any]:
                 rss, uss = rss + m.rss, uss + m.uss
         row.update(ray_rss=rss, ray_uss=uss)
     return row
+
+
+def status_gaps(samples: list[dict[str, Any]], starts: list[float], warmup: float) -> list[dict[str, Any]]:
+    """The daemon instances (by start time) whose /status never answered once they were past
+    `warmup`, with how often it was asked and the last error: the samples and faults that read it
+    then have nothing to go on."""
+    gaps = []
+    for k, start in enumerate(starts):
+        end = starts[k + 1] if k + 1 < len(starts) else float("inf")
+        asked = [r for r in samples if start + warmup <= r["t"] < end and r.get("pid") is not None]
+        if asked and not any("budget_reserved" in r for r in asked):
+            gaps.append({"start": round(start, 1), "samples": len(asked),
+                         "error": next((r["status_error"] for r in reversed(asked) if "status_error" in r), "")})
+    return gaps
 
 
 def device_series(samples: list[dict[str, Any]]) -> list[str]:
@@ -895,6 +915,7 @@ def verdicts(args: argparse.Namespace, stream: Stream, faults: Faults, daemon: D
         g["bound"] = bound(name, g["median"], answered_in_window)
         g["ok"] = g["growth"] <= g["bound"]
         growth_rows[name] = g
+    status_unanswered = status_gaps(samples, daemon.starts, args.restart_warmup)
     checks = {
         "answered": not lost and not unexplained,
         "agreed": not disagree,
@@ -904,6 +925,7 @@ def verdicts(args: argparse.Namespace, stream: Stream, faults: Faults, daemon: D
         "leftovers": not (leftover_procs or leftover_shm or leftover_held
                           or any(f.get("orphans_when_idle") for f in faults.log)),
         "faults_injected": all("error" not in f for f in faults.log),
+        "status": not status_unanswered,
         "corrupt_param_named": all(f.get("names_the_file", True) for f in faults.log),
     }
     return {
@@ -920,6 +942,7 @@ def verdicts(args: argparse.Namespace, stream: Stream, faults: Faults, daemon: D
         "growth": growth_rows, "leftover_processes": leftover_procs, "leftover_shm": leftover_shm,
         "leftover_held": leftover_held,
         "final_exit_code": exit_code, "daemon_starts": [round(s, 1) for s in daemon.starts],
+        "status_unanswered": status_unanswered,
         "faults": faults.log,
         "per_request": [{"id": r.rid, "kind": r.kind, "priority": r.priority, "deadline_s": r.deadline_s,
                          "status": r.status, "error": r.error[:300], "attempts": r.attempts,

@@ -42,6 +42,17 @@ def test_growth_is_the_fitted_slope_over_the_window_without_restart_warm_ups() -
     assert soak.bound("cuda_pool_held:cuda0", 100 << 20, 0) == pytest.approx(26 << 20)
 
 
+def test_a_daemon_whose_status_never_answered_fails_the_status_verdict() -> None:
+    """An instance that proves but whose /status refuses every request (as one on an H100 did after
+    its first restart) is named, with the error; one that answered once, or died in its warm-up, is not."""
+    rows = [{"t": 5.0, "pid": 1, "budget_reserved": 10}, {"t": 30.0, "pid": 1, "budget_reserved": 10},
+            {"t": 101.0, "pid": 2, "status_error": "URLError: refused"},
+            {"t": 130.0, "pid": 2, "status_error": "URLError: refused"},
+            {"t": 205.0, "pid": 3, "status_error": "URLError: refused"}]
+    assert soak_module().status_gaps(rows, [0.0, 100.0, 200.0], 20.0) == [
+        {"start": 100.0, "samples": 1, "error": "URLError: refused"}]
+
+
 def test_device_memory_is_sampled_per_device_where_the_status_reports_it() -> None:
     soak = soak_module()
     samples = [{"t": 0.0, "cuda_driver_used:cuda1": 3, "cuda_pool_used:cuda0": 1, "tree_rss": 5},
