@@ -68,8 +68,8 @@ class _Sized(Executor):
             return self._refused(device, circuit_id, f"{device.worker_name}: {TOO_SMALL}")
         return 1.0 + device.spec.ordinal
 
-    start = wait_ready = refresh_info = lambda self: None
-    shutdown = unload_all = prove = restart = lambda self, *a, **k: None
+    _start_devices = _wait_devices = refresh_info = lambda self: None
+    _stop_devices = unload_all = prove = restart = lambda self, *a, **k: None
 
 
 def test_load_all_succeeds_while_one_device_holds_the_key() -> None:
