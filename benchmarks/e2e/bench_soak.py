@@ -378,15 +378,15 @@ def sample(daemon: Daemon, t: float, ray_nodes: Any = None) -> dict[str, Any]:
         status = daemon.status()
     except (OSError, ValueError) as err:  # the `status` verdict judges whether each daemon answered
         row["status_error"] = f"{type(err).__name__}: {err}"
-        status = None
-    with contextlib.suppress(KeyError, TypeError):
-        row["budget_reserved"] = status["memory"]["used_bytes"]
-        row["journal_writable"] = (status.get("journal") or {}).get("writable")
-        row["pipeline_segments"] = status["buffers"]["shared_segments"]
-        for d in status["devices"]:  # absent on a CPU (null there)
-            for name, key in DEVICE_SERIES.items():
-                if d.get(key) is not None:
-                    row[f"{name}:{d['label']}"] = d[key]
+    else:
+        with contextlib.suppress(KeyError):
+            row["budget_reserved"] = status["memory"]["used_bytes"]
+            row["journal_writable"] = (status.get("journal") or {}).get("writable")
+            row["pipeline_segments"] = status["buffers"]["shared_segments"]
+            for d in status["devices"]:  # absent on a CPU (null there)
+                for name, key in DEVICE_SERIES.items():
+                    if d.get(key) is not None:
+                        row[f"{name}:{d['label']}"] = d[key]
     if ray_nodes is not None:
         rss = uss = 0
         for p in ray_nodes.processes():
