@@ -161,3 +161,30 @@ def test_a_copy_that_cannot_be_made_or_registered_leaves_nothing(tmp_path: Path,
     with pytest.raises(RuntimeError, match="AlreadyRegistered"):
         shared_pinned.SharedHostCopy.open("k-b", (4, 3), np.dtype(np.uint32), lambda a: a.fill(1), refuse)
     assert not (tmp_path / "k-b").exists()  # its only holder left: the copy is gone
+
+
+def test_a_sweep_never_removes_a_copy_being_made(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A device process starting (it sweeps) beside one making a copy: the maker, waiting for the
+    host's lock, has made no directory a sweep could take for an abandoned copy and remove under it."""
+    import fcntl
+    import threading
+
+    monkeypatch.setenv(shared_pinned.ROOT_ENV, str(tmp_path))
+    sweeps: list[list[str]] = []
+    with open(tmp_path / ".lock", "a") as lock:  # another process's hold on the lock, as flock sees it
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        opened: list[shared_pinned.SharedHostCopy] = []
+        maker = threading.Thread(target=lambda: opened.append(shared_pinned.SharedHostCopy.open(
+            "k-s", (4, 3), np.dtype(np.uint32), lambda a: a.fill(5))))
+        maker.start()
+        maker.join(0.5)  # it waits for the lock
+        assert maker.is_alive() and not (tmp_path / "k-s").exists()
+        sweeper = threading.Thread(target=lambda: sweeps.append(shared_pinned.sweep()))
+        sweeper.start()
+        fcntl.flock(lock, fcntl.LOCK_UN)
+    maker.join(30)
+    sweeper.join(30)
+    assert sweeps == [[]] and len(opened) == 1 and shared_pinned.held_copies() == {"k-s": 48}
+    assert int(opened[0].array.ravel()[0]) == 5
+    opened[0].release()
+    assert shared_pinned.held_copies() == {}

@@ -64,7 +64,8 @@ class SharedHostCopy:
         this process holds nothing of the copy afterwards."""
         nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
         where = root() / name
-        with _Locked(where):
+        with _Locked():
+            where.mkdir(exist_ok=True)  # under the lock: a sweep takes a copy with no holder for abandoned
             holders = where / "holders"
             live = _prune(holders)
             data, whole = where / "data", where / "whole"
@@ -111,7 +112,7 @@ def _leave(name: str, mapping: mmap.mmap, unregister: Callable[[int], None] | No
     if unregister is not None:
         unregister(address)
     where = root() / name
-    with _Locked(where):
+    with _Locked():
         (where / "holders" / str(os.getpid())).unlink(missing_ok=True)
         _unmap(mapping)
         if not _prune(where / "holders"):
@@ -152,13 +153,11 @@ def sweep() -> list[str]:
     """Remove the copies no live process holds (their holders were killed); the names removed. A
     device process sweeps when it starts, so that a killed one's copy lasts until the next start."""
     removed = []
-    if root().is_dir():
+    with _Locked():
         for d in root().iterdir():
-            if d.is_dir():
-                with _Locked(d):
-                    if not _prune(d / "holders"):
-                        shutil.rmtree(d, ignore_errors=True)
-                        removed.append(d.name)
+            if d.is_dir() and not _prune(d / "holders"):
+                shutil.rmtree(d, ignore_errors=True)
+                removed.append(d.name)
     return removed
 
 
@@ -175,11 +174,12 @@ def _prune(holders: Path) -> set[int]:
 
 
 class _Locked:
-    """The host's lock on its copies, with `where` (a copy's directory) made."""
+    """The host's lock on its copies. A copy's directory is made only while holding it: one made
+    before would have no holder yet, and another process's sweep would remove it under the maker."""
 
-    def __init__(self, where: Path) -> None:
-        where.mkdir(parents=True, exist_ok=True)
-        self._path = where.parent / ".lock"
+    def __init__(self) -> None:
+        root().mkdir(parents=True, exist_ok=True)
+        self._path = root() / ".lock"
 
     def __enter__(self) -> None:
         self._file = open(self._path, "a")
