@@ -56,6 +56,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime as dt
+import fcntl
 import json
 import os
 import queue
@@ -378,6 +379,7 @@ def sample(daemon: Daemon, t: float, ray_nodes: Any = None) -> dict[str, Any]:
         status = daemon.status()
     except (OSError, ValueError) as err:  # the `status` verdict judges whether each daemon answered
         row["status_error"] = f"{type(err).__name__}: {err}"
+        row["status_listeners"] = listeners(procs)  # whether anything of the daemon's listens, and where
     else:
         with contextlib.suppress(KeyError):
             row["budget_reserved"] = status["memory"]["used_bytes"]
@@ -397,6 +399,18 @@ def sample(daemon: Daemon, t: float, ray_nodes: Any = None) -> dict[str, Any]:
     return row
 
 
+def listeners(procs: list[Any]) -> list[str]:
+    """"pid host:port" of each TCP socket the daemon's processes listen on."""
+    import psutil
+
+    out = []
+    for p in procs:
+        with contextlib.suppress(psutil.Error):
+            out += [f"{p.pid} {c.laddr.ip}:{c.laddr.port}" for c in p.net_connections(kind="tcp")
+                    if c.status == psutil.CONN_LISTEN]
+    return out
+
+
 def status_gaps(samples: list[dict[str, Any]], starts: list[float], warmup: float) -> list[dict[str, Any]]:
     """The daemon instances (by start time) whose /status never answered once they were past
     `warmup`, with how often it was asked and the last error: the samples and faults that read it
@@ -406,8 +420,9 @@ def status_gaps(samples: list[dict[str, Any]], starts: list[float], warmup: floa
         end = starts[k + 1] if k + 1 < len(starts) else float("inf")
         asked = [r for r in samples if start + warmup <= r["t"] < end and r.get("pid") is not None]
         if asked and not any("budget_reserved" in r for r in asked):
-            gaps.append({"start": round(start, 1), "samples": len(asked),
-                         "error": next((r["status_error"] for r in reversed(asked) if "status_error" in r), "")})
+            last = next((r for r in reversed(asked) if "status_error" in r), {})
+            gaps.append({"start": round(start, 1), "samples": len(asked), "error": last.get("status_error", ""),
+                         "listening": last.get("status_listeners", [])})
     return gaps
 
 
@@ -1012,6 +1027,12 @@ def main(argv: list[str] | None = None) -> int:
         args.warmup = max(20.0, args.duration / 5)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     started = dt.datetime.now(dt.UTC)
+    args.root.mkdir(parents=True, exist_ok=True)
+    lock = open(args.root / ".soak.lock", "a")  # noqa: SIM115 (held until the process ends)
+    try:  # two runs on one root would share its socket, state and keys, and judge each other's work
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        p.error(f"--root {args.root}: another soak is running on it")
     result = run(args)
     record = {"benchmark": "bench_soak", "date": started.isoformat(timespec="seconds"), "git": git_revision(),
               "hardware": hardware(), "backend": backend,

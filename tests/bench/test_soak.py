@@ -9,6 +9,7 @@ import importlib.util
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -47,10 +48,30 @@ def test_a_daemon_whose_status_never_answered_fails_the_status_verdict() -> None
     its first restart) is named, with the error; one that answered once, or died in its warm-up, is not."""
     rows = [{"t": 5.0, "pid": 1, "budget_reserved": 10}, {"t": 30.0, "pid": 1, "budget_reserved": 10},
             {"t": 101.0, "pid": 2, "status_error": "URLError: refused"},
-            {"t": 130.0, "pid": 2, "status_error": "URLError: refused"},
+            {"t": 130.0, "pid": 2, "status_error": "URLError: refused", "status_listeners": ["2 127.0.0.1:9"]},
             {"t": 205.0, "pid": 3, "status_error": "URLError: refused"}]
     assert soak_module().status_gaps(rows, [0.0, 100.0, 200.0], 20.0) == [
-        {"start": 100.0, "samples": 1, "error": "URLError: refused"}]
+        {"start": 100.0, "samples": 1, "error": "URLError: refused", "listening": ["2 127.0.0.1:9"]}]
+
+
+def test_listeners_name_the_tcp_ports_the_daemons_processes_listen_on() -> None:
+    import psutil
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        assert f"{os.getpid()} 127.0.0.1:{port}" in soak_module().listeners([psutil.Process()])
+
+
+def test_a_second_soak_on_a_root_in_use_is_refused(tmp_path: Path) -> None:
+    import fcntl
+
+    with open(tmp_path / ".soak.lock", "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        proc = subprocess.run([sys.executable, str(SCRIPT), "--duration", "1", "--root", str(tmp_path)],
+                              capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "another soak is running on it" in proc.stderr
 
 
 def test_device_memory_is_sampled_per_device_where_the_status_reports_it() -> None:
