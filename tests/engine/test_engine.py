@@ -122,18 +122,18 @@ def test_await_timeout_leaves_the_job_running(engine: Engine) -> None:
 def test_cancel_running_and_queued_jobs_frees_memory(engine: Engine) -> None:
     wait_until(lambda: idle(engine), what="an idle engine")
     baseline = engine.budget.used
-    engine.submit(make_request("run-1", partitions=6, synth_delay_ms=400))
-    engine.submit(make_request("run-2", partitions=6, synth_delay_ms=400))
-    engine.submit(make_request("run-3", partitions=6, synth_delay_ms=400))
+    running = [f"run-{k}" for k in range(1, engine.window + 1)]  # the window: the regular lanes + 1 lookahead
+    for rid in running:
+        engine.submit(make_request(rid, partitions=6, synth_delay_ms=400))
     engine.submit(make_request("queued", synth_delay_ms=400))
     wait_until(lambda: engine.status()["synthesis"]["active"] > 0, what="synthesis to start")
-    assert engine.jobs["queued"].state is JobState.QUEUED  # the window (2 workers + 1 lookahead) is full
+    assert engine.jobs["queued"].state is JobState.QUEUED  # the window is full
     assert engine.cancel("queued") is False
     assert engine.await_result("queued", 5).status is ResultStatus.CANCELLED
     assert engine.cancel("run-1") is True
     result = engine.await_result("run-1", 5)
     assert result.status is ResultStatus.CANCELLED and result.error == "cancelled by request"
-    for rid in ("run-2", "run-3"):
+    for rid in running[1:]:
         engine.cancel(rid)
     assert engine.cancel("run-1") is False  # already finished: left as it is
     wait_until(lambda: idle(engine), what="in-flight partitions to come back")
@@ -218,8 +218,10 @@ def test_listeners_status_and_metrics(engine: Engine) -> None:
     assert status["devices"][0]["kind"] == "cpu"
     # A CPU has no device memory pool nor driver to count it
     assert [status["devices"][0][f"memory_{k}"] for k in ("pool_used", "pool_held", "driver_used")] == [None] * 3
-    # gpus.gpu_workers_per_device (2) regular workers, and the device's lane for CRITICAL work.
-    assert [w["reserved_for"] for w in status["gpu_workers"]] == [None, None, "CRITICAL"]
+    # gpus.gpu_workers_per_device (2) regular lanes that prove, one more per synthesis process (they
+    # synthesize while the others prove), and the device's lane for CRITICAL work.
+    lanes = 2 + len(engine.synthesis.regular)
+    assert [w["reserved_for"] for w in status["gpu_workers"]] == [None] * lanes + ["CRITICAL"]
     assert [w["reserved_for"] for w in status["synthesis"]["workers"]][-1] == "CRITICAL"
     assert status["memory"]["baseline_bytes"] > 0 and status["counters"]["total_completed"] > 0
     assert {q["proof_kind"] for q in status["queues"]} >= {"porep-c2", "winning-post", "test-circuit"}

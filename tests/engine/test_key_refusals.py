@@ -85,20 +85,26 @@ def test_a_key_no_device_can_hold_is_refused_naming_each_device() -> None:
     assert str(err.value) == f"cuzk-device-cuda0: {TOO_SMALL}; cuzk-device-cuda1: {TOO_SMALL}"
 
 
+def _pipeline(queue: list[SimpleNamespace]) -> SimpleNamespace:
+    """What `Pipeline._admissible` reads of its pipeline: the queue, no cap, nothing blocked."""
+    return SimpleNamespace(_queue=queue, _blocked=None, synthesizing=0, waiting=0, _per_job_synthesizing={},
+                           settings=SimpleNamespace(device_mode="latency", max_gpu_queue_depth=0, slot_size=0))
+
+
 def test_a_device_that_refused_a_circuit_passes_over_its_partitions() -> None:
     def work(circuit_id: str) -> SimpleNamespace:
         return SimpleNamespace(job=SimpleNamespace(circuit_id=circuit_id, priority=Priority.NORMAL,
                                                    device_affinity=""), record=SimpleNamespace(failed_on=None))
 
     queue = [work("porep-32g"), work("winning-32g"), work("porep-32g")]
-    fake = SimpleNamespace(_device_queue=queue, settings=SimpleNamespace(device_mode="latency"))
+    fake = _pipeline(queue)
     small, large = _device(0), _device(1)
     small.refused["porep-32g"] = TOO_SMALL
     state = WorkerState("w", "prover")
-    assert Pipeline._next_for(fake, state, small) is queue[1]  # type: ignore[arg-type]
-    assert Pipeline._next_for(fake, state, large) is queue[0]  # type: ignore[arg-type]
+    assert Pipeline._admissible(fake, state, small) is queue[1]  # type: ignore[arg-type]
+    assert Pipeline._admissible(fake, state, large) is queue[0]  # type: ignore[arg-type]
     small.refused["winning-32g"] = TOO_SMALL
-    assert Pipeline._next_for(fake, state, small) is None  # type: ignore[arg-type]
+    assert Pipeline._admissible(fake, state, small) is None  # type: ignore[arg-type]
 
 
 def test_a_device_that_failed_holding_a_partition_passes_over_it_until_it_has_restarted() -> None:
@@ -106,7 +112,7 @@ def test_a_device_that_failed_holding_a_partition_passes_over_it_until_it_has_re
     failed lane has marked it restarting) and use up the partition's attempts."""
     work = SimpleNamespace(job=SimpleNamespace(circuit_id="porep-32g", priority=Priority.NORMAL, device_affinity=""),
                            record=SimpleNamespace(failed_on=None))
-    fake = SimpleNamespace(_device_queue=[work], settings=SimpleNamespace(device_mode="latency"))
+    fake = _pipeline([work])
 
     class Restarting(Device):
         count = 0
@@ -119,10 +125,10 @@ def test_a_device_that_failed_holding_a_partition_passes_over_it_until_it_has_re
     failed.count = 3
     work.record.failed_on = (failed.worker_name, 3)
     state = WorkerState("w", "prover")
-    assert Pipeline._next_for(fake, state, failed) is None  # type: ignore[arg-type]
-    assert Pipeline._next_for(fake, state, other) is work  # type: ignore[arg-type]
+    assert Pipeline._admissible(fake, state, failed) is None  # type: ignore[arg-type]
+    assert Pipeline._admissible(fake, state, other) is work  # type: ignore[arg-type]
     failed.count = 4  # restarted since
-    assert Pipeline._next_for(fake, state, failed) is work  # type: ignore[arg-type]
+    assert Pipeline._admissible(fake, state, failed) is work  # type: ignore[arg-type]
 
 
 def _streaming_state(entry: dict) -> object:

@@ -117,8 +117,9 @@ def test_a_batch_lets_a_critical_partition_in_between_two_of_its_partitions(debu
     shared = []
 
     def item(seed: int, priority: Priority) -> ProveItem:
-        shared.append(export_assignment(DebugCircuitRecipe("mimc-3", seed).assignment()))
-        return ProveItem("mimc-3", shared[-1], debug_public_inputs("mimc-3", seed), f"p{seed}", int(priority))
+        recipe = DebugCircuitRecipe("mimc-3", seed)
+        shared.append(export_assignment(recipe.assignment()))
+        return ProveItem("mimc-3", recipe, debug_public_inputs("mimc-3", seed), f"p{seed}", int(priority))
 
     batch = [item(1, Priority.NORMAL), item(2, Priority.NORMAL)]
     crit = item(3, Priority.CRITICAL)
@@ -134,10 +135,12 @@ def test_a_batch_lets_a_critical_partition_in_between_two_of_its_partitions(debu
     state.backend.prove = gated  # type: ignore[method-assign]
     out: dict[str, list[ItemResult]] = {}
     try:
-        a = threading.Thread(target=lambda: out.setdefault("batch", state.prove(batch, True)), daemon=True)
+        a = threading.Thread(target=lambda: out.setdefault("batch", state.prove(batch, shared[:2], True)),
+                             daemon=True)
         a.start()
         assert first_started.wait(20)
-        b = threading.Thread(target=lambda: out.setdefault("crit", state.prove([crit], True)), daemon=True)
+        b = threading.Thread(target=lambda: out.setdefault("crit", state.prove([crit], shared[2:], True)),
+                             daemon=True)
         b.start()
         wait_until(lambda: state.device_lock.waiting(int(Priority.CRITICAL)) == 1, what="the CRITICAL one to queue")
         release_first.set()

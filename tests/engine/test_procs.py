@@ -95,7 +95,7 @@ def test_a_local_device_failure_is_counted_once_per_incarnation() -> None:
                 assert self.reloaded.wait(10)
 
     proc = Proc()
-    device = LocalDevice(DeviceSpec(0, "cpu"), proc)  # type: ignore[arg-type]
+    device = LocalDevice(DeviceSpec(0, "cpu"), proc, 1)  # type: ignore[arg-type]
     executor = LocalExecutor.__new__(LocalExecutor)
     executor._devices, executor._dead_before, executor._lane_saw = [device], {}, threading.local()
 

@@ -349,9 +349,9 @@ def test_prover_slots_go_by_priority_then_arrival() -> None:
     import threading
     import time
 
-    from cuzk.engine.ray_executor import _ProverSlots
+    from cuzk.engine.executor import PrioritySlots
 
-    slots, order, threads = _ProverSlots(1), [], []
+    slots, order, threads = PrioritySlots(1), [], []
     release = threading.Event()
 
     def take(name: str, priority: int) -> None:

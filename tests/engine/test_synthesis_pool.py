@@ -50,3 +50,55 @@ def test_a_process_that_died_while_idle_is_replaced_with_its_warm_up() -> None:
     finally:
         pool.stop(2.0)
     assert not any(p.alive for p in pool.processes)
+
+
+def test_processes_go_to_calls_first_then_by_priority_and_the_reserved_one_to_critical_work(monkeypatch) -> None:
+    """With every regular process held, waiters get the next free one in order: the engine's worker
+    calls, then the highest priority, first come first within it; only CRITICAL work may take the
+    reserved process, and it takes it first when it is free."""
+    import threading
+    import time
+
+    from cuzk.engine.jobs import Priority
+
+    pool = SynthesisPool(1, threads=1, critical_threads=1)
+    monkeypatch.setattr(pool, "_restart", lambda proc, reason: None)  # nothing spawned: the order is the test
+    order: list[tuple[str, str]] = []
+    release = threading.Event()
+
+    def take(name: str, priority: int, call: bool = False) -> None:
+        with pool.process(priority, call=call) as proc:
+            order.append((name, proc.name))
+            if name in ("first", "critical"):
+                release.wait(10)
+
+    threads: list[threading.Thread] = []
+
+    def start(*args: object) -> None:
+        threads.append(threading.Thread(target=take, args=args))
+        threads[-1].start()
+        deadline = time.monotonic() + 10
+        while len(pool._waiting) + len(order) < len(threads):  # queued (or in) before the next starts
+            assert time.monotonic() < deadline
+            time.sleep(0.001)
+
+    start("first", int(Priority.NORMAL))
+    start("critical", int(Priority.CRITICAL))  # takes the reserved process at once
+    for name, priority, call in (("low", Priority.LOW, False), ("normal", Priority.NORMAL, False),
+                                 ("high", Priority.HIGH, False), ("call", Priority.LOW, True)):
+        start(name, int(priority), call)
+    assert order == [("first", "cuzk-synth-0"), ("critical", "cuzk-synth-critical")]
+    release.set()
+    for t in threads:
+        t.join(10)
+    assert [name for name, _ in order[2:]] == ["call", "high", "normal", "low"]
+    assert all(proc == "cuzk-synth-0" for _, proc in order[2:])  # the reserved one never serves them
+
+
+def test_the_local_executor_has_a_lane_per_pipe_and_as_many_more_as_keep_its_synthesis_busy() -> None:
+    pool = SynthesisPool.for_cores(5)
+    executor = LocalExecutor([DeviceSpec(0, "cpu"), DeviceSpec(1, "cpu")], workers_per_device=2, threads=1,
+                             synthesis=pool)
+    assert executor.provers_per_device == 2 and len(pool.regular) == 5
+    assert executor.workers_per_device == 2 + 3 and executor.critical_lane == 5  # ceil(5 / 2) lanes ahead
+    assert [d.proc._channels for d in executor._devices] == [3, 3]  # its pipes: 2 and the CRITICAL lane's

@@ -120,7 +120,8 @@ class PipelineConfig:
     #: true: partitions flow through synthesis and proving independently, jobs overlap;
     #: false: one job at a time (all its partitions synthesized, then proven), no overlap.
     enabled: bool = True
-    #: Jobs that may be in the pipeline beyond one per prover worker (CRITICAL jobs are exempt).
+    #: Jobs that may be in the pipeline beyond one per lane of the devices (a lane per prover worker
+    #: and those synthesizing ahead of them; CRITICAL jobs are exempt).
     synthesis_lookahead: int = 1
     #: Jobs planned (payload parsed, parameters loaded) at once.
     synthesis_concurrency: int = 1
@@ -128,8 +129,8 @@ class PipelineConfig:
     max_parallel_synthesis: int = 18
     #: Partitions of one job in synthesis at once; 0 = no limit.
     slot_size: int = 0
-    #: Synthesized partitions waiting for a prover (plus those being synthesized) before synthesis
-    #: pauses; 0 = no limit.
+    #: Partitions being synthesized or synthesized and waiting for a prover before no more are
+    #: taken; 0 = no limit.
     max_gpu_queue_depth: int = 0
     #: cuzk-py: verify every partition proof before the job completes.
     verify_proofs: bool = True

@@ -34,7 +34,7 @@ from cuzk.backends.device_lock import DEFAULT_PRIORITY, PriorityLock, priority_s
 from cuzk.engine.compiled_store import load_verified
 from cuzk.engine.messages import ItemResult, ProveItem
 from cuzk.engine.procs import set_thread_env
-from cuzk.engine.synthesis import CompiledWitness
+from cuzk.engine.synthesis import CompiledWitness, SharedAssignment
 
 if TYPE_CHECKING:
     from cuzk.backends.base import ProverBackend
@@ -214,15 +214,16 @@ class DeviceWorker:
                 info[0]["memory_plan"] = plan
         return info
 
-    def prove(self, items: list[ProveItem], verify: bool) -> list[ItemResult]:
-        """Prove items back to back under one hold of the device lock (a batch shares the lock), at
-        the items' priority; between items a waiter of higher priority goes first (the lock's
-        `yield_to_waiters`), so a batch delays a CRITICAL partition by one partition at most."""
+    def prove(self, items: list[ProveItem], witnesses: list[SharedAssignment], verify: bool) -> list[ItemResult]:
+        """Prove items, each with its synthesized witness, back to back under one hold of the device
+        lock (a batch shares the lock), at the items' priority; between items a waiter of higher
+        priority goes first (the lock's `yield_to_waiters`), so a batch delays a CRITICAL partition
+        by one partition at most."""
         from cuzk.groth16.verifier import verify_proof
 
         attached, results = [], []
         try:
-            for item in items:
+            for item, witness in zip(items, witnesses, strict=True):
                 with self.keys_lock:
                     pk = self.keys.get(item.circuit_id)
                     hot = item.circuit_id in self.hot
@@ -234,7 +235,7 @@ class DeviceWorker:
                                                           "this device", fatal=True))
                     attached.append(None)
                     continue
-                att = item.shared.attach()
+                att = witness.attach()
                 compiled = None
                 if isinstance(att.assignment, CompiledWitness):
                     # Loaded (and on first use verified) before the device lock: the prover evaluates a, b, c.
@@ -344,7 +345,7 @@ def _serve_prover(worker: DeviceWorker, conn: Connection) -> None:
             return
         try:
             if msg[0] == "prove":
-                reply: Any = ("ok", worker.prove(msg[1], msg[2]))
+                reply: Any = ("ok", worker.prove(msg[1], msg[2], msg[3]))
             else:
                 reply = ("error", f"unknown request {msg[0]!r}")
         except Exception as err:

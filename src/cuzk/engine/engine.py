@@ -246,14 +246,14 @@ class Engine:
 
         #: The CPUs synthesis may use: the cores, bounded by a cgroup CPU quota (`cuzk.config.host`).
         self.cpus = host.cpu_limit()
-        #: The synthesis processes are the executor's; the pipeline drives them.
+        #: The synthesis processes are the executor's.
         self.synthesis = self.executor.synthesis
         self.srs = SrsManager(self.budget, self.executor, self.providers.srs_source, self._materialize,
                               min_idle_s=config.memory.eviction_min_idle)
         self.budget.evictor = self.evict_for
         self.budget.add_release_listener(self._wake)
         self.pipeline = Pipeline(
-            cv=self._cv, budget=self.budget, synthesis=self.synthesis, executor=self.executor,
+            cv=self._cv, budget=self.budget, executor=self.executor,
             settings=PipelineSettings(config.pipeline.slot_size, config.pipeline.max_gpu_queue_depth,
                                       config.scheduler.max_batch_size, config.pipeline.verify_proofs,
                                       config.scheduler.device_mode),
@@ -801,9 +801,10 @@ class Engine:
                 self._cv.wait(1.0)
                 if self._stopping:
                     return
-            revived = self.synthesis.revive()
-            if revived:
-                self.metrics.worker_restarts.labels("synthesis").inc(revived)
+            self.synthesis.revive()
+            restarted = self.synthesis.restarted()  # those that died under a partition or call too
+            if restarted:
+                self.metrics.worker_restarts.labels("synthesis").inc(restarted)
             revived = self.executor.revive()
             if revived:
                 self.metrics.worker_restarts.labels("device").inc(revived)

@@ -4,24 +4,30 @@ The engine never starts a device itself. It is given an `Executor` (built from t
 daemon is wired together, `cuzk.server.serve`, by `cuzk.engine.executors.make_executor`) and asks
 it for its devices, to make keys hot or cold on them, to prove partitions on a device's lane, and
 to restart a device that died. Each device has `workers_per_device` lanes that take any work and
-one more (`critical_lane`) that takes CRITICAL work only; the engine runs one prover thread per lane.
+one more (`critical_lane`) that takes CRITICAL work only; the engine runs one thread per lane, and
+a lane hands the executor a partition's work (`ProveItem`: its recipe, public inputs, priority) and
+gets back its proof and timings. The executor synthesizes and proves: a lane's partition is
+synthesized while other lanes' partitions are on the device, which is why a device has more lanes
+than it proves at once (`provers_per_device`).
 
-`LocalExecutor` is the implementation for one host: a spawned process per device
-(`cuzk.engine.device_worker`), its lanes one pipe each, partitions handed over as shared-memory
-names (`cuzk.engine.messages`). An executor for devices on other hosts implements the same
-operations; what it must carry instead of shared-memory names is in `cuzk.engine.messages`'
-docstring (a partition's picklable recipe one way, the proof and timings the other), and a device
-it loses mid-partition is reported by raising `WorkerCrashedError` from `prove`, as a local device
-process that dies is. docs/architecture.md has the picture.
+`LocalExecutor` is the implementation for one host: its synthesis processes (`synthesis`), a
+spawned process per device (`cuzk.engine.device_worker`), the witness handed from one to the other
+as a shared-memory segment's name. An executor for devices on other hosts implements the same
+operations (`cuzk.engine.ray_executor`), and a device it loses mid-partition is reported by raising
+`WorkerCrashedError` from `prove`, as a local device process that dies is. docs/architecture.md has
+the picture.
 """
 
 from __future__ import annotations
 
+import contextlib
+import heapq
+import itertools
 import logging
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
@@ -30,8 +36,9 @@ from cuzk.config.host import cpu_limit
 from cuzk.engine.device_worker import device_worker_main
 from cuzk.engine.devices import DeviceSpec, detect_devices
 from cuzk.engine.messages import ItemResult, ProveItem
-from cuzk.engine.procs import WorkerProcess
+from cuzk.engine.procs import WorkerCrashedError, WorkerProcess
 from cuzk.engine.providers import WorkerCall
+from cuzk.engine.synthesis import SharedAssignment, unlink_orphans
 from cuzk.engine.synthesis_pool import SynthesisPool
 from cuzk.errors import CuzkError
 
@@ -161,21 +168,70 @@ class ExecutorHost(Protocol):
         ...
 
 
+class ProveReport(Protocol):
+    """What an executor tells the lane about its partitions while it proves them (from the lane's
+    thread, as it happens): `k` is the item's index. An executor that synthesizes elsewhere reports
+    nothing and returns the synthesis' span in `ItemResult.synth`."""
+
+    def synthesizing(self, k: int, worker: str) -> None:
+        """Item `k`'s synthesis began in `worker`."""
+        ...
+
+    def synthesized(self, k: int, start: float, end: float, worker: str, nbytes: int) -> bool:
+        """Item `k` was synthesized into `nbytes` of this host's shared memory; False: its job ended
+        meanwhile, so it is not proven."""
+        ...
+
+    def proving(self, ks: list[int]) -> None:
+        """Items `ks` are handed to the device (one synthesizing elsewhere: to the device's node)."""
+        ...
+
+
+class PrioritySlots:
+    """`n` numbered slots; waiters get one by priority, first come first served within a level."""
+
+    def __init__(self, n: int) -> None:
+        self._free = list(range(n))
+        self._waiting: list[tuple[int, int]] = []  # a heap of (-priority, ticket)
+        self._tickets = itertools.count()
+        self._cv = threading.Condition()
+
+    @contextlib.contextmanager
+    def hold(self, priority: int) -> Iterator[int]:
+        me = (-priority, next(self._tickets))
+        with self._cv:
+            heapq.heappush(self._waiting, me)
+            while not (self._free and self._waiting[0] == me):
+                self._cv.wait()
+            heapq.heappop(self._waiting)
+            slot = self._free.pop(0)
+            self._cv.notify_all()  # the next waiter may take a slot still free
+        try:
+            yield slot
+        finally:
+            with self._cv:
+                self._free.append(slot)
+                self._cv.notify_all()
+
+
 class Executor(ABC):
     """What the engine needs of its devices (module docstring)."""
 
     #: Lanes per device that take any work; lane `critical_lane` takes CRITICAL work only.
     workers_per_device: int
     critical_lane: int
+    #: Of a device's regular lanes, how many prove at once (`gpus.gpu_workers_per_device`); the
+    #: others synthesize meanwhile.
+    provers_per_device: int
     #: The engine, from `start` on.
     host: ExecutorHost | None = None
-    #: This host's synthesis processes, which the engine's pipeline drives: every partition's for a
-    #: local executor, the engine's worker calls only for one whose devices synthesize
-    #: (`cuzk.engine.synthesis_pool`). Started, replaced and stopped with the devices.
+    #: This host's synthesis processes: every partition's for a local executor, the engine's worker
+    #: calls only for one whose devices synthesize on their own nodes (`cuzk.engine.synthesis_pool`).
+    #: Started, replaced and stopped with the devices.
     synthesis: SynthesisPool
-    #: The devices synthesize the partitions they prove on their own node, from `ProveItem.recipe`:
-    #: the pipeline then hands partitions to the device queue unsynthesized, reserving nothing here.
-    synthesizes: bool = False
+    #: Partitions are synthesized in this host's memory: the engine reserves a partition's estimate
+    #: in its budget before handing it to a lane (False: on the devices' nodes, which budget their own).
+    host_memory: bool = True
 
     def cluster_status(self) -> dict[str, Any] | None:
         """The nodes behind the devices, for the status (None: the devices are this host's)."""
@@ -313,8 +369,10 @@ class Executor(ABC):
         """Update each device's info, skipping devices that are busy with a control request."""
 
     @abstractmethod
-    def prove(self, device: Device, lane: int, items: list[ProveItem], verify: bool) -> list[ItemResult]:
-        """Prove items on the device's lane; raises WorkerCrashedError when the device died meanwhile."""
+    def prove(self, device: Device, lane: int, items: list[ProveItem], verify: bool,
+              report: ProveReport | None = None) -> list[ItemResult]:
+        """Synthesize and prove items on the device's lane, telling `report` how it goes; raises
+        WorkerCrashedError when the device died meanwhile."""
 
     @abstractmethod
     def restart(self, device: Device, reason: str, *, force: bool = False) -> None:
@@ -338,9 +396,11 @@ class Executor(ABC):
 class LocalDevice(Device):
     """A device owned by a spawned process on this host."""
 
-    def __init__(self, spec: DeviceSpec, proc: WorkerProcess) -> None:
+    def __init__(self, spec: DeviceSpec, proc: WorkerProcess, provers: int) -> None:
         super().__init__(spec)
         self.proc = proc
+        #: The process's regular channels, by priority; its channel `provers` is the CRITICAL lane's.
+        self.channels = PrioritySlots(provers)
         self.restart_lock = threading.Lock()
         #: Clear while the process is being replaced and given its keys back: a lane that reached
         #: the new process before that would find no key there.
@@ -365,12 +425,20 @@ class LocalDevice(Device):
 
 
 class LocalExecutor(Executor):
-    """One spawned process per device on this host, `workers_per_device` + 1 pipes each."""
+    """This host's synthesis processes and one spawned process per device, `workers_per_device` + 1
+    pipes each.
+
+    A lane synthesizes its partition in the next free synthesis process (`SynthesisPool.process`),
+    then waits for one of its device's pipes by priority and proves there; the CRITICAL lane has a
+    pipe of its own. A device has a lane per pipe and as many more as it takes to keep every
+    synthesis process busy (`synthesis_ahead`)."""
 
     def __init__(self, specs: list[DeviceSpec], *, workers_per_device: int, threads: int,
-                 memory_limits: list[int | None] | None = None, synthesis: SynthesisPool | None = None) -> None:
+                 memory_limits: list[int | None] | None = None, synthesis: SynthesisPool | None = None,
+                 synthesis_ahead: int | None = None) -> None:
         """`synthesis`: the pool that synthesizes the devices' partitions (default: one process per
-        core of this host, `SynthesisPool.for_cores`)."""
+        core of this host, `SynthesisPool.for_cores`). `synthesis_ahead`: lanes per device beyond its
+        pipes (default: the regular synthesis processes shared out between the devices)."""
         self.synthesis = synthesis or SynthesisPool.for_cores(cpu_limit().cpus)
         self._devices: list[LocalDevice] = []
         for k, spec in enumerate(specs):
@@ -379,11 +447,18 @@ class LocalExecutor(Executor):
                         "memory_share": spec.share}
             proc = WorkerProcess(f"cuzk-device-{spec.label}", device_worker_main, (settings,),
                                  channels=workers_per_device + 1)
-            device = LocalDevice(spec, proc)
+            device = LocalDevice(spec, proc, workers_per_device)
             proc.on_restart = self._restarted(device)
             self._devices.append(device)
-        self.workers_per_device = workers_per_device
-        self.critical_lane = workers_per_device  # the pipe past the regular lanes'
+        if synthesis_ahead is None:
+            synthesis_ahead = -(-len(self.synthesis.regular) // max(1, len(specs)))
+        self.provers_per_device = workers_per_device
+        self.workers_per_device = workers_per_device + synthesis_ahead
+        self.critical_lane = self.workers_per_device
+        #: The witnesses made for the devices and not yet unlinked, by segment name: what a synthesis
+        #: process that died mid-partition left is the rest (`_drop_orphans`).
+        self._segments: set[str] = set()
+        self._segments_lock = threading.Lock()
         #: Devices `revive` found dead last time, by name, with the incarnation (restart count) seen.
         self._dead_before: dict[str, int] = {}
         #: The incarnation of its device a lane (or the housekeeper) last dealt with, on that thread:
@@ -487,14 +562,108 @@ class LocalExecutor(Executor):
             if reply is not None and reply[0] == "ok":
                 d.info = reply[1]
 
-    def prove(self, device: Device, lane: int, items: list[ProveItem], verify: bool) -> list[ItemResult]:
+    def prove(self, device: Device, lane: int, items: list[ProveItem], verify: bool,
+              report: ProveReport | None = None) -> list[ItemResult]:
         assert isinstance(device, LocalDevice)
-        device.ready.wait()
-        self._lane_saw.incarnation = device.proc.restarts  # what `restart` compares, on this lane's thread
-        reply = device.proc.request(("prove", items, verify), channel=lane)
+        report = report or _Unreported()
+        results: list[ItemResult | None] = [None] * len(items)
+        witnesses: list[SharedAssignment | None] = [None] * len(items)
+        try:
+            if len(items) == 1:
+                self._synthesize(0, items[0], results, witnesses, report)
+            else:  # a batch's partitions in as many processes as are free
+                threads = [threading.Thread(target=self._synthesize, args=(k, item, results, witnesses, report),
+                                            name=f"{threading.current_thread().name}-synth{k}", daemon=True)
+                           for k, item in enumerate(items)]
+                for t in threads:
+                    t.start()
+                for t in threads:
+                    t.join()
+            ready = [k for k, w in enumerate(witnesses) if w is not None]
+            if ready:
+                priority = max(items[k].priority for k in ready)
+                channel = (contextlib.nullcontext(self.provers_per_device) if lane == self.critical_lane
+                           else device.channels.hold(priority))
+                with channel as pipe:
+                    self._until_alive(device)
+                    report.proving(ready)
+                    self._lane_saw.incarnation = device.proc.restarts  # what `restart` compares, on this thread
+                    reply = device.proc.request(("prove", [items[k] for k in ready], [witnesses[k] for k in ready],
+                                                 verify), channel=pipe)
+                proven = reply[1] if reply[0] == "ok" else [ItemResult(False, error=str(reply[1])) for _ in ready]
+                for k, result in zip(ready, proven, strict=True):
+                    result.synth, result.synth_worker = results[k].synth, results[k].synth_worker  # type: ignore[union-attr]
+                    results[k] = result
+        finally:
+            for w in witnesses:
+                if w is not None:
+                    self._unlink(w)
+        return [r if r is not None else ItemResult(False, error="not proven") for r in results]
+
+    @staticmethod
+    def _until_alive(device: LocalDevice) -> None:
+        """Wait while the device is being restarted, or is dead and about to be (by the lane that saw
+        it die, else by the housekeeper): partitions that had not reached it keep their witnesses
+        and go to the new process, rather than fail on the dead one and be synthesized again."""
+        while True:
+            device.ready.wait()
+            with device.restart_lock:  # not half way through a restart (alive, its keys not loaded yet)
+                if device.ready.is_set() and (device.proc.alive or device.proc.stopping):
+                    return
+            time.sleep(0.05)
+
+    def _synthesize(self, k: int, item: ProveItem, results: list[ItemResult | None],
+                    witnesses: list[SharedAssignment | None], report: ProveReport) -> None:
+        """Item `k`'s synthesis in the pool's next free process: its witness in `witnesses[k]` and its
+        span in `results[k]`, or its error there."""
+        crashed = False
+        try:
+            with self.synthesis.process(item.priority) as proc:
+                report.synthesizing(k, proc.name)
+                pid = proc.pid
+                try:
+                    reply = proc.request(("synth", item.recipe))
+                except WorkerCrashedError as crash:
+                    reply, crashed = ("error", str(crash), ""), True
+                    self.synthesis.died(proc, f"died while synthesizing {item.label}")
+                except Exception as err:  # e.g. the recipe cannot be pickled
+                    reply = ("error", f"cannot send the partition to a synthesis process: {type(err).__name__}: "
+                             f"{err}", "")
+        except CuzkError as err:  # the pool stopped
+            reply = ("error", str(err), "")
+        if crashed:
+            self._drop_orphans(pid)
         if reply[0] != "ok":
-            return [ItemResult(False, error=str(reply[1])) for _ in items]
-        return reply[1]
+            if len(reply) > 2 and reply[2]:
+                log.debug("synthesis of %s failed:\n%s", item.label, reply[2])
+            results[k] = ItemResult(False, error=f"synthesis failed: {reply[1]}")
+            return
+        _, shared, start, end = reply
+        with self._segments_lock:
+            self._segments.add(shared.shm_name)
+        results[k] = ItemResult(False, synth=(start, end), synth_worker=proc.name)
+        if report.synthesized(k, start, end, proc.name, shared.size):
+            witnesses[k] = shared
+        else:
+            self._unlink(shared)
+            results[k] = ItemResult(False, error="its job ended before it was proven", synth=(start, end),
+                                    synth_worker=proc.name)
+
+    def _unlink(self, shared: SharedAssignment) -> None:
+        shared.unlink()
+        with self._segments_lock:
+            self._segments.discard(shared.shm_name)
+
+    def _drop_orphans(self, dead_pid: int | None) -> None:
+        """Remove what a synthesis process killed mid-partition left in shared memory."""
+        if dead_pid is None:
+            return
+        with self._segments_lock:
+            keep = set(self._segments)
+        removed = unlink_orphans(dead_pid, keep)
+        if removed:
+            log.warning("removed %d shared-memory segment(s) the dead synthesis process %d left: %s", len(removed),
+                        dead_pid, ", ".join(removed))
 
     def restart(self, device: Device, reason: str, *, force: bool = False) -> None:
         assert isinstance(device, LocalDevice)
@@ -517,3 +686,16 @@ class LocalExecutor(Executor):
                 log.error("cannot restart %s: %s", device.proc.name, err)
             finally:
                 device.ready.set()
+
+
+class _Unreported:
+    """A `ProveReport` nobody reads: every partition is still wanted."""
+
+    def synthesizing(self, k: int, worker: str) -> None:
+        pass
+
+    def synthesized(self, k: int, start: float, end: float, worker: str, nbytes: int) -> bool:
+        return True
+
+    def proving(self, ks: list[int]) -> None:
+        pass

@@ -1,33 +1,34 @@
-"""The per-partition pipeline: synthesis queue -> synthesis processes -> device queue -> prover workers.
+"""The per-partition pipeline: one queue of partitions -> the devices' lanes -> the executor.
 
-Every planned partition becomes a `PartitionWork`. Both queues are ordered by (priority, batch or
-job sequence, partition index), so the oldest job's lowest partition goes first within a priority
-and a CRITICAL job's partitions overtake everything still queued (a job the scheduler let out by
-aging sorts as HIGH: `Job.effective_priority`).
+Every planned partition becomes a `PartitionWork` in one queue ordered by (priority, batch or job
+sequence, partition index), so the oldest job's lowest partition goes first within a priority and a
+CRITICAL job's partitions overtake everything still queued (a job the scheduler let out by aging
+sorts as HIGH: `Job.effective_priority`). A lane (one thread per lane of each device: the
+executor's `workers_per_device` and its CRITICAL lane) takes the first partition it may prove and
+hands its work to the executor (`Executor.prove`), which synthesizes it and proves it on the lane's
+device; a device has more lanes than it proves at once, so that partitions are synthesized while
+others are on the device.
 
-CRITICAL work never waits for a worker busy with lower-priority work: one synthesis
-process (`critical_synth`) and one prover lane per device (the device process's channel past the
-regular workers') take CRITICAL partitions only and are idle otherwise; the regular workers take
-CRITICAL work too when they are free first. `max_gpu_queue_depth` does not hold CRITICAL partitions
-back, and worker calls made for a CRITICAL job (its circuit's shape) may run in the reserved process.
-On the device, the prover workers' lock (`cuzk.backends.device_lock.PriorityLock`) serves waiters
-by priority, so a CRITICAL partition is the next on the device after the partition in flight, ahead
-of partitions other workers have staged. Its worst-case wait is thus its own synthesis plus the rest
-of one partition in flight (plus, when the memory budget is full, the time until enough of it is
-released: a CRITICAL partition heads the synthesis queue, so it takes the next release that fits).
+CRITICAL work never waits for a worker busy with lower-priority work: one lane per device and one
+synthesis process (the executor's) take CRITICAL partitions only and are idle otherwise; the regular
+lanes take CRITICAL work too when they are free first. `max_gpu_queue_depth` does not hold CRITICAL
+partitions back, and worker calls made for a CRITICAL job (its circuit's shape) may run in the
+reserved process. On the device, the provers' lock (`cuzk.backends.device_lock.PriorityLock`)
+serves waiters by priority, so a CRITICAL partition is the next on the device after the partition
+in flight. Its worst-case wait is thus its own synthesis plus the rest of one partition in flight
+(plus, when the memory budget is full, the time until enough of it is released: a CRITICAL
+partition heads the queue, so it takes the next release that fits).
 
-Synthesis admission (one thread per synthesis process pulls work): the first eligible item must
-fit in the memory budget (its shape-based estimate is reserved up front, the synthesis part is
-released when synthesis ends and the rest when the proof is back), no item may overtake a
-memory-blocked head (no starvation), `pipeline.slot_size` caps one job's partitions in synthesis,
-and `pipeline.max_gpu_queue_depth` caps synthesized-but-unproven partitions. When the head does not
-fit, idle SRS entries are evicted (outside the engine lock) before waiting.
-
-Prover workers (one thread per device process channel) take the device queue's head, plus, with
-`scheduler.max_batch_size` > 1, further partitions of the same batch and circuit, and prove them
-in one device call. Jobs that fail or are cancelled have their queued work dropped at once;
-partitions already in a worker finish there and are discarded at the next boundary, their memory
-freed. Host callbacks (the engine) run with the engine's condition held.
+Admission (a lane taking a partition): where the executor synthesizes in this host's memory
+(`Executor.host_memory`), the partition's shape-based estimate must fit the memory budget (reserved
+up front; the synthesis part is released when the executor reports the synthesis done, the rest
+when the proof is back), and no partition is taken past a memory-blocked one (no starvation);
+`pipeline.slot_size` caps one job's partitions in synthesis, and `pipeline.max_gpu_queue_depth`
+the partitions taken and not yet on a device. When the head does not fit, idle SRS entries are
+evicted (outside the engine lock) before waiting. A lane takes, with `scheduler.max_batch_size` > 1,
+further partitions of the same batch and circuit, proven in one device call. Jobs that fail or are
+cancelled have their queued work dropped at once; partitions already in a lane finish there and
+are discarded, their memory freed. Host callbacks (the engine) run with the engine's condition held.
 """
 
 from __future__ import annotations
@@ -37,8 +38,6 @@ import itertools
 import logging
 import threading
 import time
-from collections import deque
-from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -48,11 +47,8 @@ from cuzk.engine.jobs import Job, PartitionRecord, PartitionState, Priority
 from cuzk.engine.memory import MemoryBudget, PartitionEstimate, Reservation
 from cuzk.engine.messages import ItemResult, ProveItem
 from cuzk.engine.metrics import EngineMetrics
-from cuzk.engine.procs import WorkerCrashedError, WorkerProcess
+from cuzk.engine.procs import WorkerCrashedError
 from cuzk.engine.providers import PartitionPlan
-from cuzk.engine.synthesis import SharedAssignment, unlink_orphans
-from cuzk.engine.synthesis_pool import SynthesisPool
-from cuzk.engine.synthesis_pool import restart as restart_synthesis
 from cuzk.errors import CuzkError
 
 log = logging.getLogger("cuzk.engine.pipeline")
@@ -92,7 +88,14 @@ class PartitionWork:
     estimate: PartitionEstimate
     seq: int
     reservation: Reservation | None = None
-    shared: SharedAssignment | None = None
+    #: "queued", then in a lane "synthesizing", "waiting" (for the device) and "proving".
+    phase: str = "queued"
+    #: Bytes of this host's shared memory its witness holds while it waits and is proven.
+    witness_bytes: int = 0
+    #: The synthesis process's state while it synthesizes this partition.
+    synth_state: WorkerState | None = None
+    #: Its synthesis is on the record (reported as it ended, or from the result).
+    synth_recorded: bool = False
 
     @property
     def key(self) -> tuple[Any, ...]:
@@ -122,80 +125,75 @@ class WorkerState:
     def busy(self) -> bool:
         return bool(self.job_id)
 
-    def set(self, job: Job | None, partition: int = -1) -> None:
+    #: A lane's step with its partition: "synthesizing", "waiting" or "proving".
+    phase: str = ""
+
+    def set(self, job: Job | None, partition: int = -1, phase: str = "") -> None:
         now = time.monotonic()
         if self.job_id:
             self.busy_s += now - self.since
         self.job_id = job.job_id if job else ""
         self.proof_kind = job.kind.label if job else ""
         self.partition = partition
+        self.phase = phase if job else ""
         self.since = now
 
 
-@dataclass
-class _Call:
-    ref: str
-    args: tuple[Any, ...]
-    critical: bool = False  #: made for a CRITICAL job: the reserved synthesis process may run it
-    future: Future = field(default_factory=Future)
-
-
 class Pipeline:
-    def __init__(self, *, cv: threading.Condition, budget: MemoryBudget, synthesis: SynthesisPool,
-                 executor: Executor, settings: PipelineSettings, host: PipelineHost, metrics: EngineMetrics) -> None:
-        """`synthesis`: the executor's synthesis processes, its reserved one for CRITICAL work only."""
+    def __init__(self, *, cv: threading.Condition, budget: MemoryBudget, executor: Executor,
+                 settings: PipelineSettings, host: PipelineHost, metrics: EngineMetrics) -> None:
         self.cv = cv
         self.budget = budget
-        self.synth_procs = synthesis.processes
         self.executor = executor
         self.settings = settings
         self.host = host
         self.metrics = metrics
-        self._synth_queue: list[PartitionWork] = []
-        self._device_queue: list[PartitionWork] = []
-        self._calls: deque[_Call] = deque()
+        self._queue: list[PartitionWork] = []
+        #: A partition whose estimate did not fit the budget: none behind it is taken before it.
+        self._blocked: PartitionWork | None = None
         self._seq = itertools.count()
         self._threads: list[threading.Thread] = []
         self._stopping = False
         self._started = False
         self.synthesizing = 0
+        #: Partitions synthesized and not yet handed to their device.
+        self.waiting = 0
         self.shared_segments = 0
         self.shared_bytes = 0
-        #: Names of the segments handed over and not yet unlinked.
-        self._held_segments: set[str] = set()
+        pool = executor.synthesis
+        #: What each of the executor's synthesis processes on this host is doing (as it reports).
         self.synth_workers = [WorkerState(p.name, "synthesis",
-                                          min_priority=Priority.CRITICAL if p is synthesis.critical else 0)
-                              for p in self.synth_procs]
-        self.prover_workers: list[tuple[Device, int, WorkerState]] = [
-            (d, ch, WorkerState(f"{d.worker_name}/w{ch}", "prover", d.spec.ordinal))
-            for d in executor.devices for ch in range(executor.workers_per_device)
-        ] + [(d, executor.critical_lane, WorkerState(f"{d.worker_name}/critical", "prover", d.spec.ordinal,
-                                                       min_priority=Priority.CRITICAL))
-             for d in executor.devices]
+                                          min_priority=Priority.CRITICAL if p is pool.critical else 0)
+                              for p in pool.processes]
+        self._synth_by_name = {w.name: w for w in self.synth_workers}
+        self.prover_workers: list[tuple[Device, int, WorkerState]] = []
+        for d in executor.devices:
+            self.prover_workers += self._lanes(d)
         self._per_job_synthesizing: dict[int, int] = {}  #: job seq -> partitions in synthesis
 
-    # -- lifecycle ---------------------------------------------------------------------------------
-    def start(self) -> None:
-        self._started = True
-        for proc, state in zip(self.synth_procs, self.synth_workers, strict=True):
-            t = threading.Thread(target=self._synthesis_loop, args=(proc, state), name=f"{proc.name}-feeder",
-                                 daemon=True)
-            t.start()
-            self._threads.append(t)
-        for device, channel, state in self.prover_workers:
-            t = threading.Thread(target=self._prover_loop, args=(device, channel, state), name=f"{state.name}-feeder",
-                                 daemon=True)
-            t.start()
-            self._threads.append(t)
-
-    def add_device(self, device: Device) -> None:
-        """Lanes for a device that joined after the start (`ExecutorHost.device_added`: a node new to a
-        Ray cluster): its regular lanes and its CRITICAL lane, each with its feeder thread, as the
-        devices the pipeline began with have."""
+    def _lanes(self, device: Device) -> list[tuple[Device, int, WorkerState]]:
         lanes = [(device, ch, WorkerState(f"{device.worker_name}/w{ch}", "prover", device.spec.ordinal))
                  for ch in range(self.executor.workers_per_device)]
         lanes.append((device, self.executor.critical_lane, WorkerState(
             f"{device.worker_name}/critical", "prover", device.spec.ordinal, min_priority=Priority.CRITICAL)))
+        return lanes
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+    def start(self) -> None:
+        self._started = True
+        for lane in self.prover_workers:
+            self._start_lane(lane)
+
+    def _start_lane(self, lane: tuple[Device, int, WorkerState]) -> None:
+        t = threading.Thread(target=self._lane_loop, args=lane, name=f"{lane[2].name}-feeder", daemon=True)
+        t.start()
+        self._threads.append(t)
+
+    def add_device(self, device: Device) -> None:
+        """Lanes for a device that joined after the start (`ExecutorHost.device_added`: a node new to a
+        Ray cluster): its regular lanes and its CRITICAL lane, each with its thread, as the devices
+        the pipeline began with have."""
+        lanes = self._lanes(device)
         with self.cv:
             if self._stopping:
                 return
@@ -203,18 +201,12 @@ class Pipeline:
             started = self._started
             self.cv.notify_all()
         for lane in lanes if started else ():
-            t = threading.Thread(target=self._prover_loop, args=lane, name=f"{lane[2].name}-feeder", daemon=True)
-            t.start()
-            self._threads.append(t)
+            self._start_lane(lane)
 
     def stop(self) -> None:
         with self.cv:
             self._stopping = True
-            calls = list(self._calls)
-            self._calls.clear()
             self.cv.notify_all()
-        for call in calls:
-            call.future.set_exception(CuzkError("the daemon is shutting down"))
 
     def join(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
@@ -224,233 +216,59 @@ class Pipeline:
     # -- queueing (engine's condition held) ------------------------------------------------------------
     def enqueue(self, job: Job, plans: list[PartitionPlan], estimate: PartitionEstimate) -> None:
         for plan, record in zip(plans, job.partitions, strict=True):
-            work = PartitionWork(job, record, plan, estimate, next(self._seq))
-            if self.executor.synthesizes:
-                self._to_device_unsynthesized(work)
-                continue
-            bisect.insort(self._synth_queue, work, key=lambda w: w.key)
+            bisect.insort(self._queue, PartitionWork(job, record, plan, estimate, next(self._seq)),
+                          key=lambda w: w.key)
         self.cv.notify_all()
 
     def drop_job(self, job: Job) -> None:
-        """Remove a finished job's queued work, freeing its memory at once."""
-        self._synth_queue[:] = [w for w in self._synth_queue if w.job is not job]
-        synthesized = [w for w in self._device_queue if w.job is job]
-        self._device_queue[:] = [w for w in self._device_queue if w.job is not job]
-        for work in synthesized:
-            self._returned(work)
+        """Remove a finished job's queued work (it holds nothing yet); what is in a lane is
+        discarded when the lane is done with it."""
+        self._queue[:] = [w for w in self._queue if w.job is not job]
+        if self._blocked is not None and self._blocked.job is job:
+            self._blocked = None
         self.cv.notify_all()
-
-    def _discard(self, work: PartitionWork) -> None:
-        if work.shared is not None:
-            self._unlink(work)
-        if work.reservation is not None:
-            work.reservation.release()
-            work.reservation = None
-
-    def _unlink(self, work: PartitionWork) -> None:
-        assert work.shared is not None
-        work.shared.unlink()
-        self.shared_segments -= 1
-        self.shared_bytes -= work.shared.size
-        self._held_segments.discard(work.shared.shm_name)
-        work.shared = None
 
     @property
     def regular_provers(self) -> int:
-        """Prover workers that take any work (the CRITICAL lanes left out)."""
+        """Lanes that take any work (the CRITICAL lanes left out)."""
         return sum(1 for _, _, state in self.prover_workers if not state.min_priority)
 
     def waiting_for_device(self) -> int:
-        return len(self._device_queue)
+        return self.waiting
 
     def queued_for_synthesis(self) -> int:
-        return len(self._synth_queue)
+        return len(self._queue)
 
     # -- worker calls ------------------------------------------------------------------------------------
     def call(self, ref: str, args: tuple[Any, ...], *, critical: bool = False) -> Any:
-        """Run `ref(*args)` in a synthesis process (ahead of partitions) and return its result;
-        `critical` (a CRITICAL job's call) lets the reserved process run it too."""
-        call = _Call(ref, args, critical)
+        """Run `ref(*args)` in one of the executor's synthesis processes (ahead of partitions) and
+        return its result; `critical` (a CRITICAL job's call) lets the reserved process run it too."""
         with self.cv:
             if self._stopping:
                 raise CuzkError("the daemon is shutting down")
-            self._calls.append(call)
-            self.cv.notify_all()
-        return call.future.result()
+        return self.executor.synthesis.call(ref, args, critical=critical)
 
-    # -- synthesis -----------------------------------------------------------------------------------------
-    def _eligible_head(self, min_priority: int = 0) -> PartitionWork | None:
-        """The first partition a worker taking `min_priority` and up may start (CRITICAL partitions,
-        always first in the queue, are exempt from max_gpu_queue_depth)."""
+    # -- admission -----------------------------------------------------------------------------------------
+    def _admissible(self, state: WorkerState, device: Device) -> PartitionWork | None:
+        """The first queued partition this lane may take: the queue is in priority order, so a
+        CRITICAL lane stops at the first partition below CRITICAL, and none is taken past a
+        memory-blocked one; CRITICAL partitions are exempt from max_gpu_queue_depth. A device that
+        cannot hold a circuit's key (`Device.refused`) passes over its partitions, one that failed
+        holding a partition passes over that one until it has restarted, and in throughput mode a
+        NORMAL or LOW job's partitions are left to the device it is bound to while that lives."""
         depth = self.settings.max_gpu_queue_depth
-        capped = depth and self.synthesizing + len(self._device_queue) >= depth
+        capped = depth and self.synthesizing + self.waiting >= depth
         slot = self.settings.slot_size
-        for work in self._synth_queue:
-            critical = work.job.priority is Priority.CRITICAL
-            if work.job.priority < min_priority or (capped and not critical):
+        blocked = self._blocked
+        for work in self._queue:
+            if work.job.priority < state.min_priority:
+                return None
+            if blocked is not None and work is not blocked and work.key > blocked.key:
+                return None
+            if capped and work.job.priority is not Priority.CRITICAL:
                 return None
             if slot and self._per_job_synthesizing.get(work.job.seq, 0) >= slot:
                 continue
-            return work
-        return None
-
-    def _take_call(self, state: WorkerState) -> _Call | None:
-        if not state.min_priority:
-            return self._calls.popleft() if self._calls else None
-        call = next((c for c in self._calls if c.critical), None)
-        if call is not None:
-            self._calls.remove(call)
-        return call
-
-    def _take_synthesis(self, state: WorkerState) -> _Call | PartitionWork | None:
-        """Wait for a call or an admissible partition; None when stopping."""
-        while True:
-            need = 0
-            with self.cv:
-                while True:
-                    if self._stopping:
-                        return None
-                    call = self._take_call(state)
-                    if call is not None:
-                        return call
-                    work = self._eligible_head(state.min_priority)
-                    if work is None:
-                        self.cv.wait(WAIT_SLICE_S)
-                        continue
-                    res = self.budget.try_reserve(work.estimate.total, f"partition:{work.label}", evict=False)
-                    if res is None:
-                        need = work.estimate.total - self.budget.available
-                        break
-                    self._synth_queue.remove(work)
-                    work.reservation = res
-                    work.record.state = PartitionState.SYNTHESIZING
-                    work.job.inflight += 1
-                    self.synthesizing += 1
-                    seq = work.job.seq
-                    self._per_job_synthesizing[seq] = self._per_job_synthesizing.get(seq, 0) + 1
-                    state.set(work.job, work.record.index)
-                    return work
-            # The head does not fit: try to evict idle parameters (slow, so without the lock), then wait.
-            if need > 0 and self.host.evict_for(need) <= 0:
-                self.budget.wait_for_release(WAIT_SLICE_S)
-
-    def _synthesis_loop(self, proc: WorkerProcess, state: WorkerState) -> None:
-        while True:
-            task = self._take_synthesis(state)
-            if task is None:
-                return
-            if not proc.alive and not proc.stopping:
-                self.metrics.worker_restarts.labels("synthesis").inc()
-                restart_synthesis(proc, "found dead while idle")
-            if isinstance(task, _Call):
-                self._run_call(proc, task)
-                continue
-            work = task
-            work.record.synth_worker = proc.name
-            crashed, dead_pid = False, proc.pid
-            try:
-                reply = proc.request(("synth", work.plan.recipe))
-            except WorkerCrashedError as crash:
-                reply = ("error", f"{crash}", "")
-                crashed = True
-            except Exception as err:  # e.g. the recipe cannot be pickled
-                reply = ("error", f"cannot send the partition to a synthesis process: {type(err).__name__}: {err}", "")
-            with self.cv:
-                state.set(None)
-                self.synthesizing -= 1
-                seq = work.job.seq
-                self._per_job_synthesizing[seq] -= 1
-                if not self._per_job_synthesizing[seq]:
-                    del self._per_job_synthesizing[seq]
-                if reply[0] == "ok":
-                    self._synthesized(work, reply[1], reply[2], reply[3])
-                else:
-                    if len(reply) > 2 and reply[2]:
-                        log.debug("synthesis of %s failed:\n%s", work.label, reply[2])
-                    self._returned(work)
-                    self.host.fail_job(work.job, f"partition {work.record.index}: synthesis failed: {reply[1]}")
-                self.cv.notify_all()
-            if crashed:  # after the job has its answer: a restart takes a second or two
-                self.metrics.worker_restarts.labels("synthesis").inc()
-                self._drop_orphans(dead_pid)
-                restart_synthesis(proc, f"died while synthesizing {work.label}")
-
-    def _run_call(self, proc: WorkerProcess, call: _Call) -> None:
-        try:
-            reply = proc.request(("call", call.ref, call.args))
-        except WorkerCrashedError as crash:
-            self.metrics.worker_restarts.labels("synthesis").inc()
-            call.future.set_exception(CuzkError(str(crash)))
-            restart_synthesis(proc, f"died in {call.ref}")
-            return
-        if reply[0] == "ok":
-            call.future.set_result(reply[1])
-        else:
-            call.future.set_exception(CuzkError(f"{call.ref} failed: {reply[1]}"))
-
-    def _synthesized(self, work: PartitionWork, shared: SharedAssignment, start: float, end: float) -> None:
-        work.shared = shared
-        self.shared_segments += 1
-        self.shared_bytes += shared.size
-        self._held_segments.add(shared.shm_name)
-        rec = work.record
-        rec.synth_start, rec.synth_end = start, end
-        self.metrics.stage.labels("synthesis").observe(end - start)
-        timeline.emit(timeline.Event.SYNTH_START, work.job, rec.index, at=start, worker=rec.synth_worker)
-        timeline.emit(timeline.Event.SYNTH_END, work.job, rec.index, at=end, worker=rec.synth_worker)
-        if work.job.state.finished:
-            self._returned(work)
-            return
-        if work.reservation is not None:
-            work.reservation.release(work.estimate.synthesis)
-        rec.state = PartitionState.SYNTH_DONE
-        rec.device_queue = time.monotonic()
-        timeline.emit(timeline.Event.DEVICE_QUEUE, work.job, rec.index)
-        bisect.insort(self._device_queue, work, key=lambda w: w.key)
-
-    def _to_device_unsynthesized(self, work: PartitionWork) -> None:
-        """For an executor whose devices synthesize what they prove (`Executor.synthesizes`): the
-        partition goes straight to the device queue, in the same order, without a synthesis process
-        or a memory reservation here (its witness is made and held on the device's node); the lane
-        sends its recipe (`ProveItem.recipe`)."""
-        work.job.inflight += 1  # as synthesis admission counts it; `_returned` takes it back
-        bisect.insort(self._device_queue, work, key=lambda w: w.key)
-
-    def _synthesized_on_device(self, work: PartitionWork, result: ItemResult) -> None:
-        """A partition's synthesis on its device's node (`ItemResult.synth`), on the record and the timeline."""
-        if result.synth is None:
-            return
-        rec = work.record
-        rec.synth_start, rec.synth_end = result.synth
-        rec.synth_worker = rec.device_worker
-        # Queued for the device when its synthesis ended: the lane then waits for a prover slot and the
-        # device lock. Until the lane took it, it waited for a lane to synthesize it (synth_wait), so the
-        # phases keep their order (planned, synthesis, device queue) as for the local executor.
-        rec.device_queue = rec.synth_end
-        self.metrics.stage.labels("synthesis").observe(rec.synth_end - rec.synth_start)
-        timeline.emit(timeline.Event.SYNTH_START, work.job, rec.index, at=rec.synth_start, worker=rec.synth_worker)
-        timeline.emit(timeline.Event.SYNTH_END, work.job, rec.index, at=rec.synth_end, worker=rec.synth_worker)
-        timeline.emit(timeline.Event.DEVICE_QUEUE, work.job, rec.index, at=rec.synth_end)
-
-    def _returned(self, work: PartitionWork) -> None:
-        """A partition left the pipeline (proven, failed or dropped after synthesis): free what it holds.
-
-        `job.inflight` counts partitions between synthesis admission and this point; when a finished
-        job's count reaches zero the engine releases its SRS reference."""
-        self._discard(work)
-        work.job.inflight -= 1
-        self.host.work_returned(work.job)
-
-    # -- proving -------------------------------------------------------------------------------------------
-    def _next_for(self, state: WorkerState, device: Device) -> PartitionWork | None:
-        """The first queued partition this lane may prove: the queue is in priority order, so a
-        CRITICAL lane stops at the first partition below CRITICAL; in throughput mode a NORMAL or LOW
-        job's partitions are left to the device it is bound to while that device is alive. A device
-        that cannot hold a circuit's key (`Device.refused`) passes over its partitions, and one that
-        failed holding a partition passes over that one until it has restarted."""
-        for work in self._device_queue:
-            if work.job.priority < state.min_priority:
-                return None
             if work.job.circuit_id in device.refused or work.record.failed_on == (device.worker_name, device.restarts):
                 continue
             bound = work.job.device_affinity
@@ -462,44 +280,166 @@ class Pipeline:
     def _device_alive(self, worker_name: str) -> bool:
         return any(d.worker_name == worker_name and d.alive for d in self.executor.devices)
 
-    def _take_batch(self, state: WorkerState, device: Device) -> list[PartitionWork] | None:
-        with self.cv:
-            while (head := self._next_for(state, device)) is None:
-                if self._stopping:
-                    return None
-                self.cv.wait(WAIT_SLICE_S)
-            if self._stopping:
-                return None
-            self._device_queue.remove(head)
-            if self.settings.device_mode == "throughput" and head.job.priority < Priority.HIGH:
-                head.job.device_affinity = device.worker_name
-            batch = [head]
-            if self.settings.max_batch_size > 1 and head.job.batch_id:
-                for work in list(self._device_queue):
-                    if len(batch) >= self.settings.max_batch_size:
-                        break
-                    if work.job.batch_id == head.job.batch_id and work.job.circuit_id == head.job.circuit_id:
-                        self._device_queue.remove(work)
-                        batch.append(work)
-            for work in batch:
-                work.record.state = PartitionState.PROVING
-                work.record.device_worker = state.name
-                work.record.device_ordinal = max(0, state.device_ordinal)
-                work.record.batch_size = len(batch)
-            state.set(head.job, head.record.index)
-            return batch
+    def _reserve(self, work: PartitionWork) -> tuple[bool, Reservation | None]:
+        """Whether `work` fits the budget, with its reservation (None where the executor's host
+        budgets its own memory)."""
+        if not self.executor.host_memory:
+            return True, None
+        res = self.budget.try_reserve(work.estimate.total, f"partition:{work.label}", evict=False)
+        return res is not None, res
 
-    def _prover_loop(self, device: Device, channel: int, state: WorkerState) -> None:
+    def _take(self, state: WorkerState, device: Device) -> list[PartitionWork] | None:
+        """Wait for an admissible partition (with its batch); None when stopping."""
         while True:
-            batch = self._take_batch(state, device)
+            need = 0
+            with self.cv:
+                while True:
+                    if self._stopping:
+                        return None
+                    work = self._admissible(state, device)
+                    if work is None:
+                        self.cv.wait(WAIT_SLICE_S)
+                        continue
+                    fits, res = self._reserve(work)
+                    if not fits:
+                        self._blocked = work
+                        need = work.estimate.total - self.budget.available
+                        break
+                    batch = [self._admit(work, res, state, device)]
+                    if self.settings.max_batch_size > 1 and work.job.batch_id:
+                        for more in list(self._queue):
+                            if len(batch) >= self.settings.max_batch_size:
+                                break
+                            if (more.job.batch_id != work.job.batch_id or more.job.circuit_id != work.job.circuit_id
+                                    or more.record.failed_on == (device.worker_name, device.restarts)):
+                                continue
+                            fits, res = self._reserve(more)
+                            if not fits:
+                                break
+                            batch.append(self._admit(more, res, state, device))
+                    for w in batch:
+                        w.record.batch_size = len(batch)
+                    state.set(work.job, work.record.index, "synthesizing")
+                    return batch
+            # The head does not fit: try to evict idle parameters (slow, so without the lock), then wait.
+            if need > 0 and self.host.evict_for(need) <= 0:
+                self.budget.wait_for_release(WAIT_SLICE_S)
+
+    def _admit(self, work: PartitionWork, res: Reservation | None, state: WorkerState, device: Device) -> PartitionWork:
+        self._queue.remove(work)
+        if self._blocked is work:
+            self._blocked = None
+        work.reservation = res
+        work.phase = "synthesizing"
+        work.record.state = PartitionState.SYNTHESIZING
+        work.record.device_worker = state.name
+        work.record.device_ordinal = max(0, state.device_ordinal)
+        work.job.inflight += 1
+        self.synthesizing += 1
+        seq = work.job.seq
+        self._per_job_synthesizing[seq] = self._per_job_synthesizing.get(seq, 0) + 1
+        if self.settings.device_mode == "throughput" and work.job.priority < Priority.HIGH:
+            work.job.device_affinity = device.worker_name
+        return work
+
+    # -- what the executor reports (without the engine's condition) -----------------------------------------
+    def _synthesis_began(self, work: PartitionWork, worker: str) -> None:
+        with self.cv:
+            work.record.synth_worker = worker
+            state = self._synth_by_name.get(worker)
+            if state is not None:
+                state.set(work.job, work.record.index, "synthesizing")
+                work.synth_state = state
+
+    def _synthesized(self, work: PartitionWork, start: float, end: float, worker: str, nbytes: int) -> bool:
+        with self.cv:
+            self._synthesis_over(work)
+            work.phase = "waiting"
+            self.waiting += 1
+            work.witness_bytes = nbytes
+            self.shared_segments += 1
+            self.shared_bytes += nbytes
+            self._record_synthesis(work, start, end, worker)
+            keep = not work.job.state.finished
+            if keep and work.reservation is not None:
+                work.reservation.release(work.estimate.synthesis)
+            self.cv.notify_all()
+            return keep
+
+    def _on_device(self, works: list[PartitionWork], state: WorkerState) -> None:
+        with self.cv:
+            for work in works:
+                self._synthesis_over(work)  # one the executor synthesizes on the device's node
+                if work.phase == "waiting":
+                    self.waiting -= 1
+                work.phase = "proving"
+                work.record.state = PartitionState.PROVING
+            state.set(works[0].job, works[0].record.index, "proving")
+            self.cv.notify_all()
+
+    def _synthesis_over(self, work: PartitionWork) -> None:
+        """Its synthesis ended, done or not (the condition held)."""
+        if work.phase != "synthesizing":
+            return
+        self.synthesizing -= 1
+        seq = work.job.seq
+        self._per_job_synthesizing[seq] -= 1
+        if not self._per_job_synthesizing[seq]:
+            del self._per_job_synthesizing[seq]
+        if work.synth_state is not None and work.synth_state.job_id == work.job.job_id \
+                and work.synth_state.partition == work.record.index:
+            work.synth_state.set(None)
+        work.synth_state = None
+
+    def _record_synthesis(self, work: PartitionWork, start: float, end: float, worker: str) -> None:
+        """A partition's synthesis on the record and the timeline; queued for its device from its end."""
+        rec = work.record
+        rec.synth_start, rec.synth_end, rec.synth_worker = start, end, worker or rec.device_worker
+        rec.state = PartitionState.SYNTH_DONE
+        rec.device_queue = end
+        work.synth_recorded = True
+        self.metrics.stage.labels("synthesis").observe(end - start)
+        timeline.emit(timeline.Event.SYNTH_START, work.job, rec.index, at=start, worker=rec.synth_worker)
+        timeline.emit(timeline.Event.SYNTH_END, work.job, rec.index, at=end, worker=rec.synth_worker)
+        timeline.emit(timeline.Event.DEVICE_QUEUE, work.job, rec.index, at=end)
+
+    def _left_lane(self, work: PartitionWork, result: ItemResult) -> None:
+        """Its lane is done with it (the condition held): the counts it was in, and its synthesis on
+        the record where the executor reported it only in the result (synthesized on another node)."""
+        self._synthesis_over(work)
+        if work.phase == "waiting":
+            self.waiting -= 1
+        work.phase = "queued"
+        if work.witness_bytes:
+            self.shared_segments -= 1
+            self.shared_bytes -= work.witness_bytes
+            work.witness_bytes = 0
+        if not work.synth_recorded and result.synth is not None:
+            self._record_synthesis(work, *result.synth, result.synth_worker)
+
+    def _returned(self, work: PartitionWork) -> None:
+        """A partition left the pipeline (proven, failed or dropped): free what it holds.
+
+        `job.inflight` counts partitions between admission and this point; when a finished job's
+        count reaches zero the engine releases its SRS reference."""
+        if work.reservation is not None:
+            work.reservation.release()
+            work.reservation = None
+        work.job.inflight -= 1
+        self.host.work_returned(work.job)
+
+    # -- the lanes -----------------------------------------------------------------------------------------
+    def _lane_loop(self, device: Device, lane: int, state: WorkerState) -> None:
+        while True:
+            batch = self._take(state, device)
             if batch is None:
                 return
-            items = [ProveItem(w.job.circuit_id, w.shared, w.plan.public_inputs, w.label,
-                               int(w.job.effective_priority), w.plan.device_hold_s,
-                               recipe=w.plan.recipe if w.shared is None else None) for w in batch]
+            items = [ProveItem(w.job.circuit_id, w.plan.recipe, w.plan.public_inputs, w.label,
+                               int(w.job.effective_priority), w.plan.device_hold_s) for w in batch]
             crashed, incarnation = False, device.restarts
             try:
-                results = self.executor.prove(device, channel, items, self.settings.verify_proofs)
+                results = self.executor.prove(device, lane, items, self.settings.verify_proofs,
+                                              _LaneReport(self, batch, state))
             except WorkerCrashedError as crash:
                 results = [ItemResult(False, error=str(crash), fatal=True) for _ in batch]
                 crashed = True
@@ -510,7 +450,7 @@ class Pipeline:
             with self.cv:
                 state.set(None)
                 for work, result in zip(batch, results, strict=True):
-                    self._synthesized_on_device(work, result)
+                    self._left_lane(work, result)
                     if not ((result.fatal or result.transient)
                             and self._requeue(work, device, incarnation, result.error, avoid=result.fatal)):
                         self._proven(work, result)
@@ -525,33 +465,27 @@ class Pipeline:
 
     def _requeue(self, work: PartitionWork, device: Device, incarnation: int, error: str, avoid: bool = True) -> bool:
         """Give a partition whose device died (or became unusable), or whose proof failed in a way that
-        may pass (`ItemResult.transient`), to the next free lane: with `avoid`, another device's or the
-        restarted one's (`incarnation`: the device's restart count when it was handed the partition),
-        else any. No proof came back, so it is proven once. At most MAX_DEVICE_ATTEMPTS attempts are
-        made; False: fail it instead."""
+        may pass (`ItemResult.transient`), back to the queue for the next free lane (it is synthesized
+        again there): with `avoid`, another device's or the restarted one's (`incarnation`: the
+        device's restart count when it was handed the partition), else any. No proof came back, so it
+        is proven once. At most MAX_DEVICE_ATTEMPTS attempts are made; False: fail it instead."""
         rec = work.record
         if work.job.state.finished or rec.device_attempts + 1 >= MAX_DEVICE_ATTEMPTS:
             return False
         rec.device_attempts += 1
         if avoid:
             rec.failed_on = (device.worker_name, incarnation)
-        rec.state = PartitionState.SYNTH_DONE
         log.warning("%s: its device %s failed (%s); requeued for the next free device (attempt %d of %d)",
                     work.label, device.worker_name, error, rec.device_attempts + 1, MAX_DEVICE_ATTEMPTS)
         self.metrics.partitions_requeued.inc()
-        bisect.insort(self._device_queue, work, key=lambda w: w.key)
+        if work.reservation is not None:  # taken again, with the memory, by the lane that takes it
+            work.reservation.release()
+            work.reservation = None
+        work.job.inflight -= 1
+        rec.state = PartitionState.PENDING
+        work.synth_recorded = False
+        bisect.insort(self._queue, work, key=lambda w: w.key)
         return True
-
-    def _drop_orphans(self, dead_pid: int | None) -> None:
-        """Remove what a synthesis process killed mid-partition left in shared memory."""
-        if dead_pid is None:
-            return
-        with self.cv:
-            keep = set(self._held_segments)
-        removed = unlink_orphans(dead_pid, keep)
-        if removed:
-            log.warning("removed %d shared-memory segment(s) the dead synthesis process %d left: %s", len(removed),
-                        dead_pid, ", ".join(removed))
 
     def _proven(self, work: PartitionWork, result: ItemResult) -> None:
         rec, job = work.record, work.job
@@ -577,3 +511,19 @@ class Pipeline:
         else:
             rec.state = PartitionState.FAILED
             self.host.fail_job(job, f"partition {rec.index}: {result.error}")
+
+
+class _LaneReport:
+    """What the executor reports of a lane's batch (`cuzk.engine.executor.ProveReport`)."""
+
+    def __init__(self, pipeline: Pipeline, batch: list[PartitionWork], state: WorkerState) -> None:
+        self._pipeline, self._batch, self._state = pipeline, batch, state
+
+    def synthesizing(self, k: int, worker: str) -> None:
+        self._pipeline._synthesis_began(self._batch[k], worker)
+
+    def synthesized(self, k: int, start: float, end: float, worker: str, nbytes: int) -> bool:
+        return self._pipeline._synthesized(self._batch[k], start, end, worker, nbytes)
+
+    def proving(self, ks: list[int]) -> None:
+        self._pipeline._on_device([self._batch[k] for k in ks], self._state)

@@ -34,9 +34,9 @@ nodes that joined since, starts their actors, and announces each device once rea
 held (a synthesis error, not a device fault), and the actor spawns a new one for its lane's next
 partition.
 
-Only `gpu_workers_per_device` lanes of a device are in its prove at once (`_ProverSlots`, by
-priority): the rest have synthesized and wait there, as a local device's synthesized partitions wait
-for its prover workers. Were all lanes at the device lock, the proof next on the device would often
+Only `gpu_workers_per_device` lanes of a device are in its prove at once (`PrioritySlots`, by
+priority): the rest have synthesized and wait there, as a local device's lanes wait for one of its
+pipes (`LocalExecutor`). Were all lanes at the device lock, the proof next on the device would often
 be one that could not stage its inputs ahead (the memory plan keeps room for one beside the proof
 on the device), and would stage them with the device held.
 
@@ -49,9 +49,7 @@ it, so timelines and timings line up across nodes.
 from __future__ import annotations
 
 import contextlib
-import heapq
 import io
-import itertools
 import logging
 import os
 import pickle
@@ -69,10 +67,18 @@ from cuzk.config import Config
 from cuzk.config.engine import ExecutorConfig
 from cuzk.config.host import cpu_limit
 from cuzk.engine.devices import DeviceSpec
-from cuzk.engine.executor import TOO_SMALL_ERROR, Device, DeviceError, Executor, host_bytes_of
+from cuzk.engine.executor import (
+    TOO_SMALL_ERROR,
+    Device,
+    DeviceError,
+    Executor,
+    PrioritySlots,
+    ProveReport,
+    host_bytes_of,
+)
 from cuzk.engine.messages import ItemResult, ProveItem
 from cuzk.engine.procs import WorkerCrashedError
-from cuzk.engine.synthesis import PickledRecipe, synthesize_shared
+from cuzk.engine.synthesis import PickledRecipe, SharedAssignment, synthesize_shared
 from cuzk.engine.synthesis_pool import SynthesisPool
 from cuzk.errors import CuzkError
 
@@ -97,32 +103,6 @@ ACTOR_GONE = (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError
 
 
 # -- the device actor (runs on its node) -------------------------------------------------------------
-
-class _ProverSlots:
-    """At most `n` threads hold a slot at once; waiters get one by priority, FIFO within a level."""
-
-    def __init__(self, n: int) -> None:
-        self._free = n
-        self._waiting: list[tuple[int, int]] = []  # a heap of (-priority, ticket)
-        self._tickets = itertools.count()
-        self._cv = threading.Condition()
-
-    @contextlib.contextmanager
-    def hold(self, priority: int) -> Any:
-        me = (-priority, next(self._tickets))
-        with self._cv:
-            heapq.heappush(self._waiting, me)
-            while not (self._free and self._waiting[0] == me):
-                self._cv.wait()
-            heapq.heappop(self._waiting)
-            self._free -= 1
-            self._cv.notify_all()  # the next waiter may take a slot still free
-        try:
-            yield
-        finally:
-            with self._cv:
-                self._free += 1
-                self._cv.notify_all()
 
 @dataclass
 class RemoteItem:
@@ -156,7 +136,7 @@ class DeviceActor:
         set_device_switch_interval()
         self.label = settings["label"]
         count = settings["synthesis_procs"]
-        self.slots = _ProverSlots(settings["provers"])
+        self.slots = PrioritySlots(settings["provers"])
         threads = max(1, (os.cpu_count() or 1) // count)
         self.synth = [WorkerProcess(f"{self.label}/synth{k}", synthesis_worker_main, (threads, SYNTHESIS_NICE))
                       for k in range(count)]
@@ -200,7 +180,7 @@ class DeviceActor:
         this node's clock at the end and this process's pid (a new pid: Ray restarted the actor, and
         its keys are gone). The segments are this process's to unlink, wherever they were made."""
         results: list[ItemResult | None] = [None] * len(items)
-        local: list[tuple[int, ProveItem, tuple[float, float]]] = []
+        local: list[tuple[int, SharedAssignment, tuple[float, float]]] = []
         try:
             for k, item in enumerate(items):
                 try:
@@ -214,21 +194,21 @@ class DeviceActor:
                     log.debug("synthesis of %s failed:\n%s", item.label, reply[2])
                     continue
                 _, shared, start, end = reply
-                local.append((k, ProveItem(item.circuit_id, shared, item.public_inputs, item.label, item.priority,
-                                           item.hold_s), (start, end)))
+                local.append((k, shared, (start, end)))
             if local:
                 # The CRITICAL lane waits for no slot: it is the lane kept free for such work.
                 slot = (contextlib.nullcontext() if lane >= len(self.synth)
-                        else self.slots.hold(max(p.priority for _, p, _ in local)))
+                        else self.slots.hold(max(items[k].priority for k, _, _ in local)))
                 with slot:
-                    proven = self.worker.prove([p for _, p, _ in local], verify)
+                    proven = self.worker.prove([ProveItem(items[k].circuit_id, None, items[k].public_inputs,
+                                                          items[k].label, items[k].priority, items[k].hold_s)
+                                                for k, _, _ in local], [w for _, w, _ in local], verify)
                 for (k, _, synth), result in zip(local, proven, strict=True):
                     result.synth = synth
                     results[k] = result
         finally:
-            for _, p, _ in local:
-                assert p.shared is not None
-                p.shared.unlink()
+            for _, shared, _ in local:
+                shared.unlink()
         return ([r if r is not None else ItemResult(False, error="not proven") for r in results], time.monotonic(),
                 os.getpid())
 
@@ -332,7 +312,7 @@ class RayExecutor(Executor):
 
     #: The front end reserves no memory for these partitions: on the device's node, each lane (the
     #: `workers_per_device` and the CRITICAL one) holds one partition's witness at most (one batch's).
-    synthesizes = True
+    host_memory = False
 
     def __init__(self, *, address: str, backend: str, workers_per_device: int, threads: int,
                  synthesis_ahead: int = ExecutorConfig.synthesis_ahead, memory_limit: int | None = None,
@@ -684,15 +664,15 @@ class RayExecutor(Executor):
         return out.getvalue(), refs
 
     def _remote_item(self, item: ProveItem) -> RemoteItem:
-        if item.recipe is None:
-            raise CuzkError(f"{item.label}: the Ray executor proves partitions from their recipe, and this one has "
-                            "none")
         job_key = item.label.rpartition("#")[0] or item.label
         blob, refs = self._pickle_recipe(job_key, item.recipe)
         return RemoteItem(item.circuit_id, list(item.public_inputs), item.label, item.priority, item.hold_s, blob,
                           refs)
 
-    def prove(self, device: Device, lane: int, items: list[ProveItem], verify: bool) -> list[ItemResult]:
+    def prove(self, device: Device, lane: int, items: list[ProveItem], verify: bool,
+              report: ProveReport | None = None) -> list[ItemResult]:
+        """The items synthesized and proven on the device's node (`DeviceActor.prove`): `report` hears
+        that they went there, and the synthesis' spans come back in the results."""
         assert isinstance(device, RayDevice)
         while not device.usable.wait(1.0):  # another lane is restarting the device
             if self._stop.is_set():
@@ -701,6 +681,8 @@ class RayExecutor(Executor):
             raise WorkerCrashedError(device.worker_name, None)
         self._lane_saw.generation = device.generation  # what `restart` compares, on this lane's thread
         remote = [self._remote_item(item) for item in items]
+        if report is not None:
+            report.proving(list(range(len(items))))
         try:
             results, _, pid = ray.get(device.actor.prove.remote(lane, remote, verify))
         except ACTOR_GONE as err:

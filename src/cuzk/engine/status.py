@@ -124,7 +124,7 @@ def gauges(engine: Engine) -> GaugeSnapshot:
             queue_depth=len(engine.scheduler) + len(engine.collector),
             running_jobs=by_state["planning"] + by_state["running"],
             gpu_workers=len(pipeline.prover_workers),
-            busy_gpu_workers=sum(s.busy for _, _, s in pipeline.prover_workers),
+            busy_gpu_workers=sum(s.busy and s.phase == "proving" for _, _, s in pipeline.prover_workers),
             synthesis_workers=len(engine.synthesis.processes),
             busy_synthesis_workers=sum(s.busy for s in pipeline.synth_workers),
             jobs_by_state=by_state,
@@ -190,7 +190,7 @@ def snapshot(engine: Engine) -> dict[str, Any]:
             })
         workers = [{"worker_id": s.name, "device": d.spec.label, "gpu_ordinal": d.spec.ordinal,
                     "device_kind": d.spec.kind,
-                    "state": "proving" if s.busy else "idle", "current_job": s.job_id,
+                    "state": (s.phase or "proving") if s.busy else "idle", "current_job": s.job_id,
                     "current_partition": s.partition if s.busy else None, "current_proof_kind": s.proof_kind,
                     "busy_secs": round(s.busy_s + ((now - s.since) if s.busy else 0.0), 3),
                     "reserved_for": _reserved_for(s)}
@@ -209,7 +209,7 @@ def snapshot(engine: Engine) -> dict[str, Any]:
                    "queued_for_synthesis": pipeline.queued_for_synthesis(),
                    "shared_segments": pipeline.shared_segments, "shared_bytes": pipeline.shared_bytes}
     devices = [{"label": d.spec.label, "ordinal": d.spec.ordinal, "kind": d.spec.kind, "name": d.name, "pid": d.pid,
-                "restarts": d.restarts, "failures": d.failures,
+                "provers": engine.executor.provers_per_device, "restarts": d.restarts, "failures": d.failures,
                 "partitions_proven": d.partitions_proven, "busy_secs": round(d.busy_s, 3),
                 "busy_fraction": round(min(1.0, d.busy_s / max(1e-9, now - engine.started)), 4),
                 "keys": (d.info[0].get("keys", []) if d.info else []),
@@ -291,7 +291,7 @@ def timeline(engine: Engine, window_s: float = TIMELINE_WINDOW_S) -> dict[str, A
             if state.busy:
                 running[(state.job_id, state.partition, "synth")] = (state.name, state.since)
         for _, _, state in pipeline.prover_workers:
-            if state.busy:
+            if state.busy and state.phase == "proving":
                 running[(state.job_id, state.partition, "device")] = (state.name, state.since)
         for job in sorted(engine.jobs.values(), key=lambda j: j.seq):
             if job.finished is not None and now - job.finished > window_s:

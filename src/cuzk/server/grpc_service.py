@@ -124,23 +124,27 @@ def status_to_proto(status: dict[str, Any]) -> pb.GetStatusResponse:
     # One GPUStatus per physical device: logical devices sharing a GPU (`gpus.devices = [0, 0]`)
     # report as that GPU once, with the workers of all of them.
     physical: dict[tuple[str, int], dict[str, Any]] = {}
+    provers: dict[tuple[str, int], int] = {}
     for d in status["devices"]:
         physical.setdefault((d["kind"], d["ordinal"]), d)
+        provers[(d["kind"], d["ordinal"])] = provers.get((d["kind"], d["ordinal"]), 0) + d.get("provers", 0)
     for d in physical.values():
         lanes = [w for w in status["gpu_workers"]
                  if w["gpu_ordinal"] == d["ordinal"] and w["device_kind"] == d["kind"]]
-        busy = [w for w in lanes if w["state"] != "idle"]
-        # `workers` keeps the Rust daemon's meaning (gpus.gpu_workers_per_device): the lane reserved
-        # for CRITICAL work is left out of both counts, though its job may be the current one.
-        workers = [w for w in lanes if not w.get("reserved_for")]
+        busy = ([w for w in lanes if w["state"] == "proving"]
+                or [w for w in lanes if w["state"] != "idle"])
+        # `workers` keeps the Rust daemon's meaning (gpus.gpu_workers_per_device: the lanes that prove at
+        # once, not those synthesizing ahead of them), and the lane reserved for CRITICAL work is left
+        # out of both counts, though its job may be the current one.
+        workers = provers[(d["kind"], d["ordinal"])]
+        proving = sum(1 for w in lanes if w["state"] == "proving" and not w.get("reserved_for"))
         is_gpu = d["kind"] != "cpu"
         gpus.append(pb.GPUStatus(
             ordinal=d["ordinal"], name=d["name"], vram_total_bytes=d["memory_total"] if is_gpu else 0,
             vram_free_bytes=d["memory_free"] if is_gpu else 0,
             current_job_id=busy[0]["current_job"] if busy else "",
             current_proof_kind=busy[0]["current_proof_kind"] if busy else "",
-            device_kind=d["kind"], workers=len(workers),
-            busy_workers=sum(1 for w in workers if w["state"] != "idle")))
+            device_kind=d["kind"], workers=workers, busy_workers=min(workers, proving)))
     srs = [pb.SRSStatus(circuit_id=e["circuit_id"], tier=e["tier_value"], size_bytes=e["size_bytes"],
                         ref_count=e["ref_count"], resident_bytes=e["resident_bytes"], idle_ms=e["idle_ms"],
                         load_time_ms=e["load_time_ms"]) for e in status["allocations"]["srs"]]
