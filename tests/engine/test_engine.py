@@ -13,7 +13,7 @@ import pytest
 from engine.engine_helpers import assert_verifies, make_request, start_engine, wait_until
 
 from cuzk.engine.engine import Engine, RequestConflictError, UnknownJobError
-from cuzk.engine.jobs import JobResult, JobState, Priority, ProofKind, ProofRequest, ResultStatus
+from cuzk.engine.jobs import JobResult, JobState, PartitionState, Priority, ProofKind, ProofRequest, ResultStatus
 from cuzk.engine.providers import InvalidRequestError
 
 
@@ -247,3 +247,21 @@ def test_a_device_process_killed_between_proofs_is_restarted_before_the_next_job
     assert device.pid != pid and "found dead while idle" in device.last_failure[1]
     result = run(engine, "after-kill", "bits-1", partitions=2, seed=62)
     assert_verifies(result, debug_params, "bits-1", seed=62, partitions=2)
+
+
+def test_a_partition_holds_its_synthesis_memory_until_the_executor_reports_it_synthesized(engine: Engine) -> None:
+    """The executor synthesizes and proves (`Executor.prove`); the synthesis part of the partition's
+    reservation goes when it reports the synthesis done, the rest when the proof is back."""
+    wait_until(lambda: idle(engine), what="an idle engine")
+    engine.submit(make_request("two-step", synth_delay_ms=1500, device_delay_ms=1500))
+    job = engine.jobs["two-step"]
+    wait_until(lambda: bool(job.partitions) and job.partitions[0].state is PartitionState.SYNTHESIZING,
+               what="the partition in synthesis")
+    record = job.partitions[0]
+    synthesizing = engine.budget.by_label().get("partition", 0)
+    wait_until(lambda: record.state is PartitionState.PROVING, what="the partition on the device")
+    proving = engine.budget.by_label().get("partition", 0)
+    assert 0 < proving < synthesizing
+    assert engine.await_result("two-step", 60).status is ResultStatus.COMPLETED
+    wait_until(lambda: idle(engine), what="the partition to come back")
+    assert engine.budget.by_label().get("partition", 0) == 0
