@@ -3,9 +3,10 @@
 One engine with the local executor (one CPU device process), then one with the Ray executor on a
 local Ray cluster (`ray.cluster_utils.Cluster`, loopback only) whose one node lends the same CPU as
 one device (`cuzk_device`), each proving the same test-circuit job. Every `executor.prove` call is
-timed from the prover lane; its overhead is the round trip less what the device reported doing
-(synthesis on the node for Ray, the proof, its verification), per partition. One lane per device,
-so no partition waits for the device lock. Then the throughput of the Ray executor with 2 nodes
+timed from the lane; its overhead is the round trip less what the executor reported doing (the
+synthesis, the proof, its verification), per partition: the hand-offs to the synthesis process and
+to the device. One lane per device (no lane synthesizing ahead), so no partition waits for the
+device. Then the throughput of the Ray executor with 2 nodes
 against 1 (both nodes on this host: they share its cores).
 
     python benchmarks/e2e/bench_ray_overhead.py                      # mimc-3, 40 partitions
@@ -48,13 +49,18 @@ def _engine(root: Path, executor: dict[str, Any], name: str) -> tuple[Any, list[
         "gpus": {"backend": "cpu", "gpu_workers_per_device": 1}, "pipeline": {"max_parallel_synthesis": 1},
         "daemon": {"state_dir": str(root / f"state-{name}")}, "executor": executor,
     }, source=f"<bench {name}>")
-    ex = make_executor(config)
+    if config.executor.kind == "local":  # its one lane: no second lane synthesizing ahead waits for the device
+        from cuzk.engine.executor import LocalExecutor
+
+        ex = LocalExecutor.from_config(config, synthesis_ahead=0)
+    else:
+        ex = make_executor(config)
     calls: list[dict[str, Any]] = []
     prove = ex.prove
 
-    def timed(device: Any, lane: int, items: list[Any], verify: bool) -> Any:
+    def timed(device: Any, lane: int, items: list[Any], verify: bool, report: Any = None) -> Any:
         start = time.monotonic()
-        results = prove(device, lane, items, verify)
+        results = prove(device, lane, items, verify, report)
         calls.append({"round_trip": time.monotonic() - start, "results": results, "items": len(items),
                       "device": device.worker_name})
         return results
@@ -186,9 +192,10 @@ def main() -> int:
     payload = envelope("ray-overhead", results, ray_version=ray.__version__,
                        load_average={"before": [round(x, 2) for x in load_before],
                                      "after": [round(x, 2) for x in os.getloadavg()]},
-                       method="overhead = lane round trip of executor.prove less the device's reported synthesis, "
-                              "proof and verification, per partition; one lane per device (Ray: synthesis_ahead = 0, "
-                              "each partition synthesized in its lane's synthesis process on the node); throughput "
+                       method="overhead = lane round trip of executor.prove less the reported synthesis, proof "
+                              "and verification, per partition; one lane per device (synthesis_ahead = 0: local, each "
+                              "partition synthesized in the host's synthesis process; Ray, in its lane's synthesis "
+                              "process on the node); throughput "
                               "runs with the default synthesis_ahead; local Ray cluster on loopback, every node on "
                               "this host")
     path = write(f"ray-overhead-{args.tag}", payload, args.out)

@@ -102,3 +102,6 @@ def test_the_local_executor_has_a_lane_per_pipe_and_as_many_more_as_keep_its_syn
     assert executor.provers_per_device == 2 and len(pool.regular) == 5
     assert executor.workers_per_device == 2 + 3 and executor.critical_lane == 5  # ceil(5 / 2) lanes ahead
     assert [d.proc._channels for d in executor._devices] == [3, 3]  # its pipes: 2 and the CRITICAL lane's
+    alone = LocalExecutor.from_config(config_from_dict({"gpus": {"gpu_workers_per_device": 1}}), [DeviceSpec(0, "cpu")],
+                                      synthesis_ahead=0)  # a lane per pipe only (bench_ray_overhead's)
+    assert (alone.workers_per_device, alone.critical_lane) == (1, 1)

@@ -466,13 +466,15 @@ class LocalExecutor(Executor):
         self._lane_saw = threading.local()
 
     @classmethod
-    def from_config(cls, config: Config, specs: list[DeviceSpec] | None = None) -> LocalExecutor:
+    def from_config(cls, config: Config, specs: list[DeviceSpec] | None = None, *,
+                    synthesis_ahead: int | None = None) -> LocalExecutor:
         specs = detect_devices(config) if specs is None else specs
         # The CPUs synthesis may use: the cores, bounded by a cgroup CPU quota (`cuzk.config.host`).
         pool = SynthesisPool.for_cores(cpu_limit().cpus, max_processes=config.pipeline.max_parallel_synthesis,
                                        threads=config.synthesis.threads)
         return cls(specs, workers_per_device=config.gpus.gpu_workers_per_device, threads=config.gpus.gpu_threads,
-                   memory_limits=[config.gpus.memory_limit_for(k) for k in range(len(specs))], synthesis=pool)
+                   memory_limits=[config.gpus.memory_limit_for(k) for k in range(len(specs))], synthesis=pool,
+                   synthesis_ahead=synthesis_ahead)
 
     @property
     def devices(self) -> list[Device]:
