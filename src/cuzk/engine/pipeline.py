@@ -155,7 +155,6 @@ class Pipeline:
         self._threads: list[threading.Thread] = []
         self._stopping = False
         self._started = False
-        self.synthesizing = 0
         #: Partitions synthesized and not yet handed to their device.
         self.waiting = 0
         self.shared_segments = 0
@@ -227,6 +226,11 @@ class Pipeline:
         if self._blocked is not None and self._blocked.job is job:
             self._blocked = None
         self.cv.notify_all()
+
+    @property
+    def synthesizing(self) -> int:
+        """Partitions in synthesis."""
+        return sum(self._per_job_synthesizing.values())
 
     @property
     def regular_provers(self) -> int:
@@ -335,7 +339,6 @@ class Pipeline:
         work.record.device_worker = state.name
         work.record.device_ordinal = max(0, state.device_ordinal)
         work.job.inflight += 1
-        self.synthesizing += 1
         seq = work.job.seq
         self._per_job_synthesizing[seq] = self._per_job_synthesizing.get(seq, 0) + 1
         if self.settings.device_mode == "throughput" and work.job.priority < Priority.HIGH:
@@ -369,19 +372,22 @@ class Pipeline:
     def _on_device(self, works: list[PartitionWork], state: WorkerState) -> None:
         with self.cv:
             for work in works:
-                self._synthesis_over(work)  # one the executor synthesizes on the device's node
-                if work.phase == "waiting":
-                    self.waiting -= 1
+                self._phase_over(work)  # synthesized here, or on the device's node (still "synthesizing")
                 work.phase = "proving"
                 work.record.state = PartitionState.PROVING
             state.set(works[0].job, works[0].record.index, "proving")
             self.cv.notify_all()
 
+    def _phase_over(self, work: PartitionWork) -> None:
+        """It leaves its synthesis or its wait for the device (the condition held)."""
+        self._synthesis_over(work)
+        if work.phase == "waiting":
+            self.waiting -= 1
+
     def _synthesis_over(self, work: PartitionWork) -> None:
         """Its synthesis ended, done or not (the condition held)."""
         if work.phase != "synthesizing":
             return
-        self.synthesizing -= 1
         seq = work.job.seq
         self._per_job_synthesizing[seq] -= 1
         if not self._per_job_synthesizing[seq]:
@@ -406,9 +412,7 @@ class Pipeline:
     def _left_lane(self, work: PartitionWork, result: ItemResult) -> None:
         """Its lane is done with it (the condition held): the counts it was in, and its synthesis on
         the record where the executor reported it only in the result (synthesized on another node)."""
-        self._synthesis_over(work)
-        if work.phase == "waiting":
-            self.waiting -= 1
+        self._phase_over(work)
         work.phase = "queued"
         if work.witness_bytes:
             self.shared_segments -= 1
@@ -422,11 +426,15 @@ class Pipeline:
 
         `job.inflight` counts partitions between admission and this point; when a finished job's
         count reaches zero the engine releases its SRS reference."""
+        self._release(work)
+        self.host.work_returned(work.job)
+
+    def _release(self, work: PartitionWork) -> None:
+        """Its memory and its count in `job.inflight` go (the condition held)."""
         if work.reservation is not None:
             work.reservation.release()
             work.reservation = None
         work.job.inflight -= 1
-        self.host.work_returned(work.job)
 
     # -- the lanes -----------------------------------------------------------------------------------------
     def _lane_loop(self, device: Device, lane: int, state: WorkerState) -> None:
@@ -478,10 +486,7 @@ class Pipeline:
         log.warning("%s: its device %s failed (%s); requeued for the next free device (attempt %d of %d)",
                     work.label, device.worker_name, error, rec.device_attempts + 1, MAX_DEVICE_ATTEMPTS)
         self.metrics.partitions_requeued.inc()
-        if work.reservation is not None:  # taken again, with the memory, by the lane that takes it
-            work.reservation.release()
-            work.reservation = None
-        work.job.inflight -= 1
+        self._release(work)  # taken again, with its memory, by the lane that takes it
         rec.state = PartitionState.PENDING
         work.synth_recorded = False
         bisect.insort(self._queue, work, key=lambda w: w.key)
