@@ -1,0 +1,187 @@
+"""How much of a proof's H transforms an MSM on another stream can hide (issue 30's concurrency lever).
+
+H's seven NTTs and the pointwise step (`DeviceNtt.h_quotient`) sweep memory; the MSMs compute. A
+partition's device phase runs them one after the other on one stream (`cuda/phase.py`), so the
+question before moving the L, A and B MSMs beside H is what the two cost run at once on this card,
+against each alone. With data resident, per size and MSM kind, in interleaved rounds:
+
+* `h`: h_quotient on its own stream (CUDA events), a, b, c refilled from copies before each run;
+* `msm`: the MSM on a second stream from a second host thread (host wall clock, as the phase times
+  its MSMs; its host round trips included);
+* `both`: the two started together from their two threads; the wall clock until both are done, and
+  each one's own time inside it.
+
+`hidden_ms` = h + msm - both: the device time the overlap saves; `hidden_of_h` is that over h alone.
+MSM kinds: `l` (scalars distributed as a PoRep-32GiB partition's L vector, about half zeros, half ones
+and 1.5% others, split 0/1 as the phase does: benchmarks/results/cuda-partition-h200-2026-12-01h.json)
+and `dense` (uniform below r, as H's own MSM). Each run's result is checked equal to the one alone:
+running beside must not change what either computes.
+
+    python benchmarks/cuda/bench_cuda_overlap.py --log 26 --reps 5
+    CUZK_EMULATED_GPUS=4GiB python benchmarks/cuda/bench_cuda_overlap.py --log 10 --reps 1 --pool 16 --out /tmp/o.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _common
+from _common import envelope, nvidia_smi, write
+
+R = 0x73EDA753299D7D483339D80809A1D80553BDA402FFFE5BFEFFFFFFFF00000001
+#: A PoRep-32GiB partition's L scalars: shares of zeros and ones (the rest uniform below r).
+L_CLASSES = (0.51264, 0.47186)
+
+
+def scalars(kind: str, n: int, rng: np.random.Generator) -> np.ndarray:
+    """(n, 8) uint32 canonical scalars of `kind` ("l" or "dense")."""
+    out = rng.integers(0, 2**32, size=(n, 8), dtype=np.uint32)
+    out[:, 7] %= np.uint32(R >> 224)  # below r's top word: below r
+    if kind == "l":
+        u = rng.random(n)
+        zero, one = u < L_CLASSES[0], (u >= L_CLASSES[0]) & (u < L_CLASSES[0] + L_CLASSES[1])
+        out[zero | one] = 0
+        out[one, 0] = 1
+    return out
+
+
+class Rig:
+    """The kernels, two streams and the data of one size, resident."""
+
+    def __init__(self, log_n: int, pool: int, seed: int) -> None:
+        from cuzk.backends.cuda.module import get_module
+        from cuzk.backends.cuda.msm import DeviceMsm
+        from cuzk.backends.cuda.ntt import DeviceNtt
+        from cuzk.backends.cuda.runtime import get_cupy
+        from cuzk.curve.encoding import g1_points_to_uncompressed
+        from cuzk.curve.points import G1Point, Scalar
+
+        cp = self.cp = get_cupy()
+        self.device = cp.cuda.Device(0)
+        self.device.use()
+        kernels = get_module(0)
+        self.ntt, self.msm = DeviceNtt(kernels), DeviceMsm(kernels)
+        self.s_h, self.s_msm = cp.cuda.Stream(non_blocking=True), cp.cuda.Stream(non_blocking=True)
+        self.log_n, n = log_n, 1 << log_n
+        self.rng = np.random.default_rng(seed)
+        # Point values do not change Pippenger's work: a pool of random points spread over the n slots.
+        prng = random.Random(seed)
+        points = [G1Point() * Scalar.from_le_bytes(prng.randrange(1, R).to_bytes(32, "little")) for _ in range(pool)]
+        dev_pool = self.msm.upload_bases("g1", g1_points_to_uncompressed(points))
+        self.bases = dev_pool[cp.asarray(self.rng.integers(0, pool, size=n))]
+        del dev_pool
+        self.masters = [cp.asarray(scalars("dense", n, self.rng)) for _ in range(3)]
+        self.abc = [cp.empty_like(m) for m in self.masters]
+        cp.cuda.Device().synchronize()
+
+    def refill(self) -> None:
+        for dst, src in zip(self.abc, self.masters, strict=True):
+            dst[...] = src
+        self.cp.cuda.Device().synchronize()
+
+    def run_h(self, out: dict[str, Any]) -> None:
+        cp = self.cp
+        with self.device, self.s_h:
+            begin = self.s_h.record()
+            h = self.ntt.h_quotient(*self.abc, self.log_n, canonical=True)
+            end = self.s_h.record()
+            end.synchronize()
+        out["h_ms"] = cp.cuda.get_elapsed_time(begin, end)
+        out["h"] = h
+
+    def run_msm(self, kind: str, sc: Any, out: dict[str, Any]) -> None:
+        start = time.perf_counter()
+        with self.device, self.s_msm:
+            part = self.msm.msm_split("g1", self.bases, sc) if kind == "l" else self.msm.msm("g1", self.bases, sc)
+            self.s_msm.synchronize()
+        out["msm_ms"] = (time.perf_counter() - start) * 1e3
+        out["point"] = self.msm.to_points("g1", [part])[0]
+
+    def both(self, kind: str, sc: Any) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        gate = threading.Barrier(3)
+
+        def go(fn: Any, *args: Any) -> None:
+            gate.wait()
+            fn(*args)
+
+        threads = [threading.Thread(target=go, args=(self.run_h, out)),
+                   threading.Thread(target=go, args=(self.run_msm, kind, sc, out))]
+        for t in threads:
+            t.start()
+        gate.wait()
+        start = time.perf_counter()
+        for t in threads:
+            t.join()
+        out["both_ms"] = (time.perf_counter() - start) * 1e3
+        return out
+
+
+def bench(rig: Rig, kind: str, reps: int) -> dict[str, Any]:
+    cp = rig.cp
+    n = 1 << rig.log_n
+    sc = cp.asarray(scalars(kind, n, rig.rng))
+    # Warm-up, and the results alone that every later run must equal.
+    rig.refill()
+    alone_h: dict[str, Any] = {}
+    rig.run_h(alone_h)
+    h_ref = cp.asnumpy(alone_h.pop("h"))
+    alone_m: dict[str, Any] = {}
+    rig.run_msm(kind, sc, alone_m)
+    p_ref = alone_m["point"]
+    samples: dict[str, list[float]] = {"h": [], "msm": [], "both": [], "h_inside": [], "msm_inside": []}
+    for _ in range(reps):
+        rig.refill()
+        one: dict[str, Any] = {}
+        rig.run_h(one)
+        samples["h"].append(one["h_ms"])
+        one = {}
+        rig.run_msm(kind, sc, one)
+        samples["msm"].append(one["msm_ms"])
+        assert one["point"] == p_ref, "the MSM alone gave another point than its first run"
+        rig.refill()
+        out = rig.both(kind, sc)
+        samples["both"].append(out["both_ms"])
+        samples["h_inside"].append(out["h_ms"])
+        samples["msm_inside"].append(out["msm_ms"])
+        assert out["point"] == p_ref, "the MSM beside H gave another point than alone"
+        assert np.array_equal(cp.asnumpy(out["h"]), h_ref), "H beside the MSM differs from H alone"
+    med = {k: round(statistics.median(v), 3) for k, v in samples.items()}
+    hidden = med["h"] + med["msm"] - med["both"]
+    return {"log_n": rig.log_n, "msm": kind, "reps": reps, "median_ms": med,
+            "hidden_ms": round(hidden, 3), "hidden_of_h": round(hidden / med["h"], 3) if med["h"] else None,
+            "samples_ms": {k: [round(x, 3) for x in v] for k, v in samples.items()}}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--log", type=int, action="append", help="log2 of the size (repeatable; default 26)")
+    p.add_argument("--kinds", default="l,dense", help="MSM kinds beside H: l, dense")
+    p.add_argument("--reps", type=int, default=5)
+    p.add_argument("--pool", type=int, default=1024, help="distinct random bases spread over the slots")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--out", type=Path, default=None)
+    args = p.parse_args()
+    rows = []
+    for log_n in args.log or [26]:
+        rig = Rig(log_n, args.pool, args.seed)
+        for kind in args.kinds.split(","):
+            row = bench(rig, kind, args.reps)
+            print(row["log_n"], row["msm"], row["median_ms"], "hidden", row["hidden_ms"], flush=True)
+            rows.append(row)
+        del rig
+    path = write("cuda-overlap", envelope("cuda-overlap", rows, gpu=nvidia_smi()), args.out)
+    print(path)
+
+
+if __name__ == "__main__":
+    main()
