@@ -296,3 +296,21 @@ def test_run_batch_submits_nothing_past_max_seconds(monkeypatch: pytest.MonkeyPa
     assert all(s["status"] == "COMPLETED" for s in samples)
     with pytest.raises(CuzkError, match="--max-seconds must be > 0"):
         runner.run_batch(Client(), ProofInputs("test", "mimc-3"), count=1, max_seconds=0)
+
+
+def test_cuda_overlap_benchmark_on_the_emulated_device(tmp_path: Path) -> None:
+    """benchmarks/cuda/bench_cuda_overlap.py runs (H and an MSM at once, each checked against alone)."""
+    import subprocess
+    import sys
+
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "cuda" / "bench_cuda_overlap.py"
+    out = tmp_path / "overlap.json"
+    env = {**os.environ, "CUZK_EMULATED_GPUS": "1GiB"}
+    subprocess.run([sys.executable, str(script), "--log", "8", "--reps", "1", "--pool", "8", "--out", str(out)],
+                   env=env, check=True, capture_output=True, timeout=300)
+    rows = json.loads(out.read_text())["results"]
+    assert [(r["log_n"], r["msm"]) for r in rows] == [(8, "l"), (8, "dense")]
+    for r in rows:
+        med = r["median_ms"]
+        assert med["h"] > 0 and med["msm"] > 0 and med["both"] > 0
+        assert r["hidden_ms"] == round(med["h"] + med["msm"] - med["both"], 3)
