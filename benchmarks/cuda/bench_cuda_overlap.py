@@ -12,9 +12,10 @@ against each alone. With data resident, per size and MSM kind, in interleaved ro
   each one's own time inside it.
 
 `hidden_ms` = h + msm - both: the device time the overlap saves; `hidden_of_h` is that over h alone.
-MSM kinds: `l` (scalars distributed as a PoRep-32GiB partition's L vector, about half zeros, half ones
-and 1.5% others, split 0/1 as the phase does: benchmarks/results/cuda-partition-h200-2026-12-01h.json)
-and `dense` (uniform below r, as H's own MSM). Each run's result is checked equal to the one alone:
+MSM kinds: `l` (G1, scalars distributed as a PoRep-32GiB partition's L vector, about half zeros, half
+ones and 1.5% others, split 0/1 as the phase does), `dense` (G1, uniform below r, as H's own MSM) and
+`g2` (B's G2 MSM: a quarter of the size, as B's 33M scalars against the 2^27 domain, 4.3% others;
+benchmarks/results/cuda-partition-h200-2026-12-01h.json). Each run's result is checked equal to the one alone:
 running beside must not change what either computes.
 
     python benchmarks/cuda/bench_cuda_overlap.py --log 26 --reps 5
@@ -38,17 +39,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for
 from _common import envelope, nvidia_smi, write
 
 R = 0x73EDA753299D7D483339D80809A1D80553BDA402FFFE5BFEFFFFFFFF00000001
-#: A PoRep-32GiB partition's L scalars: shares of zeros and ones (the rest uniform below r).
-L_CLASSES = (0.51264, 0.47186)
+#: A PoRep-32GiB partition's scalars: shares of zeros and ones (the rest uniform below r), per vector.
+CLASSES = {"l": (0.51264, 0.47186), "g2": (0.47847, 0.47811)}
+#: Each kind's group, size (log2 below the domain's) and whether the phase splits off its 0/1 scalars.
+KINDS = {"l": ("g1", 0, True), "dense": ("g1", 0, False), "g2": ("g2", 2, True)}
 
 
 def scalars(kind: str, n: int, rng: np.random.Generator) -> np.ndarray:
-    """(n, 8) uint32 canonical scalars of `kind` ("l" or "dense")."""
+    """(n, 8) uint32 canonical scalars of `kind` (`KINDS`)."""
     out = rng.integers(0, 2**32, size=(n, 8), dtype=np.uint32)
     out[:, 7] %= np.uint32(R >> 224)  # below r's top word: below r
-    if kind == "l":
+    if kind in CLASSES:
+        z, o = CLASSES[kind]
         u = rng.random(n)
-        zero, one = u < L_CLASSES[0], (u >= L_CLASSES[0]) & (u < L_CLASSES[0] + L_CLASSES[1])
+        zero, one = u < z, (u >= z) & (u < z + o)
         out[zero | one] = 0
         out[one, 0] = 1
     return out
@@ -62,8 +66,6 @@ class Rig:
         from cuzk.backends.cuda.msm import DeviceMsm
         from cuzk.backends.cuda.ntt import DeviceNtt
         from cuzk.backends.cuda.runtime import get_cupy
-        from cuzk.curve.encoding import g1_points_to_uncompressed
-        from cuzk.curve.points import G1Point, Scalar
 
         cp = self.cp = get_cupy()
         self.device = cp.cuda.Device(0)
@@ -73,15 +75,26 @@ class Rig:
         self.s_h, self.s_msm = cp.cuda.Stream(non_blocking=True), cp.cuda.Stream(non_blocking=True)
         self.log_n, n = log_n, 1 << log_n
         self.rng = np.random.default_rng(seed)
-        # Point values do not change Pippenger's work: a pool of random points spread over the n slots.
-        prng = random.Random(seed)
-        points = [G1Point() * Scalar.from_le_bytes(prng.randrange(1, R).to_bytes(32, "little")) for _ in range(pool)]
-        dev_pool = self.msm.upload_bases("g1", g1_points_to_uncompressed(points))
-        self.bases = dev_pool[cp.asarray(self.rng.integers(0, pool, size=n))]
-        del dev_pool
+        self.pool, self.seed = pool, seed
+        self._bases: dict[str, Any] = {}
         self.masters = [cp.asarray(scalars("dense", n, self.rng)) for _ in range(3)]
         self.abc = [cp.empty_like(m) for m in self.masters]
         cp.cuda.Device().synchronize()
+
+    def bases(self, group: str, n: int) -> Any:
+        """n bases of `group`: point values do not change Pippenger's work, so a pool of random points
+        spread over the n slots."""
+        from cuzk.curve.encoding import g1_points_to_uncompressed, g2_points_to_uncompressed
+        from cuzk.curve.points import G1Point, G2Point, Scalar
+
+        if group not in self._bases:
+            cls, enc = (G1Point, g1_points_to_uncompressed) if group == "g1" else (G2Point, g2_points_to_uncompressed)
+            prng = random.Random(self.seed)
+            points = [cls() * Scalar.from_le_bytes(prng.randrange(1, R).to_bytes(32, "little"))
+                      for _ in range(self.pool)]
+            dev_pool = self.msm.upload_bases(group, enc(points))
+            self._bases[group] = dev_pool[self.cp.asarray(self.rng.integers(0, self.pool, size=n))]
+        return self._bases[group]
 
     def refill(self) -> None:
         for dst, src in zip(self.abc, self.masters, strict=True):
@@ -99,12 +112,14 @@ class Rig:
         out["h"] = h
 
     def run_msm(self, kind: str, sc: Any, out: dict[str, Any]) -> None:
+        group, _, split = KINDS[kind]
+        bases = self.bases(group, sc.shape[0])
         start = time.perf_counter()
         with self.device, self.s_msm:
-            part = self.msm.msm_split("g1", self.bases, sc) if kind == "l" else self.msm.msm("g1", self.bases, sc)
+            part = self.msm.msm_split(group, bases, sc) if split else self.msm.msm(group, bases, sc)
             self.s_msm.synchronize()
         out["msm_ms"] = (time.perf_counter() - start) * 1e3
-        out["point"] = self.msm.to_points("g1", [part])[0]
+        out["point"] = self.msm.to_points(group, [part])[0]
 
     def both(self, kind: str, sc: Any) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -128,7 +143,7 @@ class Rig:
 
 def bench(rig: Rig, kind: str, reps: int) -> dict[str, Any]:
     cp = rig.cp
-    n = 1 << rig.log_n
+    n = 1 << (rig.log_n - KINDS[kind][1])
     sc = cp.asarray(scalars(kind, n, rig.rng))
     # Warm-up, and the results alone that every later run must equal.
     rig.refill()
@@ -157,7 +172,7 @@ def bench(rig: Rig, kind: str, reps: int) -> dict[str, Any]:
         assert np.array_equal(cp.asnumpy(out["h"]), h_ref), "H beside the MSM differs from H alone"
     med = {k: round(statistics.median(v), 3) for k, v in samples.items()}
     hidden = med["h"] + med["msm"] - med["both"]
-    return {"log_n": rig.log_n, "msm": kind, "reps": reps, "median_ms": med,
+    return {"log_n": rig.log_n, "msm": kind, "msm_log_n": n.bit_length() - 1, "reps": reps, "median_ms": med,
             "hidden_ms": round(hidden, 3), "hidden_of_h": round(hidden / med["h"], 3) if med["h"] else None,
             "samples_ms": {k: [round(x, 3) for x in v] for k, v in samples.items()}}
 
@@ -165,7 +180,7 @@ def bench(rig: Rig, kind: str, reps: int) -> dict[str, Any]:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--log", type=int, action="append", help="log2 of the size (repeatable; default 26)")
-    p.add_argument("--kinds", default="l,dense", help="MSM kinds beside H: l, dense")
+    p.add_argument("--kinds", default="l,dense,g2", help="MSM kinds beside H: l, dense, g2")
     p.add_argument("--reps", type=int, default=5)
     p.add_argument("--pool", type=int, default=1024, help="distinct random bases spread over the slots")
     p.add_argument("--seed", type=int, default=1)

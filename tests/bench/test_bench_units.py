@@ -309,7 +309,7 @@ def test_cuda_overlap_benchmark_on_the_emulated_device(tmp_path: Path) -> None:
     subprocess.run([sys.executable, str(script), "--log", "8", "--reps", "1", "--pool", "8", "--out", str(out)],
                    env=env, check=True, capture_output=True, timeout=300)
     rows = json.loads(out.read_text())["results"]
-    assert [(r["log_n"], r["msm"]) for r in rows] == [(8, "l"), (8, "dense")]
+    assert [(r["log_n"], r["msm"], r["msm_log_n"]) for r in rows] == [(8, "l", 8), (8, "dense", 8), (8, "g2", 6)]
     for r in rows:
         med = r["median_ms"]
         assert med["h"] > 0 and med["msm"] > 0 and med["both"] > 0
