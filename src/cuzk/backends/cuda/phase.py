@@ -5,7 +5,9 @@ streaming one (`cuzk.backends.cuda.streaming`): functions over the device (`Gpu`
 1. the compute stream waits only for a, b, c (compiled circuits: a, b, c are computed first by the
    sparse products of kernels/spmv.cu, `cuzk.backends.cuda.spmv`, straight into the H buffers, then
    checked there: canonical witness, a·b = c per row), computes H (7 NTTs, the key's `Reduction`)
-   and the H MSM while another thread stages the witness upload;
+   and the H MSM while another thread stages the witness upload; the other MSMs wait for H, since
+   beside H's transforms an MSM takes as long as after them (the transforms' kernels fill the device:
+   benchmarks/results/cuda-overlap-h100-2026-12-07.json);
 2. the A and B scalars are selected from the witness on the device (the host only checks sizes);
    the L, A, B_G1 and B_G2 MSMs skip scalars 0, add the bases of scalars 1, and run Pippenger on
    the rest (the split of B is shared by B_G1 and B_G2); B_G2 runs on a stream (and host thread)
