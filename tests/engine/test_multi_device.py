@@ -136,3 +136,55 @@ def test_throughput_mode_keeps_a_normal_job_on_one_device(engine3: Engine, debug
         assert engine3.jobs[high].device_affinity == ""  # HIGH work is never bound to one device
     finally:
         engine3.pipeline.settings.device_mode = "latency"
+
+
+def test_a_device_that_cannot_be_restarted_hands_its_work_on_until_it_can(tmp_path: Path, debug_params: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A device process that dies and cannot be started again (a GPU gone from the bus) holds no
+    partition: those waiting for it go to the other device, its lanes take none while it stays dead,
+    the status says why, and the housekeeper's later retry brings it back."""
+    from cuzk.errors import CuzkError
+
+    engine = start_engine(tmp_path, debug_params,
+                          gpus={"backend": "cpu", "devices": [0, 1], "gpu_threads": 1, "gpu_workers_per_device": 1})
+    try:
+        victim, other = engine.executor.devices[1], engine.executor.devices[0]
+        real_restart = victim.proc.restart
+
+        def cannot_start(reason: str) -> None:  # as WorkerProcess.restart fails: a new incarnation, dead
+            victim.proc.restarts += 1
+            raise CuzkError(f"worker process {victim.proc.name} did not start (exit code 1)")
+
+        monkeypatch.setattr(victim.proc, "restart", cannot_start)
+        job = engine.submit(make_request("gone", partitions=8, seed=60, device_delay_ms=HOLD_MS)).job_id
+
+        def victim_busy() -> bool:
+            return any(p.state is PartitionState.PROVING and p.device_worker.startswith(victim.worker_name)
+                       for p in engine.jobs[job].partitions)
+
+        wait_until(victim_busy, 60, "a partition on the device to kill")
+        os.kill(victim.pid, signal.SIGKILL)  # the executor's own record of its device process
+        result = engine.await_result(job, 120)
+        assert result is not None and result.status is ResultStatus.COMPLETED, result.error
+        assert_verifies(result, debug_params, seed=60, partitions=8)
+        assert not victim.can_prove and "did not start" in (victim.restart_error or "")
+        entry = next(d for d in engine.status()["devices"] if d["label"] == victim.spec.label)
+        assert "did not start" in entry["restart_error"]
+        # While it stays dead, every partition goes to the other device.
+        later = engine.submit(make_request("gone-later", partitions=4, seed=70, device_delay_ms=50)).job_id
+        result = engine.await_result(later, 120)
+        assert result is not None and result.status is ResultStatus.COMPLETED, result.error
+        assert_verifies(result, debug_params, seed=70, partitions=4)
+        assert set(devices_of(engine, later)) == {other.worker_name}
+        # Once it can start, the housekeeper's retry (after its back-off) brings it back.
+        monkeypatch.setattr(victim.proc, "restart", real_restart)
+        wait_until(lambda: victim.alive and victim.can_prove and victim.ready.is_set(), 120,
+                   "the device to be restarted")
+        assert next(d for d in engine.status()["devices"] if d["label"] == victim.spec.label)["restart_error"] is None
+        back = engine.submit(make_request("back", partitions=6, seed=80, device_delay_ms=HOLD_MS)).job_id
+        result = engine.await_result(back, 120)
+        assert result is not None and result.status is ResultStatus.COMPLETED, result.error
+        assert_verifies(result, debug_params, seed=80, partitions=6)
+        assert victim.worker_name in devices_of(engine, back)
+    finally:
+        engine.shutdown(0)

@@ -58,6 +58,8 @@ class KeyRefusedError(DeviceError):
 
 #: The device processes' name for a key their memory plan cannot hold (`cuzk.backends.cuda.plan`).
 TOO_SMALL_ERROR = "DeviceTooSmallError"
+#: The longest wait between the housekeeper's tries at restarting a device whose restart failed.
+RESTART_BACKOFF_MAX_S = 60.0
 
 
 class Device:
@@ -70,6 +72,8 @@ class Device:
         self.failures = 0
         #: (time.time(), reason) of the last time it died or became unusable.
         self.last_failure: tuple[float, str] | None = None
+        #: Why its last restart failed; None when it did not (or it has not been restarted).
+        self.restart_error: str | None = None
         #: Partitions it proved, and the seconds it held the device for them (one partition holds a
         #: device at a time, so this is the device's busy time).
         self.partitions_proven = 0
@@ -123,6 +127,12 @@ class Device:
 
     @property
     def alive(self) -> bool:
+        return True
+
+    @property
+    def can_prove(self) -> bool:
+        """Whether its lanes may take partitions: False while it is dead and its last restart failed
+        (a GPU gone from the bus), so that partitions go to the other devices instead of waiting on it."""
         return True
 
     @property
@@ -406,6 +416,10 @@ class LocalDevice(Device):
         #: the new process before that would find no key there.
         self.ready = threading.Event()
         self.ready.set()
+        #: How many restarts in a row failed, and when the last one did: the housekeeper tries again
+        #: less and less often.
+        self.restart_failures = 0
+        self.restart_failed_at = 0.0
 
     @property
     def worker_name(self) -> str:
@@ -422,6 +436,16 @@ class LocalDevice(Device):
     @property
     def alive(self) -> bool:
         return self.proc.alive
+
+    @property
+    def can_prove(self) -> bool:
+        return self.restart_error is None or self.proc.alive
+
+    def retry_due(self) -> bool:
+        """Whether the housekeeper may try a failed restart again: after 2, 4, ... up to RESTART_BACKOFF_MAX_S
+        seconds, rather than spawn a process every few seconds for a device that cannot start."""
+        wait = min(RESTART_BACKOFF_MAX_S, 2.0 ** self.restart_failures)
+        return time.monotonic() - self.restart_failed_at >= wait
 
 
 class LocalExecutor(Executor):
@@ -547,7 +571,8 @@ class LocalExecutor(Executor):
         dead = {d.worker_name: d.proc.restarts for d in self._devices
                 if d.proc.process is not None and not d.proc.alive and not d.proc.stopping}
         due = [d for d in self._devices
-               if d.worker_name in dead and self._dead_before.get(d.worker_name) == dead[d.worker_name]]
+               if d.worker_name in dead and self._dead_before.get(d.worker_name) == dead[d.worker_name]
+               and (d.restart_error is None or d.retry_due())]
         self._dead_before = dead
         for d in due:
             self._lane_saw.incarnation = dead[d.worker_name]
@@ -610,8 +635,8 @@ class LocalExecutor(Executor):
         while True:
             device.ready.wait()
             with device.restart_lock:  # not half way through a restart (alive, its keys not loaded yet)
-                if device.ready.is_set() and (device.proc.alive or device.proc.stopping):
-                    return
+                if device.ready.is_set() and (device.proc.alive or device.proc.stopping or not device.can_prove):
+                    return  # unusable: its restart failed, the send fails and the partition goes elsewhere
             time.sleep(0.05)
 
     def _synthesize(self, k: int, item: ProveItem, results: list[ItemResult | None],
@@ -685,7 +710,14 @@ class LocalExecutor(Executor):
                     device.proc.process.join(10.0)
                 device.proc.restart(reason)  # returns once `host.device_restarted` has made its keys hot again
             except CuzkError as err:
-                log.error("cannot restart %s: %s", device.proc.name, err)
+                device.restart_error, device.restart_failed_at = str(err), time.monotonic()
+                device.restart_failures += 1
+                log.error("cannot restart %s (%d failed in a row; its partitions go to the other devices): %s",
+                          device.proc.name, device.restart_failures, err)
+            else:
+                if device.restart_error is not None and device.proc.alive:
+                    log.warning("%s restarted after %d failed restarts", device.proc.name, device.restart_failures)
+                    device.restart_error, device.restart_failures = None, 0
             finally:
                 device.ready.set()
 

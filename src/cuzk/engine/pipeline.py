@@ -259,7 +259,10 @@ class Pipeline:
         memory-blocked one; CRITICAL partitions are exempt from max_gpu_queue_depth. A device that
         cannot hold a circuit's key (`Device.refused`) passes over its partitions, one that failed
         holding a partition passes over that one until it has restarted, and in throughput mode a
-        NORMAL or LOW job's partitions are left to the device it is bound to while that lives."""
+        NORMAL or LOW job's partitions are left to the device it is bound to while that lives. A device
+        that is dead and could not be restarted takes none."""
+        if not device.can_prove:  # dead and its restart failed: its partitions wait for no one
+            return None
         depth = self.settings.max_gpu_queue_depth
         capped = depth and self.synthesizing + self.waiting >= depth
         slot = self.settings.slot_size
@@ -282,7 +285,7 @@ class Pipeline:
         return None
 
     def _device_alive(self, worker_name: str) -> bool:
-        return any(d.worker_name == worker_name and d.alive for d in self.executor.devices)
+        return any(d.worker_name == worker_name and d.alive and d.can_prove for d in self.executor.devices)
 
     def _reserve(self, work: PartitionWork) -> tuple[bool, Reservation | None]:
         """Whether `work` fits the budget, with its reservation (None where the executor's host

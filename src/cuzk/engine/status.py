@@ -217,6 +217,8 @@ def snapshot(engine: Engine) -> dict[str, Any]:
                 "refused_keys": dict(d.refused),
                 "last_failure": ({"at_unix_ms": round(d.last_failure[0] * 1000), "reason": d.last_failure[1]}
                                  if d.last_failure else None),
+                # Dead and its last restart failed: it takes no partitions until a retry succeeds.
+                "restart_error": d.restart_error if not d.can_prove else None,
                 "memory_total": (d.info[0]["memory_total"] if d.info else 0),
                 "memory_free": (d.info[0]["memory_free"] if d.info else 0),
                 # GPUs, as last read (every few seconds): the device process's memory pool, the bytes
