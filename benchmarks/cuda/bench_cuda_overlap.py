@@ -15,6 +15,9 @@ against each alone. With data resident, per size and MSM kind, in interleaved ro
 `--priority` repeats each pair with one stream at the device's highest priority (`msm` or `h`): the
 block scheduler then starts that stream's blocks first wherever a multiprocessor frees up, the other's
 filling what is left.
+`--ntt-blocks B` repeats them with H's NTT passes on at most B blocks (`CappedPasses`: the passes of
+kernels/ntt.cu looping over their tiles), a share of the device planned for H, the rest left to the
+MSM; its H, alone and beside, is checked equal to the uncapped one.
 MSM kinds: `l` (G1, scalars distributed as a PoRep-32GiB partition's L vector, about half zeros, half
 ones and 1.5% others, split 0/1 as the phase does), `dense` (G1, uniform below r, as H's own MSM) and
 `g2` (B's G2 MSM: a quarter of the size, as B's 33M scalars against the 2^27 domain, 4.3% others;
@@ -61,6 +64,64 @@ def scalars(kind: str, n: int, rng: np.random.Generator) -> np.ndarray:
     return out
 
 
+#: The NTT pass kernels of kernels/ntt.cu looping over their tiles, so that a pass may run on fewer
+#: blocks than it has tiles; compiled with the curve unit into this benchmark's own module.
+CAPPED_PASSES = r"""
+#define NTT_TILES (1u << (log_n - S - logC))
+BLOCK_KERNEL LAUNCH_BOUNDS(512) ntt_dif_pass_capped(NTT_DIF_PARAMS) {
+    for (u32 tile = blockIdx.x; tile < NTT_TILES; tile += gridDim.x) {
+        dif_pass<0>(tile, NTT_DIF_ARGS);
+        SYNC();
+    }
+}
+BLOCK_KERNEL LAUNCH_BOUNDS2(512, 3) ntt_dif_pass_1024_capped(NTT_DIF_PARAMS) {
+    for (u32 tile = blockIdx.x; tile < NTT_TILES; tile += gridDim.x) {
+        NTT_PASS_1024_BY_STAGES(dif_pass, tile, NTT_DIF_ARGS)
+        SYNC();
+    }
+}
+BLOCK_KERNEL LAUNCH_BOUNDS2(512, 2) ntt_dit_pass_capped(NTT_DIT_PARAMS) {
+    for (u32 tile = blockIdx.x; tile < NTT_TILES; tile += gridDim.x) {
+        dit_pass<0>(tile, NTT_DIT_ARGS);
+        SYNC();
+    }
+}
+BLOCK_KERNEL LAUNCH_BOUNDS2(512, 3) ntt_dit_pass_1024_capped(NTT_DIT_PARAMS) {
+    for (u32 tile = blockIdx.x; tile < NTT_TILES; tile += gridDim.x) {
+        NTT_PASS_1024_BY_STAGES(dit_pass, tile, NTT_DIT_ARGS)
+        SYNC();
+    }
+}
+"""
+
+
+def capped_passes(blocks: int) -> Any:
+    """A kernel module for DeviceNtt whose NTT passes run on at most `blocks` blocks (CAPPED_PASSES);
+    every other launch is the curve unit's."""
+    from cuzk.backends.cuda.module import NVRTC_OPTIONS, KernelModule
+    from cuzk.backends.cuda.runtime import get_cupy
+    from cuzk.backends.cuda.sources import kernel_source
+
+    class CappedPasses(KernelModule):
+        PASSES = ("ntt_dif_pass", "ntt_dif_pass_1024", "ntt_dit_pass", "ntt_dit_pass_1024")
+
+        def __init__(self) -> None:  # the parent's __init__ would build the curve unit alone
+            cp = get_cupy()
+            self.xp, self.device_id, self.unit, self.source = cp, 0, "curve+capped", "nvrtc"
+            with cp.cuda.Device(0):
+                self.num_sms = int(cp.cuda.runtime.getDeviceProperties(0)["multiProcessorCount"])
+                self._module = cp.RawModule(code=kernel_source("curve") + CAPPED_PASSES, options=NVRTC_OPTIONS)
+                self._module.compile()
+            self._functions: dict[str, Any] = {}
+
+        def launch(self, name: str, grid: int, block: int, args: tuple | list, shared_mem: int = 0) -> None:
+            if name in self.PASSES:
+                name, grid = name + "_capped", min(grid, blocks)
+            super().launch(name, grid, block, args, shared_mem)
+
+    return CappedPasses()
+
+
 class Rig:
     """The kernels, two streams and the data of one size, resident."""
 
@@ -74,7 +135,9 @@ class Rig:
         self.device = cp.cuda.Device(0)
         self.device.use()
         kernels = get_module(0)
-        self.ntt, self.msm = DeviceNtt(kernels), DeviceMsm(kernels)
+        self.plain_ntt = self.ntt = DeviceNtt(kernels)
+        self.msm = DeviceMsm(kernels)
+        self.ntt_blocks = 0
         self.set_priority("none")
         self.log_n, n = log_n, 1 << log_n
         self.rng = np.random.default_rng(seed)
@@ -83,6 +146,13 @@ class Rig:
         self.masters = [cp.asarray(scalars("dense", n, self.rng)) for _ in range(3)]
         self.abc = [cp.empty_like(m) for m in self.masters]
         cp.cuda.Device().synchronize()
+
+    def set_ntt_blocks(self, blocks: int) -> None:
+        """H's NTT passes on at most `blocks` blocks (0: as many as they have tiles, the curve unit's)."""
+        from cuzk.backends.cuda.ntt import DeviceNtt
+
+        self.ntt_blocks = blocks
+        self.ntt = DeviceNtt(capped_passes(blocks)) if blocks else self.plain_ntt
 
     def set_priority(self, priority: str) -> None:
         """New streams for H and the MSM, `priority` naming the one at the device's highest priority."""
@@ -162,11 +232,18 @@ def bench(rig: Rig, kind: str, reps: int) -> dict[str, Any]:
     cp = rig.cp
     n = 1 << (rig.log_n - KINDS[kind][1])
     sc = cp.asarray(scalars(kind, n, rig.rng))
-    # Warm-up, and the results alone that every later run must equal.
+    # Warm-up, and the results alone that every later run must equal (H's as the uncapped passes give it).
     rig.refill()
     alone_h: dict[str, Any] = {}
     rig.run_h(alone_h)
     h_ref = cp.asnumpy(alone_h.pop("h"))
+    if rig.ntt is not rig.plain_ntt:
+        capped = rig.ntt
+        rig.ntt = rig.plain_ntt
+        rig.refill()
+        rig.run_h(alone_h)
+        rig.ntt = capped
+        assert np.array_equal(cp.asnumpy(alone_h.pop("h")), h_ref), "H with capped NTT passes differs"
     alone_m: dict[str, Any] = {}
     rig.run_msm(kind, sc, alone_m)
     p_ref = alone_m["point"]
@@ -189,7 +266,8 @@ def bench(rig: Rig, kind: str, reps: int) -> dict[str, Any]:
         assert np.array_equal(cp.asnumpy(out["h"]), h_ref), "H beside the MSM differs from H alone"
     med = {k: round(statistics.median(v), 3) for k, v in samples.items()}
     hidden = med["h"] + med["msm"] - med["both"]
-    return {"log_n": rig.log_n, "msm": kind, "priority": rig.priority, "msm_log_n": n.bit_length() - 1,
+    return {"log_n": rig.log_n, "msm": kind, "priority": rig.priority, "ntt_blocks": rig.ntt_blocks,
+            "msm_log_n": n.bit_length() - 1,
             "reps": reps, "median_ms": med,
             "hidden_ms": round(hidden, 3), "hidden_of_h": round(hidden / med["h"], 3) if med["h"] else None,
             "samples_ms": {k: [round(x, 3) for x in v] for k, v in samples.items()}}
@@ -204,17 +282,22 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--priority", action="append", choices=("none", "msm", "h"),
                    help="the stream at the highest priority (repeatable; default none)")
+    p.add_argument("--ntt-blocks", type=int, action="append",
+                   help="H's NTT passes on at most this many blocks (repeatable; 0: uncapped, the default)")
     p.add_argument("--out", type=Path, default=None)
     args = p.parse_args()
     rows = []
     for log_n in args.log or [26]:
         rig = Rig(log_n, args.pool, args.seed)
-        for priority in args.priority or ["none"]:
-            rig.set_priority(priority)
-            for kind in args.kinds.split(","):
-                row = bench(rig, kind, args.reps)
-                print(row["log_n"], row["msm"], priority, row["median_ms"], "hidden", row["hidden_ms"], flush=True)
-                rows.append(row)
+        for blocks in args.ntt_blocks or [0]:
+            rig.set_ntt_blocks(blocks)
+            for priority in args.priority or ["none"]:
+                rig.set_priority(priority)
+                for kind in args.kinds.split(","):
+                    row = bench(rig, kind, args.reps)
+                    print(row["log_n"], row["msm"], f"blocks={blocks}", priority, row["median_ms"], "hidden",
+                          row["hidden_ms"], flush=True)
+                    rows.append(row)
         del rig
     path = write("cuda-overlap", envelope("cuda-overlap", rows, gpu=nvidia_smi()), args.out)
     print(path)

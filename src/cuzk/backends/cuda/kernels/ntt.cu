@@ -164,7 +164,8 @@ DEV fr_t stage_twiddle(const fr_t* inner, u32 inner_log, u32 j, u32 s) {
 }
 
 // Natural -> bit-reversed. Launch: 2^(L-S)/C blocks of C*2^(S-1) threads, C*2^S*32 bytes of shared
-// memory; C = 2^logC <= 2^lo.
+// memory; C = 2^logC <= 2^lo. `tile` is the block's share of the pass (its blockIdx.x in the kernels
+// here), an argument so that a kernel may also loop over several with fewer blocks.
 // Optional element-wise factors, fused so that coset shifts and the 1/n of inverse transforms cost no
 // sweep of their own (null pointers: none): on load (host passes them to the first pass only) x_i *=
 // g^i with g^k = pre_lo[k mod 2^14] * pre_hi[k >> 14], i the natural index; on store (last pass only)
@@ -175,14 +176,14 @@ DEV fr_t stage_twiddle(const fr_t* inner, u32 inner_log, u32 j, u32 s) {
 // trade buffers sit at constant offsets (ntt_dif_pass_1024 / ntt_dit_pass_1024: the passes of 2^10
 // elements a block, all but the smallest transforms' passes).
 template <u32 FIXED_E, u32 FIXED_S = 0>
-DEV void dif_pass(fr_t* data, u32 log_n, u32 lo, u32 S_in, u32 logC_in, u32 inner_log, const fr_t* inner,
+DEV void dif_pass(u32 tile, fr_t* data, u32 log_n, u32 lo, u32 S_in, u32 logC_in, u32 inner_log, const fr_t* inner,
                   const fr_t* tw_lo, const fr_t* tw_hi, const fr_t* tw_direct, const fr_t* pre_lo, const fr_t* pre_hi,
                   const fr_t* post_lo, const fr_t* post_hi, const fr_t* post_scale) {
     DYN_SMEM(u32, sm);
     // With FIXED_S (and FIXED_E) the stage count and the columns are constants: the stage loop unrolls.
     const u32 S = FIXED_S ? FIXED_S : S_in, logC = FIXED_S ? fixed_log2(FIXED_E) - FIXED_S : logC_in;
     const u32 C = 1u << logC, E = FIXED_E ? FIXED_E : C << S, T = E / 2;
-    const u32 col0 = blockIdx.x << logC;
+    const u32 col0 = tile << logC;
     const u32 l0 = col0 & ((1u << lo) - 1);
     const u64 base = ((u64)(col0 >> lo) << (lo + S)) + l0;
     const pass_map map(S, logC);
@@ -236,7 +237,7 @@ DEV void dif_pass(fr_t* data, u32 log_n, u32 lo, u32 S_in, u32 logC_in, u32 inne
         const fr_t *post_hi, const fr_t *post_scale
 #define NTT_DIF_ARGS \
     data, log_n, lo, S, logC, inner_log, inner, tw_lo, tw_hi, tw_direct, pre_lo, pre_hi, post_lo, post_hi, post_scale
-BLOCK_KERNEL LAUNCH_BOUNDS(512) ntt_dif_pass(NTT_DIF_PARAMS) { dif_pass<0>(NTT_DIF_ARGS); }
+BLOCK_KERNEL LAUNCH_BOUNDS(512) ntt_dif_pass(NTT_DIF_PARAMS) { dif_pass<0>(blockIdx.x, NTT_DIF_ARGS); }
 // The passes of 2^10 elements at three blocks (1536 threads) an SM: 40 registers and a few spilled words
 // beat two blocks at 54 registers without spills on an H200
 // (benchmarks/results/cuda-ntt-register-passes-h200-2026-12-01.json; history: benchmarks/HISTORY.md).
@@ -245,27 +246,27 @@ BLOCK_KERNEL LAUNCH_BOUNDS(512) ntt_dif_pass(NTT_DIF_PARAMS) { dif_pass<0>(NTT_D
 // passes faster on an H200 (benchmarks/results/cuda-ntt-unrolled-h200-2026-12-01.json; history:
 // benchmarks/HISTORY.md).
 // The price is code: nvcc takes 51 s for this file instead of 9, and the kernels are 5-6x longer.
-#define NTT_PASS_1024_BY_STAGES(pass, ARGS)       \
-    switch (S) {                                  \
-        case 10: pass<1024, 10>(ARGS); break;     \
-        case 9: pass<1024, 9>(ARGS); break;       \
-        case 8: pass<1024, 8>(ARGS); break;       \
-        case 7: pass<1024, 7>(ARGS); break;       \
-        default: pass<1024>(ARGS);                \
+#define NTT_PASS_1024_BY_STAGES(pass, TILE, ARGS)      \
+    switch (S) {                                       \
+        case 10: pass<1024, 10>(TILE, ARGS); break;    \
+        case 9: pass<1024, 9>(TILE, ARGS); break;      \
+        case 8: pass<1024, 8>(TILE, ARGS); break;      \
+        case 7: pass<1024, 7>(TILE, ARGS); break;      \
+        default: pass<1024>(TILE, ARGS);               \
     }
 BLOCK_KERNEL LAUNCH_BOUNDS2(512, 3) ntt_dif_pass_1024(NTT_DIF_PARAMS) {
-    NTT_PASS_1024_BY_STAGES(dif_pass, NTT_DIF_ARGS)
+    NTT_PASS_1024_BY_STAGES(dif_pass, blockIdx.x, NTT_DIF_ARGS)
 }
 
 // Bit-reversed -> natural; same launch shape as ntt_dif_pass, passes from lo = 0 upwards.
 template <u32 FIXED_E, u32 FIXED_S = 0>
-DEV void dit_pass(fr_t* data, u32 log_n, u32 lo, u32 S_in, u32 logC_in, u32 inner_log, const fr_t* inner,
+DEV void dit_pass(u32 tile, fr_t* data, u32 log_n, u32 lo, u32 S_in, u32 logC_in, u32 inner_log, const fr_t* inner,
                   const fr_t* tw_lo, const fr_t* tw_hi, const fr_t* tw_direct) {
     DYN_SMEM(u32, sm);
     // With FIXED_S (and FIXED_E) the stage count and the columns are constants: the stage loop unrolls.
     const u32 S = FIXED_S ? FIXED_S : S_in, logC = FIXED_S ? fixed_log2(FIXED_E) - FIXED_S : logC_in;
     const u32 C = 1u << logC, E = FIXED_E ? FIXED_E : C << S, T = E / 2;
-    const u32 col0 = blockIdx.x << logC;
+    const u32 col0 = tile << logC;
     const u32 l0 = col0 & ((1u << lo) - 1);
     const u64 base = ((u64)(col0 >> lo) << (lo + S)) + l0;
     const pass_map map(S, logC);
@@ -306,10 +307,10 @@ DEV void dit_pass(fr_t* data, u32 log_n, u32 lo, u32 S_in, u32 logC_in, u32 inne
     fr_t *data, u32 log_n, u32 lo, u32 S, u32 logC, u32 inner_log, const fr_t *inner, const fr_t *tw_lo, \
         const fr_t *tw_hi, const fr_t *tw_direct
 #define NTT_DIT_ARGS data, log_n, lo, S, logC, inner_log, inner, tw_lo, tw_hi, tw_direct
-BLOCK_KERNEL LAUNCH_BOUNDS2(512, 2) ntt_dit_pass(NTT_DIT_PARAMS) { dit_pass<0>(NTT_DIT_ARGS); }
+BLOCK_KERNEL LAUNCH_BOUNDS2(512, 2) ntt_dit_pass(NTT_DIT_PARAMS) { dit_pass<0>(blockIdx.x, NTT_DIT_ARGS); }
 // See ntt_dif_pass_1024.
 BLOCK_KERNEL LAUNCH_BOUNDS2(512, 3) ntt_dit_pass_1024(NTT_DIT_PARAMS) {
-    NTT_PASS_1024_BY_STAGES(dit_pass, NTT_DIT_ARGS)
+    NTT_PASS_1024_BY_STAGES(dit_pass, blockIdx.x, NTT_DIT_ARGS)
 }
 
 // In-place bit-reversal permutation; each pair is swapped by its smaller index.
