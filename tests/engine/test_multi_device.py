@@ -170,6 +170,9 @@ def test_a_device_that_cannot_be_restarted_hands_its_work_on_until_it_can(tmp_pa
         assert not victim.can_prove and "did not start" in (victim.restart_error or "")
         entry = next(d for d in engine.status()["devices"] if d["label"] == victim.spec.label)
         assert "did not start" in entry["restart_error"]
+        metrics = engine.metrics_text()
+        assert f'cuzk_device_can_prove{{device="{victim.spec.label}"}} 0.0' in metrics
+        assert f'cuzk_device_can_prove{{device="{other.spec.label}"}} 1.0' in metrics
         # While it stays dead, every partition goes to the other device.
         later = engine.submit(make_request("gone-later", partitions=4, seed=70, device_delay_ms=50)).job_id
         result = engine.await_result(later, 120)

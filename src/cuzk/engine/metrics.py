@@ -57,6 +57,7 @@ class GaugeSnapshot:
     #: Per device: partitions proven and the seconds it was held for them.
     device_partitions: dict[str, int] = field(default_factory=dict)
     device_busy_seconds: dict[str, float] = field(default_factory=dict)
+    device_can_prove: dict[str, float] = field(default_factory=dict)
     #: Devices on other hosts (the Ray executor): (device label, node, state there).
     device_nodes: list[tuple[str, str, str]] = field(default_factory=list)
 
@@ -107,6 +108,8 @@ class _Gauges:
                        s.device_partitions)
         yield labelled("cuzk_device_busy_seconds", "Seconds the device was held by partitions it proved", "device",
                        s.device_busy_seconds)
+        yield labelled("cuzk_device_can_prove", "1 while the device takes partitions, 0 while it is dead and its "
+                       "restart failed (its partitions go to the other devices)", "device", s.device_can_prove)
         yield labelled("cuzk_device_oom_retries", "Proofs retried with a smaller memory plan after a device "
                        "out-of-memory error (since the device process started)", "device", s.device_oom_retries)
         yield labelled("cuzk_device_preemptions", "Partitions that let a higher-priority proof use the device "

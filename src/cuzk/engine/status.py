@@ -140,6 +140,7 @@ def gauges(engine: Engine) -> GaugeSnapshot:
     for d in engine.executor.devices:
         snap.device_partitions[d.spec.label] = d.partitions_proven
         snap.device_busy_seconds[d.spec.label] = d.busy_s
+        snap.device_can_prove[d.spec.label] = 1.0 if d.can_prove else 0.0
         if d.placement:
             snap.device_nodes.append((d.spec.label, d.placement["node"], d.placement["state"]))
         plan = d.info[0].get("memory_plan") if d.info else None
