@@ -198,6 +198,11 @@ def _gpu_status(now_ms: int) -> dict[str, Any]:
             {"ordinal": 2, "kind": "cuda", "name": "cuda 2", "pid": None, "restarts": 0, "failures": 0,
              "last_failure": None, "memory_total": 0, "memory_free": 0, "memory_plan": None,
              "node_id": "n2", "node_address": "10.0.0.7", "state": "lost", "lost_reason": "node 10.0.0.7 died"},
+            # Dead here, and its restart failed.
+            {"ordinal": 3, "kind": "cuda", "name": "cuda: NVIDIA H200", "pid": 104, "restarts": 3, "failures": 3,
+             "last_failure": {"at_unix_ms": now_ms - 30_000, "reason": "died while proving seal-6 p1"},
+             "restart_error": "worker process cuzk-device-cuda3 did not start (exit code 1)",
+             "memory_total": 0, "memory_free": 0, "memory_plan": None, "keys": []},
         ],
         "gpu_workers": [
             {**worker, "worker_id": "cuda0/0", "state": "proving", "current_job": "seal-7", "current_partition": 3,
@@ -316,7 +321,7 @@ def test_two_logical_devices_on_one_gpu_each_show_their_own_workers(crafted: _Cr
     crafted.status_of = _shared_gpu_status
     url = f"http://127.0.0.1:{crafted.server_address[1]}/status.html"
     page = PageCells(load_page(url, tmp_path / "status-shared.png"))
-    assert page.prefixed("device:") == ["cuda0", "cuda0.1", "cuda2"]
+    assert page.prefixed("device:") == ["cuda0", "cuda0.1", "cuda2", "cuda3"]
     assert page.rows["device:cuda0"]["state"]["text"] == "busy 1/2"  # not counting cuda0.1's worker
     assert page.rows["device:cuda0.1"]["state"]["text"] == "idle (1 worker)"
     assert "plan:cuda0" in page.rows and "plan:cuda0.1" not in page.rows
@@ -336,6 +341,10 @@ def test_operator_page_shows_memory_plans_key_copies_failures_and_waits(crafted:
     remote = page.rows["device:cuda2"]
     assert remote["state"]["value"] == "lost" and remote["name"]["text"] == "cuda 2 · node 10.0.0.7"
     assert remote["last_failure"]["text"] == "node 10.0.0.7 died"
+    dead = page.rows["device:cuda3"]
+    assert dead["state"]["value"] == "cannot restart"
+    assert dead["last_failure"]["text"] == ("cannot restart: worker process cuzk-device-cuda3 did not start "
+                                            "(exit code 1)")
 
     plan = page.rows["plan:cuda0"]
     assert plan["budget"]["value"] == str(39 << 30) and "39.0 GiB" in plan["budget"]["text"]

@@ -153,8 +153,10 @@ function renderDevices(s) {
     const jobs = busy.map(w => `${w.current_job} p${w.current_partition} (${w.current_proof_kind})`);
     const lanes = mine.filter(w => w.reserved_for).map(w => `${w.worker_id}: ${w.reserved_for} only`);
     // A device on another host (the Ray executor) says where it is and whether it is up there.
-    const away = d.state && d.state !== "ready" ? d.state : null;
-    const failure = d.last_failure || (d.lost_reason ? {reason: d.lost_reason} : null);
+    // A local device dead whose restart failed takes no work until a retry succeeds.
+    const away = d.state && d.state !== "ready" ? d.state : d.restart_error ? "cannot restart" : null;
+    const failure = d.restart_error ? {reason: "cannot restart: " + d.restart_error}
+      : d.last_failure || (d.lost_reason ? {reason: d.lost_reason} : null);
     return h("tr", {"data-row": "device:" + devLabel(d)},
              td("device", devLabel(d)),
              td("name", d.name + (d.node_address ? ` · node ${d.node_address}` : "")),
