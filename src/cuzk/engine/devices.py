@@ -5,14 +5,12 @@ compiled circuit's products are computed, whether GPUs write the bulk of the wit
 
 from __future__ import annotations
 
-import atexit
 import importlib
 import importlib.util
 import logging
 import os
 import shutil
 import subprocess
-import tempfile
 from dataclasses import dataclass
 
 from cuzk.backends.cuda.runtime import EMULATED_ENV, EMULATED_ROOM_ENV
@@ -69,9 +67,9 @@ def _emulated_cards(config: Config) -> list[int]:
         return []
     os.environ[EMULATED_ENV] = ",".join(str(n) for n in sizes)
     if not os.environ.get(EMULATED_ROOM_ENV):
-        room = tempfile.mkdtemp(prefix="cuzk-emulated-gpus-")
-        os.environ[EMULATED_ROOM_ENV] = room
-        atexit.register(shutil.rmtree, room, True)
+        from cuzk.backends.cuda.emulated.device import make_room  # the emulator only where it is asked for
+
+        os.environ[EMULATED_ROOM_ENV] = str(make_room())
     log.warning("gpus.emulate: proving on %d emulated CUDA card(s) (%s), a development and test device",
                 len(sizes), ", ".join(f"{n / (1 << 30):g} GiB" for n in sizes))
     return list(range(len(sizes)))

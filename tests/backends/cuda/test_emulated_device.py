@@ -141,6 +141,36 @@ def test_a_process_that_made_its_own_room_removes_it_when_it_exits() -> None:
     assert room and not os.path.exists(room)
 
 
+def test_the_room_of_a_killed_maker_is_swept_by_the_next_one(tmp_path) -> None:
+    """A process killed by SIGKILL runs no exit handler: its room stays until the next process that
+    makes one sweeps it. Rooms of live makers, and rooms without an owner file, are left."""
+    import signal
+    import tempfile
+    from pathlib import Path
+
+    env = {**os.environ, emu.CARDS_ENV: "64MiB"}
+    env.pop(emu.ROOM_ENV, None)
+    code = ("import os, sys, time\nfrom cuzk.backends.cuda import runtime\ncp = runtime.get_cupy()\n"
+            "a = cp.empty(1 << 20, dtype=cp.uint8)\nprint(os.environ['CUZK_EMULATED_GPU_ROOM'], flush=True)\n"
+            "time.sleep(60)\n")
+    bare = Path(tempfile.mkdtemp(prefix=emu.ROOM_PREFIX))  # no owner file: not for a sweep to judge
+    maker = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        killed = Path(maker.stdout.readline().strip())
+        assert (killed / emu.ROOM_OWNER).read_text().split()[0] == str(maker.pid)
+        live = emu.make_room()  # this process's own, alive
+        assert killed not in emu.sweep_rooms() and killed.exists()  # its maker is alive
+        maker.send_signal(signal.SIGKILL)
+        maker.wait(10)
+        assert killed.exists()
+        assert killed in emu.sweep_rooms()
+        assert not killed.exists() and live.exists() and bare.exists()
+    finally:
+        maker.kill()
+        maker.wait(10)
+        bare.rmdir()
+
+
 def test_an_injected_out_of_memory_error_fails_one_allocation(cards) -> None:
     cp = cards("64MiB")
     emu.device_state(0).inject_oom(after=2)

@@ -86,16 +86,54 @@ def card_sizes() -> list[int]:
     return [parse_size(part) for part in text.split(",") if part.strip()] if text else []
 
 
+ROOM_PREFIX = "cuzk-emulated-gpus-"
+#: A room's maker, "pid create_time", written once the room is made.
+ROOM_OWNER = "owner"
+
+
 def _room() -> Path:
     path = os.environ.get(ROOM_ENV)
     if not path:
-        path = tempfile.mkdtemp(prefix="cuzk-emulated-gpus-")
+        path = str(make_room())
         os.environ[ROOM_ENV] = path  # inherited by child processes: they share the cards
-        # Made here, so removed here: a process that names the cards without a room (a test session
-        # on CUZK_EMULATED_GPUS alone) would otherwise leave one in the temporary directory each run.
-        atexit.register(_remove_room, path, os.getpid())
     Path(path).mkdir(parents=True, exist_ok=True)
     return Path(path)
+
+
+def make_room() -> Path:
+    """A room of this process's own in the temporary directory, removed when it exits. Made here, so
+    removed here: a process that names the cards without a room (a test session on CUZK_EMULATED_GPUS
+    alone, a daemon with `gpus.emulate`) would otherwise leave one each run. One killed (SIGKILL) runs no
+    exit handler: the rooms of makers that are gone are swept first."""
+    sweep_rooms()
+    path = Path(tempfile.mkdtemp(prefix=ROOM_PREFIX))
+    (path / ROOM_OWNER).write_text(f"{os.getpid()} {psutil.Process().create_time()!r}\n")
+    atexit.register(_remove_room, str(path), os.getpid())
+    return path
+
+
+def sweep_rooms() -> list[Path]:
+    """Remove the rooms in the temporary directory whose maker is gone (dead, a zombie, or its pid now
+    another process's); those without an owner file (being made, or made elsewhere) are left."""
+    removed = []
+    for room in Path(tempfile.gettempdir()).glob(ROOM_PREFIX + "*"):
+        try:
+            pid, created = (room / ROOM_OWNER).read_text().split()
+            maker_alive = _same_process(int(pid), float(created))
+        except (OSError, ValueError):
+            continue
+        if not maker_alive:
+            shutil.rmtree(room, ignore_errors=True)
+            removed.append(room)
+    return removed
+
+
+def _same_process(pid: int, created: float) -> bool:
+    try:
+        p = psutil.Process(pid)
+        return p.status() != psutil.STATUS_ZOMBIE and abs(p.create_time() - created) < 1.0
+    except psutil.NoSuchProcess:
+        return False
 
 
 def _remove_room(path: str, maker: int) -> None:
