@@ -67,30 +67,15 @@ def scalars(kind: str, n: int, rng: np.random.Generator) -> np.ndarray:
 #: The NTT pass kernels of kernels/ntt.cu looping over their tiles, so that a pass may run on fewer
 #: blocks than it has tiles; compiled with the curve unit into this benchmark's own module.
 CAPPED_PASSES = r"""
-#define NTT_TILES (1u << (log_n - S - logC))
-BLOCK_KERNEL LAUNCH_BOUNDS(512) ntt_dif_pass_capped(NTT_DIF_PARAMS) {
-    for (u32 tile = blockIdx.x; tile < NTT_TILES; tile += gridDim.x) {
-        dif_pass<0>(tile, NTT_DIF_ARGS);
-        SYNC();
-    }
-}
+#define OVER_TILES(...) \
+    for (u32 tile = blockIdx.x; tile < (1u << (log_n - S - logC)); tile += gridDim.x) { __VA_ARGS__; SYNC(); }
+BLOCK_KERNEL LAUNCH_BOUNDS(512) ntt_dif_pass_capped(NTT_DIF_PARAMS) { OVER_TILES(dif_pass<0>(tile, NTT_DIF_ARGS)) }
 BLOCK_KERNEL LAUNCH_BOUNDS2(512, 3) ntt_dif_pass_1024_capped(NTT_DIF_PARAMS) {
-    for (u32 tile = blockIdx.x; tile < NTT_TILES; tile += gridDim.x) {
-        NTT_PASS_1024_BY_STAGES(dif_pass, tile, NTT_DIF_ARGS)
-        SYNC();
-    }
+    OVER_TILES(NTT_PASS_1024_BY_STAGES(dif_pass, tile, NTT_DIF_ARGS))
 }
-BLOCK_KERNEL LAUNCH_BOUNDS2(512, 2) ntt_dit_pass_capped(NTT_DIT_PARAMS) {
-    for (u32 tile = blockIdx.x; tile < NTT_TILES; tile += gridDim.x) {
-        dit_pass<0>(tile, NTT_DIT_ARGS);
-        SYNC();
-    }
-}
+BLOCK_KERNEL LAUNCH_BOUNDS2(512, 2) ntt_dit_pass_capped(NTT_DIT_PARAMS) { OVER_TILES(dit_pass<0>(tile, NTT_DIT_ARGS)) }
 BLOCK_KERNEL LAUNCH_BOUNDS2(512, 3) ntt_dit_pass_1024_capped(NTT_DIT_PARAMS) {
-    for (u32 tile = blockIdx.x; tile < NTT_TILES; tile += gridDim.x) {
-        NTT_PASS_1024_BY_STAGES(dit_pass, tile, NTT_DIT_ARGS)
-        SYNC();
-    }
+    OVER_TILES(NTT_PASS_1024_BY_STAGES(dit_pass, tile, NTT_DIT_ARGS))
 }
 """
 
