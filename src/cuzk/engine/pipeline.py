@@ -285,7 +285,7 @@ class Pipeline:
         return None
 
     def _device_alive(self, worker_name: str) -> bool:
-        return any(d.worker_name == worker_name and d.alive and d.can_prove for d in self.executor.devices)
+        return any(d.worker_name == worker_name and d.alive for d in self.executor.devices)
 
     def _reserve(self, work: PartitionWork) -> tuple[bool, Reservation | None]:
         """Whether `work` fits the budget, with its reservation (None where the executor's host

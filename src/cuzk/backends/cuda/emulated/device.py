@@ -119,21 +119,13 @@ def sweep_rooms() -> list[Path]:
     for room in Path(tempfile.gettempdir()).glob(ROOM_PREFIX + "*"):
         try:
             pid, created = (room / ROOM_OWNER).read_text().split()
-            maker_alive = _same_process(int(pid), float(created))
+            maker_alive = _holder_alive(int(pid), float(created))
         except (OSError, ValueError):
             continue
         if not maker_alive:
             shutil.rmtree(room, ignore_errors=True)
             removed.append(room)
     return removed
-
-
-def _same_process(pid: int, created: float) -> bool:
-    try:
-        p = psutil.Process(pid)
-        return p.status() != psutil.STATUS_ZOMBIE and abs(p.create_time() - created) < 1.0
-    except psutil.NoSuchProcess:
-        return False
 
 
 def _remove_room(path: str, maker: int) -> None:
