@@ -179,6 +179,12 @@ def test_a_device_that_cannot_be_restarted_hands_its_work_on_until_it_can(tmp_pa
         assert result is not None and result.status is ResultStatus.COMPLETED, result.error
         assert_verifies(result, debug_params, seed=70, partitions=4)
         assert set(devices_of(engine, later)) == {other.worker_name}
+        # A circuit first asked for now loads its key on the living device alone (the dead one gets
+        # it when it is restarted), rather than fail the job on the dead one's pipe.
+        fresh = engine.submit(make_request("gone-fresh", "mimc-4", partitions=2, seed=75)).job_id
+        result = engine.await_result(fresh, 120)
+        assert result is not None and result.status is ResultStatus.COMPLETED, result.error
+        assert_verifies(result, debug_params, "mimc-4", seed=75, partitions=2)
         # Once it can start, the housekeeper's retry (after its back-off) brings it back.
         monkeypatch.setattr(victim.proc, "restart", real_restart)
         wait_until(lambda: victim.alive and victim.can_prove and victim.ready.is_set(), 120,
@@ -189,5 +195,7 @@ def test_a_device_that_cannot_be_restarted_hands_its_work_on_until_it_can(tmp_pa
         assert result is not None and result.status is ResultStatus.COMPLETED, result.error
         assert_verifies(result, debug_params, seed=80, partitions=6)
         assert victim.worker_name in devices_of(engine, back)
+        engine.executor.refresh_info()
+        assert {"circuit_id": "mimc-4", "tier": "hot"} in victim.info[0]["keys"]
     finally:
         engine.shutdown(0)

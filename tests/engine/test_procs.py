@@ -11,6 +11,7 @@ import threading
 import time
 
 from cuzk.engine.procs import WorkerCrashedError, WorkerProcess, _how_it_ended
+from cuzk.errors import CuzkError
 
 
 def _slow_child(name: str, control, *args) -> None:  # type: ignore[no-untyped-def]
@@ -130,3 +131,24 @@ def test_a_local_device_failure_is_counted_once_per_incarnation() -> None:
     assert executor.revive() == 0 and device.failures == 2
     assert executor.revive() == 1  # dead twice at one incarnation: its own restart
     assert (device.failures, proc.restarts, proc.alive) == (3, 4, True)
+
+
+def _hung_child(name: str, control, *args) -> None:  # type: ignore[no-untyped-def]
+    time.sleep(3600)  # e.g. a driver call that never returns: it never says "ready"
+
+
+def test_a_child_that_never_says_ready_is_killed_and_counts_as_dead() -> None:
+    """A start that times out leaves no live child behind: a live one would count as a usable device
+    (`LocalDevice.can_prove`) that never answers, and would hold its memory until the daemon exits."""
+    proc = WorkerProcess("cuzk-test-hung", _hung_child)
+    proc.start()
+    try:
+        try:
+            proc.wait_ready(2.0)
+        except CuzkError as err:
+            assert "did not start (timed out)" in str(err)
+        else:
+            raise AssertionError("a child that never said ready was taken as started")
+        assert not proc.alive and proc.process.exitcode == -signal.SIGKILL
+    finally:
+        proc.stop()

@@ -372,6 +372,17 @@ class Engine:
     def accepting(self) -> bool:
         return self._accepting
 
+    def unable_to_prove(self) -> str | None:
+        """Why no partition can be proven now, else None: every device dead with its restart failed
+        (a GPU gone from the bus) or lost with its Ray node. Jobs are still queued (a device may come
+        back), but health says NOT_SERVING, so that a balancer sends new work to another daemon."""
+        devices = self.executor.devices
+        if any(d.can_prove for d in devices):
+            return None
+        if not devices:
+            return "no device"
+        return "no device can prove: " + "; ".join(f"{d.worker_name} {d.why_not_proving}" for d in devices)
+
     def unfinished_jobs(self) -> list[Job]:
         with self._cv:
             return [j for j in self.jobs.values() if not j.state.finished]

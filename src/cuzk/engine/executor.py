@@ -136,6 +136,11 @@ class Device:
         return True
 
     @property
+    def why_not_proving(self) -> str | None:
+        """Why `can_prove` is False, in words; None while it is True."""
+        return None if self.can_prove else f"cannot restart: {self.restart_error}"
+
+    @property
     def placement(self) -> dict[str, Any]:
         """Where the device is, for the status, when that is not this host (a Ray node's id and
         address, the device's state there); empty for a local device."""
@@ -540,6 +545,12 @@ class LocalExecutor(Executor):
         return reply[1]
 
     def load(self, device: Device, circuit_id: str, path: str, *, hot: bool) -> float:
+        assert isinstance(device, LocalDevice)
+        if device.proc.process is not None and not device.proc.alive and not device.proc.stopping:
+            # Dead (being restarted, or its restart failed): its restart gives it every key then
+            # warm or hot (`host.device_restarted`). Sent the load, it would fail the job that asked.
+            log.info("%s is not running: it gets %s's key when it is restarted", device.worker_name, circuit_id)
+            return 0.0
         compiled = self.host.compiled_for_key(circuit_id) if hot and self.host is not None else None
         try:
             reply = self._control(device, ("load", circuit_id, path, hot, compiled))
@@ -566,10 +577,12 @@ class LocalExecutor(Executor):
     def revive(self) -> int:
         # Dead at two calls in a row (a second apart): a lane that saw it die restarts it first, and
         # records why ("died while proving ...").
-        # The same incarnation both times: a process a lane is replacing right now (its old one dead,
-        # the new not yet spawned) is left to that lane.
+        # The same incarnation both times, and not being restarted at either: a process a lane is
+        # replacing right now is left to that lane (its count goes up before the new process is
+        # spawned, so the old one's death is seen under the new count).
         dead = {d.worker_name: d.proc.restarts for d in self._devices
-                if d.proc.process is not None and not d.proc.alive and not d.proc.stopping}
+                if d.proc.process is not None and not d.proc.alive and not d.proc.stopping
+                and not d.restart_lock.locked()}
         due = [d for d in self._devices
                if d.worker_name in dead and self._dead_before.get(d.worker_name) == dead[d.worker_name]
                and (d.restart_error is None or d.retry_due())]

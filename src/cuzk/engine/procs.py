@@ -111,6 +111,9 @@ class WorkerProcess:
         if self.control not in ready:
             self.process.join(0.5)
             code = self.process.exitcode
+            if code is None:  # hung: killed, so that it counts as dead (restarted later, never sent work)
+                self.process.kill()
+                self.process.join(5.0)
             raise CuzkError(f"worker process {self.name} did not start "
                             f"({'exit code ' + str(code) if code is not None else 'timed out'})")
         kind, info = self.control.recv()

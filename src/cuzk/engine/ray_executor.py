@@ -283,6 +283,14 @@ class RayDevice(Device):
         return self.state in ("ready", "starting")
 
     @property
+    def can_prove(self) -> bool:
+        return self.state != "lost"
+
+    @property
+    def why_not_proving(self) -> str | None:
+        return None if self.can_prove else f"lost: {self.lost_reason}"
+
+    @property
     def placement(self) -> dict[str, Any]:
         return {"node": self.node_label, "node_id": self.node_id, "node_address": self.node_address,
                 "worker": self.worker_name,

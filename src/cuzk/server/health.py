@@ -1,5 +1,6 @@
 """grpc.health.v1 for the daemon: SERVING once the engine and listeners are up, NOT_SERVING while
-draining, so supervisors and load balancers can probe readiness with a standard client."""
+draining or while no device can prove, so supervisors and load balancers can probe readiness with a
+standard client."""
 
 from __future__ import annotations
 

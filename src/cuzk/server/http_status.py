@@ -4,7 +4,8 @@
 /status is the engine's status dict: pipelines with their partitions and states, workers, devices,
 memory, SRS allocations, counters. /metrics is the same text as the GetMetrics RPC, so Prometheus
 can scrape the daemon directly. /healthz answers
-200 "ok" while accepting jobs and 503 while draining. /status.html is the operator's page
+200 "ok" while accepting jobs and some device can prove, else 503 with the reason (draining, or why
+no device can prove). /status.html is the operator's page
 (cuzk.server.status_page): it polls /status and /timeline.json and shows devices, queues, recent
 jobs, SRS tiers and the timeline. /timeline is the timeline alone: a page that polls /timeline.json
 (every partition's synthesis and device spans of the last `?window=` seconds, default 120, per
@@ -78,8 +79,8 @@ class _Handler(BaseHTTPRequestHandler):
             elif path == "/metrics":
                 self._send(200, engine.metrics_text().encode(), CONTENT_TYPE_LATEST)
             elif path == "/healthz":
-                ok = engine.accepting
-                self._send(200 if ok else 503, b"ok\n" if ok else b"draining\n", "text/plain")
+                why = "draining" if not engine.accepting else engine.unable_to_prove()
+                self._send(200 if why is None else 503, f"{why or 'ok'}\n".encode(), "text/plain")
             else:
                 self._send(404, b"not found: try /status, /status.html, /timeline, /timeline.json, /metrics "
                                 b"or /healthz\n", "text/plain")

@@ -57,6 +57,8 @@ if TYPE_CHECKING:
     from cuzk.engine.journal import Journal
 
 log = logging.getLogger("cuzk.daemon")
+#: Seconds between the health watch's looks at the devices.
+HEALTH_WATCH_S = 1.0
 __all__ = ["UNIX_PREFIX", "Daemon", "StopSummary", "prepare_unix_socket", "run_foreground", "unix_path"]
 #: Exit status after a second signal aborted the drain.
 ABORT_EXIT = 130
@@ -106,6 +108,8 @@ class Daemon:
         self._sockets: list[Path] = []
         self._stop = threading.Event()
         self._stopped = threading.Event()
+        #: Keeps the watch from turning health SERVING again once `stop` has turned it off.
+        self._health_lock = threading.Lock()
 
     @property
     def instance_id(self) -> str:
@@ -139,8 +143,27 @@ class Daemon:
         self.engine.identity["ready"] = True
         self.started.set()
         self.health.set_serving(True)
+        threading.Thread(target=self._watch_devices, name="cuzk-health", daemon=True).start()
         log.info("cuzk daemon ready, serving on %s (instance %s, config %s, pid %d)", ", ".join(self.addresses),
                  self.engine.instance_id, self.config.fingerprint(), os.getpid())
+
+    def _watch_devices(self) -> None:
+        """Health NOT_SERVING while no device can prove (`Engine.unable_to_prove`), SERVING again once
+        one can: jobs sent meanwhile are queued, but a balancer should send them elsewhere."""
+        serving = True
+        while not self._stopped.wait(HEALTH_WATCH_S):
+            reason = self.engine.unable_to_prove()
+            if (reason is None) == serving:
+                continue
+            with self._health_lock:
+                if self._stopped.is_set():
+                    return
+                serving = reason is None
+                self.health.set_serving(serving)
+            if serving:
+                log.warning("health SERVING again: a device can prove")
+            else:
+                log.error("health NOT_SERVING: %s", reason)
 
     def _bind_grpc(self) -> None:
         d = self.config.daemon
@@ -255,12 +278,13 @@ class Daemon:
         """Refuse new work, drain for `grace` seconds, cancel the rest, stop everything (once)."""
         if self._stopped.is_set():
             return None
-        self._stopped.set()
+        with self._health_lock:
+            self._stopped.set()
+            self.health.set_serving(False)
         unfinished = self.engine.unfinished_jobs()
         log.info("stopping: %d job(s) in flight get up to %g s to finish (a second signal aborts at once)",
                  len(unfinished), grace)
         self.engine.identity.update(ready=False, draining=True)
-        self.health.set_serving(False)
         self.engine.shutdown(grace)
         cancelled = sum(j.state is JobState.CANCELLED for j in unfinished)
         summary = StopSummary(grace, len(unfinished), len(unfinished) - cancelled, cancelled)

@@ -1,0 +1,75 @@
+"""Health follows the devices: a daemon whose every device is dead and cannot be restarted (a GPU
+gone from the bus) says NOT_SERVING on grpc.health.v1 and 503 with the reason on /healthz, while it
+still queues jobs; once a device is back it serves again and proves them."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+from server.conftest import free_port
+from server.test_live_daemon import check_proof, submit
+
+from cuzk.config import config_from_dict
+from cuzk.errors import CuzkError
+from cuzk.server._gen import proving_pb2 as pb
+from cuzk.server.client import CuzkClient
+from cuzk.server.serve import Daemon
+
+
+def _healthz(addr: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(f"http://{addr}/healthz", timeout=10) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read().decode()
+
+
+def _until(condition, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.1)
+
+
+def test_health_is_not_serving_while_no_device_can_prove(tmp_path: Path, server_params: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    unix_addr, http_addr = f"unix://{tmp_path / 'cuzk.sock'}", f"127.0.0.1:{free_port()}"
+    config = config_from_dict({
+        "daemon": {"listen": [unix_addr], "status_listen": http_addr, "shutdown_grace": "0s"},
+        "srs": {"param_cache": str(server_params)}, "memory": {"total_budget": "3GiB"},
+        "debug": {"test_circuits": True}, "gpus": {"backend": "cpu", "devices": [0]},
+    })
+    daemon = Daemon(config)
+    daemon.start()
+    try:
+        device = daemon.engine.executor.devices[0]
+        real_restart = device.proc.restart
+
+        def cannot_start(reason: str) -> None:  # as WorkerProcess.restart fails: a new incarnation, dead
+            device.proc.restarts += 1
+            raise CuzkError(f"worker process {device.proc.name} did not start (exit code 1)")
+
+        with CuzkClient(unix_addr, timeout=30) as client:
+            assert client.serving() and _healthz(http_addr) == (200, "ok\n")
+            monkeypatch.setattr(device.proc, "restart", cannot_start)
+            os.kill(device.pid, signal.SIGKILL)
+            _until(lambda: not client.serving(), 60, "health NOT_SERVING")
+            code, body = _healthz(http_addr)
+            assert code == 503 and device.worker_name in body and "cannot restart" in body \
+                and "did not start" in body, body
+            # Work sent meanwhile is queued, not refused: the device may come back.
+            job = client.submit(submit("while-down", seed=31)).job_id
+            assert client.await_proof(job, timeout_ms=500).status == pb.AwaitProofResponse.TIMEOUT
+            monkeypatch.setattr(device.proc, "restart", real_restart)
+            _until(client.serving, 120, "health SERVING again (the housekeeper's retry after its back-off)")
+            assert _healthz(http_addr) == (200, "ok\n")
+            check_proof(client.await_proof(job, timeout_ms=120_000), server_params, seed=31)
+    finally:
+        daemon.stop(0)
