@@ -157,11 +157,18 @@ def test_a_critical_partition_is_let_in_mid_phase(tmp_path: Path, debug_params: 
     try:
         warm = engine.submit(make_request("warm", seed=39)).job_id
         check(engine.await_result(warm, 600), debug_params, seed=39)
-        load = engine.submit(make_request("load", circuit="mimc-4", partitions=4, seed=40)).job_id
-        wait_until(lambda: any(p.state is PartitionState.PROVING for p in engine.jobs[load].partitions), 120,
-                   "the load on the device")
-        crit = engine.submit(make_request("crit", priority=Priority.CRITICAL, seed=41)).job_id
-        check(engine.await_result(crit, 600), debug_params, seed=41)
+        load = engine.submit(make_request("load", circuit="mimc-4", partitions=8, seed=40)).job_id
+        # A CRITICAL partition that reaches the device between two of the load's phases takes it
+        # without a preemption (on a loaded machine the gaps grow): up to three are sent, one at a
+        # time while the load is on the device, and every one must be proven.
+        for k in range(3):
+            wait_until(lambda: any(p.state is PartitionState.PROVING for p in engine.jobs[load].partitions), 120,
+                       "the load on the device")
+            crit = engine.submit(make_request(f"crit{k}", priority=Priority.CRITICAL, seed=41 + k)).job_id
+            check(engine.await_result(crit, 600), debug_params, seed=41 + k)
+            (plan,) = plans(engine)
+            if plan["preemptions"] >= 1 or engine.jobs[load].state.finished:
+                break
         assert engine.await_result(load, 600).status is ResultStatus.COMPLETED
         (plan,) = plans(engine)
         assert plan["preemptions"] >= 1, plan

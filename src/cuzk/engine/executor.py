@@ -545,8 +545,7 @@ class LocalExecutor(Executor):
         return reply[1]
 
     def load(self, device: Device, circuit_id: str, path: str, *, hot: bool) -> float:
-        assert isinstance(device, LocalDevice)
-        if device.proc.process is not None and not device.proc.alive and not device.proc.stopping:
+        if not device.alive:
             # Dead (being restarted, or its restart failed): its restart gives it every key then
             # warm or hot (`host.device_restarted`). Sent the load, it would fail the job that asked.
             log.info("%s is not running: it gets %s's key when it is restarted", device.worker_name, circuit_id)
