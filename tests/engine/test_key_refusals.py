@@ -260,3 +260,30 @@ def test_a_device_that_says_nothing_of_the_file_keeps_all_of_it_and_one_pinned_c
     Executor._loaded(devices[0], "porep-32g", {"pinned_bytes": 3 << 30})  # a reply without the split
     Executor._unloading("porep-32g", "cold", devices[1:])
     assert Executor.hot_host_bytes(fake, "porep-32g", 47 << 30) == (47 << 30, 3 << 30)  # type: ignore[arg-type]
+
+
+def test_why_no_device_can_prove_names_each_device() -> None:
+    """`Engine.unable_to_prove` (health NOT_SERVING, /healthz's 503) holds while no device can prove,
+    and names each device's reason: a restart that failed, a Ray node gone."""
+    from cuzk.engine.engine import Engine
+
+    pytest.importorskip("ray", reason="the Ray device's reason needs cuzk.engine.ray_executor")
+    from cuzk.engine.ray_executor import RayDevice
+
+    class DeadDevice(Device):  # as a LocalDevice whose process is dead and whose restart failed
+        @property
+        def can_prove(self) -> bool:
+            return False
+
+    dead, lost = DeadDevice(DeviceSpec(0, "cuda")), RayDevice(DeviceSpec(1, "cuda"), "f00dcafe" * 4, "10.0.0.7", 0)
+    dead.restart_error = "worker process cuzk-device-cuda0 did not start (exit code 1)"
+    lost.state, lost.lost_reason = "lost", "node 10.0.0.7 (f00dcafe) left the cluster"
+    engine = SimpleNamespace(executor=SimpleNamespace(devices=[dead, lost]))
+    why = Engine.unable_to_prove(engine)  # type: ignore[arg-type]
+    assert why == ("no device can prove: cuzk-device-cuda0 cannot restart: worker process cuzk-device-cuda0 did "
+                   "not start (exit code 1); 10.0.0.7-f00dca:cuzk-device-cuda0 lost: node 10.0.0.7 (f00dcafe) left "
+                   "the cluster")
+    lost.state = "ready"
+    assert Engine.unable_to_prove(engine) is None  # type: ignore[arg-type]
+    engine.executor.devices = []
+    assert Engine.unable_to_prove(engine) == "no device"  # type: ignore[arg-type]
