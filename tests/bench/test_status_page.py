@@ -371,6 +371,17 @@ def test_operator_page_shows_memory_plans_key_copies_failures_and_waits(crafted:
     assert hot["mapped_bytes"]["value"] == "0" and hot["pinned_bytes"]["text"] == "25.0 GiB"
 
 
+def test_operator_page_says_when_no_device_can_prove(crafted: _Crafted, tmp_path: Path) -> None:
+    """Every device dead with its restart failed: a banner beside the connection state gives the
+    daemon's reason (health is NOT_SERVING meanwhile); hidden while a device can prove."""
+    why = "no device can prove: cuzk-device-cuda3 cannot restart: worker process cuzk-device-cuda3 did not start"
+    url = f"http://127.0.0.1:{crafted.server_address[1]}/status.html"
+    assert "none" in PageCells(load_page(url, tmp_path / "status-serving.png", height=600)).ids["unable"]["style"]
+    crafted.status_of = lambda now_ms: {**_gpu_status(now_ms), "unable_to_prove": why}
+    unable = PageCells(load_page(url, tmp_path / "status-unable.png", height=600)).ids["unable"]
+    assert unable["text"] == f"not serving: {why}" and "inline-block" in unable["style"]
+
+
 def test_operator_page_says_when_the_daemon_is_unreachable(tmp_path: Path) -> None:
     """Never reached: a page whose daemon is not listening."""
     dead = tmp_path / "dead.html"

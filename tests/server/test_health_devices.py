@@ -4,6 +4,7 @@ still queues jobs; once a device is back it serves again and proves them."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
@@ -28,6 +29,11 @@ def _healthz(addr: str) -> tuple[int, str]:
             return r.status, r.read().decode()
     except urllib.error.HTTPError as err:
         return err.code, err.read().decode()
+
+
+def _status(addr: str) -> dict:
+    with urllib.request.urlopen(f"http://{addr}/status", timeout=10) as r:
+        return json.loads(r.read())
 
 
 def _until(condition, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
@@ -64,12 +70,13 @@ def test_health_is_not_serving_while_no_device_can_prove(tmp_path: Path, server_
             code, body = _healthz(http_addr)
             assert code == 503 and device.worker_name in body and "cannot restart" in body \
                 and "did not start" in body, body
+            assert f"{_status(http_addr)['unable_to_prove']}\n" == body
             # Work sent meanwhile is queued, not refused: the device may come back.
             job = client.submit(submit("while-down", seed=31)).job_id
             assert client.await_proof(job, timeout_ms=500).status == pb.AwaitProofResponse.TIMEOUT
             monkeypatch.setattr(device.proc, "restart", real_restart)
             _until(client.serving, 120, "health SERVING again (the housekeeper's retry after its back-off)")
-            assert _healthz(http_addr) == (200, "ok\n")
+            assert _healthz(http_addr) == (200, "ok\n") and _status(http_addr)["unable_to_prove"] is None
             check_proof(client.await_proof(job, timeout_ms=120_000), server_params, seed=31)
     finally:
         daemon.stop(0)

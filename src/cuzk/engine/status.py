@@ -238,6 +238,8 @@ def snapshot(engine: Engine) -> dict[str, Any]:
         **info(engine),
         "uptime_secs": round(now - engine.started, 3),
         "accepting": engine.accepting,
+        # Why no device can prove now (health NOT_SERVING meanwhile), or null.
+        "unable_to_prove": engine.unable_to_prove(),
         # The job journal: writable, or why not (new jobs are refused meanwhile), results not yet written.
         "journal": engine.journal.state() if engine.journal is not None else None,
         "memory": {"total_bytes": budget.total, "used_bytes": budget.used, "available_bytes": budget.available,

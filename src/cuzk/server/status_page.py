@@ -33,6 +33,7 @@ header h1 { font-size: 17px; margin: 0 0 4px; font-weight: 600; }
 #conn[data-state="loading"] { background: #55606f; color: #fff; }
 #conn[data-state="unreachable"] { background: #b3261e; color: #fff; font-size: 14px; padding: 6px 10px; }
 #draining { display: none; margin-left: 8px; background: #b26a00; color: #fff; padding: 3px 8px; border-radius: 3px; }
+#unable { display: none; margin-left: 8px; background: #b3261e; color: #fff; padding: 3px 8px; border-radius: 3px; }
 main { padding: 10px 16px 24px; }
 body.stale main { opacity: 0.5; }
 .grid { display: grid; grid-template-columns: repeat(auto-fit, minmax(560px, 1fr)); gap: 12px; }
@@ -132,6 +133,9 @@ function renderHeader(s) {
        fact("host memory", `${bytes(m.used_bytes)} of ${bytes(m.total_bytes)} reserved (peak ${bytes(m.peak_bytes)})`),
        fact("RSS", bytes(m.process_rss_bytes)));
   document.getElementById("draining").style.display = s.accepting === false ? "inline-block" : "none";
+  const unable = document.getElementById("unable");
+  unable.textContent = s.unable_to_prove ? `not serving: ${s.unable_to_prove}` : "";
+  unable.style.display = s.unable_to_prove ? "inline-block" : "none";
 }
 
 function failureText(f) {
@@ -376,6 +380,7 @@ tick();
 
 _BODY = """<header><h1 id="title">{title}</h1><div id="facts"></div>
 <span id="conn" data-state="loading">loading {status}</span><span id="draining">draining: not accepting new jobs</span>
+<span id="unable"></span>
 </header>
 <main>
 <section id="devices-section"><h2>Devices</h2><div id="devices">{wait}</div><div id="plans"></div></section>
