@@ -17,6 +17,10 @@ from server.conftest import free_port
 from server.test_live_daemon import check_proof, submit
 
 from cuzk.config import config_from_dict
+from cuzk.daemon import control
+from cuzk.daemon.identity import Identity
+from cuzk.daemon.pidfile import ProcessRef
+from cuzk.daemon.state import StateDir
 from cuzk.errors import CuzkError
 from cuzk.server._gen import proving_pb2 as pb
 from cuzk.server.client import CuzkClient
@@ -71,12 +75,20 @@ def test_health_is_not_serving_while_no_device_can_prove(tmp_path: Path, server_
             assert code == 503 and device.worker_name in body and "cannot restart" in body \
                 and "did not start" in body, body
             assert f"{_status(http_addr)['unable_to_prove']}\n" == body
+            # `cuzk daemon status`, from the instance record and the daemon's own answers.
+            me = ProcessRef.current()
+            record = Identity(daemon.instance_id, config.fingerprint(), None, me.pid, me.start_ticks, time.time(),
+                              str(tmp_path), str(tmp_path / "daemon.log"), [unix_addr], phase="ready")
+            StateDir(tmp_path).write_record(record.record())
+            shown = control.format_status(control.inspect(StateDir(tmp_path)))
+            assert shown.startswith("running, ready but not serving (no device can prove"), shown
             # Work sent meanwhile is queued, not refused: the device may come back.
             job = client.submit(submit("while-down", seed=31)).job_id
             assert client.await_proof(job, timeout_ms=500).status == pb.AwaitProofResponse.TIMEOUT
             monkeypatch.setattr(device.proc, "restart", real_restart)
             _until(client.serving, 120, "health SERVING again (the housekeeper's retry after its back-off)")
             assert _healthz(http_addr) == (200, "ok\n") and _status(http_addr)["unable_to_prove"] is None
+            assert control.format_status(control.inspect(StateDir(tmp_path))).startswith("running, ready: pid")
             check_proof(client.await_proof(job, timeout_ms=120_000), server_params, seed=31)
     finally:
         daemon.stop(0)

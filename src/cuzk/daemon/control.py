@@ -94,6 +94,7 @@ class DaemonState:
         }
         if self.info is not None:
             out["draining"] = self.info.get("draining", False)
+            out["serving"] = self.info.get("serving")
         out["last_exit"] = self.state.read_last_exit()
         return out
 
@@ -149,6 +150,8 @@ def format_status(ds: DaemonState) -> str:
     if ds.identity is None:
         return f"starting: pid {ds.lock_holder} holds {ds.state.pid_path} (no instance record yet)"
     state = "ready" if ds.ready else ("draining" if d.get("draining") else ds.identity.phase)
+    if ds.ready and d.get("serving") is False:  # health NOT_SERVING: every device down, /status says why
+        state = "ready but not serving (no device can prove: see /status unable_to_prove or the log)"
     lines = [
         f"running, {state}: pid {d['pid']}, instance {d['instance_id']}",
         f"config:      {d['config_path'] or 'defaults'} (fingerprint {d['config_fingerprint']})",

@@ -116,9 +116,14 @@ def daemon_info(addr: str, timeout: float = IDENTIFY_TIMEOUT_S) -> dict[str, Any
     try:
         with CuzkClient(connect_target(addr), timeout=timeout) as client:
             reply = client.info()
+            try:
+                serving: bool | None = client.serving()
+            except grpc.RpcError:  # no health service: not a cuzk daemon of this version
+                serving = None
     except grpc.RpcError:
         return None
     return {
+        "serving": serving,
         "version": reply.version, "instance_id": reply.instance_id, "config_fingerprint": reply.config_fingerprint,
         "pid": reply.pid, "started_at_unix_ms": reply.started_at_unix_ms, "ready": reply.ready,
         "config_path": reply.config_path, "state_dir": reply.state_dir, "draining": reply.draining,

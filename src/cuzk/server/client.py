@@ -199,7 +199,7 @@ class CuzkClient:
         return self.stub.GetDaemonInfo(pb.GetDaemonInfoRequest(), timeout=self.timeout)
 
     def serving(self) -> bool:
-        """grpc.health.v1: is the daemon SERVING (ready and not draining)?"""
+        """grpc.health.v1: is the daemon SERVING (ready, not draining, and some device can prove)?"""
         reply = self._health.Check(health_pb2.HealthCheckRequest(service="cuzk.v1.ProvingEngine"),
                                    timeout=self.timeout)
         return reply.status == health_pb2.HealthCheckResponse.SERVING
