@@ -8,13 +8,13 @@ import json
 import os
 import signal
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
+from engine.engine_helpers import wait_until
 from server.conftest import free_port
-from server.test_live_daemon import check_proof, submit
+from server.test_live_daemon import check_proof, http_get, submit
 
 from cuzk.config import config_from_dict
 from cuzk.daemon import control
@@ -27,30 +27,10 @@ from cuzk.server.client import CuzkClient
 from cuzk.server.serve import Daemon
 
 
-def _healthz(addr: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(f"http://{addr}/healthz", timeout=10) as r:
-            return r.status, r.read().decode()
-    except urllib.error.HTTPError as err:
-        return err.code, err.read().decode()
-
-
-def _status(addr: str) -> dict:
-    with urllib.request.urlopen(f"http://{addr}/status", timeout=10) as r:
-        return json.loads(r.read())
-
-
-def _until(condition, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.1)
-
-
 def test_health_is_not_serving_while_no_device_can_prove(tmp_path: Path, server_params: Path,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     unix_addr, http_addr = f"unix://{tmp_path / 'cuzk.sock'}", f"127.0.0.1:{free_port()}"
+    site = SimpleNamespace(http_addr=http_addr)  # what http_get reads of a live daemon
     config = config_from_dict({
         "daemon": {"listen": [unix_addr], "status_listen": http_addr, "shutdown_grace": "0s"},
         "srs": {"param_cache": str(server_params)}, "memory": {"total_budget": "3GiB"},
@@ -67,14 +47,14 @@ def test_health_is_not_serving_while_no_device_can_prove(tmp_path: Path, server_
             raise CuzkError(f"worker process {device.proc.name} did not start (exit code 1)")
 
         with CuzkClient(unix_addr, timeout=30) as client:
-            assert client.serving() and _healthz(http_addr) == (200, "ok\n")
+            assert client.serving() and http_get(site, "/healthz")[::2] == (200, "ok\n")
             monkeypatch.setattr(device.proc, "restart", cannot_start)
             os.kill(device.pid, signal.SIGKILL)
-            _until(lambda: not client.serving(), 60, "health NOT_SERVING")
-            code, body = _healthz(http_addr)
+            wait_until(lambda: not client.serving(), 60, "health NOT_SERVING")
+            code, body = http_get(site, "/healthz")[::2]
             assert code == 503 and device.worker_name in body and "cannot restart" in body \
                 and "did not start" in body, body
-            assert f"{_status(http_addr)['unable_to_prove']}\n" == body
+            assert f"{json.loads(http_get(site, '/status')[2])['unable_to_prove']}\n" == body
             # `cuzk daemon status`, from the instance record and the daemon's own answers.
             me = ProcessRef.current()
             record = Identity(daemon.instance_id, config.fingerprint(), None, me.pid, me.start_ticks, time.time(),
@@ -86,8 +66,9 @@ def test_health_is_not_serving_while_no_device_can_prove(tmp_path: Path, server_
             job = client.submit(submit("while-down", seed=31)).job_id
             assert client.await_proof(job, timeout_ms=500).status == pb.AwaitProofResponse.TIMEOUT
             monkeypatch.setattr(device.proc, "restart", real_restart)
-            _until(client.serving, 120, "health SERVING again (the housekeeper's retry after its back-off)")
-            assert _healthz(http_addr) == (200, "ok\n") and _status(http_addr)["unable_to_prove"] is None
+            wait_until(client.serving, 120, "health SERVING again (the housekeeper's retry after its back-off)")
+            assert http_get(site, "/healthz")[::2] == (200, "ok\n")
+            assert json.loads(http_get(site, "/status")[2])["unable_to_prove"] is None
             assert control.format_status(control.inspect(StateDir(tmp_path))).startswith("running, ready: pid")
             check_proof(client.await_proof(job, timeout_ms=120_000), server_params, seed=31)
     finally:
