@@ -116,15 +116,16 @@ def inspect(state: StateDir, *, rpc: bool = True, rpc_timeout: float = 2.0) -> D
         elif (pid := read_pid(state.pid_path)) is not None:
             out.stale = f"the pid file names pid {pid}, which holds no lock on it (the daemon that wrote it is gone)"
     if out.running and rpc and out.identity is not None:
-        out.info, out.rpc_error = _ask(out.identity, rpc_timeout)
+        out.info, out.rpc_error = _ask(out.identity, rpc_timeout, health=True)
     return out
 
 
-def _ask(ident: Identity, timeout: float) -> tuple[dict[str, Any] | None, str | None]:
-    """GetDaemonInfo from the first of the instance's addresses that answers as this instance."""
+def _ask(ident: Identity, timeout: float, *, health: bool = False) -> tuple[dict[str, Any] | None, str | None]:
+    """GetDaemonInfo (with `health`, and its health) from the first of the instance's addresses that
+    answers as this instance."""
     errors = []
     for addr in ident.listen:
-        info = daemon_info(addr, timeout=timeout)
+        info = daemon_info(addr, timeout=timeout, health=health)
         if info is None:
             errors.append(f"{addr}: no answer")
             continue

@@ -107,8 +107,9 @@ def process_summary(pid: int, limit: int = 120) -> str:
 
 
 # -- identification --------------------------------------------------------------------------------------
-def daemon_info(addr: str, timeout: float = IDENTIFY_TIMEOUT_S) -> dict[str, Any] | None:
-    """The GetDaemonInfo answer of a cuzk daemon at `addr`, or None if nothing there answers it."""
+def daemon_info(addr: str, timeout: float = IDENTIFY_TIMEOUT_S, *, health: bool = False) -> dict[str, Any] | None:
+    """The GetDaemonInfo answer of a cuzk daemon at `addr`, or None if nothing there answers it;
+    with `health`, also its grpc.health.v1 answer as "serving" (None where it has no such service)."""
     import grpc
 
     from cuzk.server.client import CuzkClient
@@ -116,10 +117,10 @@ def daemon_info(addr: str, timeout: float = IDENTIFY_TIMEOUT_S) -> dict[str, Any
     try:
         with CuzkClient(connect_target(addr), timeout=timeout) as client:
             reply = client.info()
-            try:
-                serving: bool | None = client.serving()
-            except grpc.RpcError:  # no health service: not a cuzk daemon of this version
-                serving = None
+            serving: bool | None = None
+            if health:
+                with contextlib.suppress(grpc.RpcError):  # no health service: an older daemon
+                    serving = client.serving()
     except grpc.RpcError:
         return None
     return {
