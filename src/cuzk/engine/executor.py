@@ -624,9 +624,11 @@ class LocalExecutor(Executor):
                 channel = (contextlib.nullcontext(self.provers_per_device) if lane == self.critical_lane
                            else device.channels.hold(priority))
                 with channel as pipe:
-                    self._until_alive(device)
+                    # What `restart` compares, on this thread: the incarnation seen alive and ready, not
+                    # one read later, which a restart begun meanwhile may already have counted up (the
+                    # send then fails on its closed pipe and would be counted as a second failure).
+                    self._lane_saw.incarnation = self._until_alive(device)
                     report.proving(ready)
-                    self._lane_saw.incarnation = device.proc.restarts  # what `restart` compares, on this thread
                     reply = device.proc.request(("prove", [items[k] for k in ready], [witnesses[k] for k in ready],
                                                  verify), channel=pipe)
                 proven = reply[1] if reply[0] == "ok" else [ItemResult(False, error=str(reply[1])) for _ in ready]
@@ -640,15 +642,17 @@ class LocalExecutor(Executor):
         return [r if r is not None else ItemResult(False, error="not proven") for r in results]
 
     @staticmethod
-    def _until_alive(device: LocalDevice) -> None:
+    def _until_alive(device: LocalDevice) -> int:
         """Wait while the device is being restarted, or is dead and about to be (by the lane that saw
         it die, else by the housekeeper): partitions that had not reached it keep their witnesses
-        and go to the new process, rather than fail on the dead one and be synthesized again."""
+        and go to the new process, rather than fail on the dead one and be synthesized again. Returns
+        the incarnation (restart count) found."""
         while True:
             device.ready.wait()
             with device.restart_lock:  # not half way through a restart (alive, its keys not loaded yet)
+                # Alive, or stopping, or its restart failed (the send then fails and the partition goes elsewhere).
                 if device.ready.is_set() and (device.proc.alive or device.proc.stopping or not device.can_prove):
-                    return  # unusable: its restart failed, the send fails and the partition goes elsewhere
+                    return device.proc.restarts
             time.sleep(0.05)
 
     def _synthesize(self, k: int, item: ProveItem, results: list[ItemResult | None],
