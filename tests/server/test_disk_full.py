@@ -1,6 +1,7 @@
 """A live daemon whose state directory fills up: new work is refused with UNAVAILABLE naming the
-directory, accepted work finishes and is journaled once space returns, and the daemon takes new work
-again by itself. The state directory is a small tmpfs (skipped where mounting is not allowed)."""
+directory, accepted work finishes and is journaled once space returns, the daemon takes new work
+again by itself, and its log file on that disk is said unwritable in one line, not a traceback a
+record. The state directory is a small tmpfs (skipped where mounting is not allowed)."""
 
 from __future__ import annotations
 
@@ -72,6 +73,15 @@ def test_a_full_state_directory_refuses_new_jobs_until_space_returns(tmp_path: P
             status = journal_status(daemon)
             assert status["writable"] and status["unwritten_results"] == 0
         assert daemon.stop() == 0
+        # Its log file is on that disk too: where its writes failed (the file's last page may still
+        # have had room), that was said in one line and its recovery in another, never with a
+        # traceback per record.
+        out = daemon.log()
+        assert "Logging error" not in out and "Traceback" not in out
+        logs = str(state / "logs")
+        failed = [line for line in out.splitlines() if "cannot write the log " + logs in line]
+        recovered = [line for line in out.splitlines() if "the log " + logs in line and "can be written again" in line]
+        assert len(failed) == len(recovered) <= 1, (failed, recovered)
         with sqlite3.connect(state / "journal.sqlite3") as db:
             rows = dict(db.execute("SELECT job_id, state FROM jobs WHERE job_id IN ('running', 'refused')"))
         assert rows == {"running": "completed", "refused": "completed"}

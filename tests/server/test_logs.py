@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+from pathlib import Path
 
 import pytest
 
@@ -44,3 +46,48 @@ def test_setup_replaces_root_handlers() -> None:
         for h in saved[0]:
             root.addHandler(h)
         root.setLevel(saved[1])
+
+
+def test_a_log_file_that_cannot_be_written_is_said_once_then_again_when_it_can(
+        tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The state directory's disk full: the log file's failed writes are one line on stderr (not a
+    traceback per record), and the first write that succeeds again says how many records it missed."""
+    import io
+
+    from cuzk.server.logs import QuietLogFile, text_format
+
+    err = io.StringIO()
+    monkeypatch.setattr("sys.stderr", err)
+    handler = QuietLogFile(Path("/dev/full"))  # every write: ENOSPC
+    handler.setFormatter(logging.Formatter(text_format("abc")))
+    log = logging.getLogger("cuzk.test.full")
+    log.propagate, saved = False, log.level
+    log.setLevel(logging.INFO)
+    log.addHandler(handler)
+    try:
+        for k in range(5):
+            log.info("record %d", k)
+        said = err.getvalue().splitlines()
+        assert len(said) == 1, said
+        assert "ERROR instance=abc" in said[0] and "cannot write the log /dev/full" in said[0]
+        assert "No space left on device" in said[0] and "Traceback" not in err.getvalue()
+        assert handler.dropped == 5
+        good = tmp_path / "daemon.log"
+        handler.acquire()
+        try:  # space again: the handler's stream now reaches a disk that takes it
+            full, handler.stream = handler.stream, good.open("a", encoding="utf-8")
+        finally:
+            handler.release()
+        with contextlib.suppress(OSError):
+            full.close()  # its buffer still holds the records /dev/full refused
+        log.info("after")
+        said = err.getvalue().splitlines()
+        assert len(said) == 2 and "the log /dev/full can be written again; 5 record(s) were not written" in said[1]
+        assert "WARNING instance=abc" in said[1]
+        assert good.read_text().endswith("cuzk.test.full: after\n")
+        assert handler.dropped == 0
+    finally:
+        log.removeHandler(handler)
+        log.propagate = True
+        log.setLevel(saved)
+        handler.close()

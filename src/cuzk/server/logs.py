@@ -10,7 +10,9 @@ Every line names the daemon instance (`instance=<id>` in text, "instance_id" in 
 instance writes its own file (state_dir/logs/<start>-<id>.log): a line left by an earlier run can
 never pass for the current one, whatever a `grep` on an old file finds. When stderr already is that
 file (`cuzk daemon start` points the process's stderr there, to keep tracebacks of a crash), lines
-are written once.
+are written once. A destination that cannot be written (the state directory's disk full) is said
+once, in one line on stderr, and again once it can be written (`QuietOnFailure`), rather than with
+logging's traceback for every record.
 """
 
 from __future__ import annotations
@@ -67,17 +69,70 @@ def _same_file(stream: Any, path: Path) -> bool:
     return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
 
 
+class QuietOnFailure(logging.StreamHandler):
+    """A stream handler whose failed writes (OSError: no space left, say) are said once on stderr, not
+    with a traceback and call stack for every record (logging's `handleError`), and whose first
+    write that succeeds afterwards says how many records that destination missed. Other errors (a
+    record that cannot be formatted) keep logging's report."""
+
+    def __init__(self, stream: Any = None) -> None:
+        super().__init__(stream)
+        self.dropped = 0
+        self._failed = False
+
+    @property
+    def destination(self) -> str:
+        return getattr(self, "baseFilename", None) or getattr(self.stream, "name", None) or repr(self.stream)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self._failed = False  # emit runs under the handler's lock
+        super().emit(record)
+        if self.dropped and not self._failed:
+            self._say(logging.WARNING, f"the log {self.destination} can be written again; {self.dropped} record(s) "
+                                       "were not written to it")
+            self.dropped = 0
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        err = sys.exc_info()[1]
+        if not isinstance(err, OSError):
+            super().handleError(record)
+            return
+        self._failed = True
+        if not self.dropped:
+            self._say(logging.ERROR, f"cannot write the log {self.destination} ({err}); its records are dropped "
+                                     "until it can be written again")
+        self.dropped += 1
+
+    def _say(self, level: int, message: str) -> None:
+        record = logging.makeLogRecord({"name": __name__, "levelno": level, "levelname": logging.getLevelName(level),
+                                        "msg": message})
+        try:
+            sys.stderr.write((self.formatter or logging.Formatter()).format(record) + "\n")
+            sys.stderr.flush()
+        except (OSError, ValueError):  # stderr is that destination, or closed: nothing more to do
+            pass
+
+
+class QuietLogFile(QuietOnFailure, logging.FileHandler):
+    """The instance's log file, with `QuietOnFailure`'s handling of failed writes."""
+
+    def __init__(self, path: Path) -> None:
+        logging.FileHandler.__init__(self, path, encoding="utf-8")
+        self.dropped = 0
+        self._failed = False
+
+
 def setup_logging(level: int, fmt: str, context: dict[str, Any] | None = None, *, instance_id: str | None = None,
                   log_file: Path | None = None) -> None:
     """Replace the root logger's handlers: stderr, plus `log_file` unless stderr already writes there."""
     if instance_id:
         context = {**(context or {}), "instance_id": instance_id}
-    handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
+    handlers: list[logging.Handler] = [QuietOnFailure(sys.stderr)]
     if log_file is not None:
         log_file.parent.mkdir(parents=True, exist_ok=True)
         log_file.touch(exist_ok=True)
         if not _same_file(sys.stderr, log_file):
-            handlers.append(logging.FileHandler(log_file, encoding="utf-8"))
+            handlers.append(QuietLogFile(log_file))
     formatter = JsonFormatter(context) if fmt == "json" else logging.Formatter(text_format(instance_id))
     root = logging.getLogger()
     for h in list(root.handlers):
