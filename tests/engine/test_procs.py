@@ -56,6 +56,24 @@ def test_a_restart_is_not_confused_by_info_requests_meanwhile() -> None:
         proc.stop()
 
 
+def test_a_child_reaped_by_another_waiter_counts_as_dead() -> None:
+    """Lanes join a killed device process from several threads; the one that loses the race to reap
+    it must not read it as alive (a restart would then skip it)."""
+    proc = WorkerProcess("cuzk-test-reaped", _slow_child)
+    proc.start()
+    try:
+        pid = proc.wait_ready(60)["pid"]
+        assert proc.alive
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)  # reaped behind the Process object's back, as another thread's join does
+        assert proc.process.is_alive()  # what the standard library says here
+        assert not proc.alive
+        proc.restart("killed by the test")
+        assert proc.alive and proc.info["pid"] != pid and proc.restarts == 1
+    finally:
+        proc.stop()
+
+
 def test_a_dead_childs_exit_is_said_in_words() -> None:
     assert "SIGKILL" in _how_it_ended(-9) and "out-of-memory" in _how_it_ended(-9)
     assert _how_it_ended(-15) == "was killed by signal 15 (SIGTERM)"

@@ -58,6 +58,14 @@ def _how_it_ended(exitcode: int | None) -> str:
     return f"exited with code {exitcode}"
 
 
+def running(proc: multiprocessing.process.BaseProcess) -> bool:
+    """Whether a started child is still running. Its sentinel decides, not `is_alive()`: threads
+    joining one dead child race to reap it, and for the losers `is_alive()` (waitpid: no such child)
+    reads it as running until the winner has stored its exit code. A restart then took a killed
+    device process for a live one and did nothing."""
+    return proc.exitcode is None and not wait([proc.sentinel], 0)
+
+
 class WorkerProcess:
     """One spawned child running `target(name, ready_conn, *conns, *args)`.
 
@@ -128,7 +136,7 @@ class WorkerProcess:
 
     @property
     def alive(self) -> bool:
-        return self.process is not None and self.process.is_alive()
+        return self.process is not None and running(self.process)
 
     def restart(self, reason: str) -> None:
         """Replace a dead (or wedged) child; callers whose requests were lost got WorkerCrashedError."""
@@ -168,10 +176,10 @@ class WorkerProcess:
         if proc is None:
             return
         proc.join(timeout)
-        if proc.is_alive():
+        if running(proc):
             proc.terminate()
             proc.join(2.0)
-        if proc.is_alive():  # pragma: no cover - a child ignoring SIGTERM
+        if running(proc):  # pragma: no cover - a child ignoring SIGTERM
             proc.kill()
             proc.join(1.0)
 
