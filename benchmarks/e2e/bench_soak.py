@@ -46,6 +46,8 @@ with the faults marked go to --out. Verdicts (exit 1 if any fails):
   leftovers       after the last stop: no process of any instance alive, no segment made during the run,
                   no shared pinned copy held by one of its processes; on an emulated card nothing held
                   in the card's room (--root/emulated-gpus) and no room of its processes elsewhere
+  output          the daemons' stdout and stderr hold no failure of logging itself ("--- Logging error
+                  ---", a traceback per record a handler could not write); other tracebacks are counted
 
     python benchmarks/e2e/bench_soak.py --duration 180 --seed 1 --root /tmp/soak
     python benchmarks/e2e/bench_soak.py --duration 120 --emulate 4GiB --root /tmp/soak-emulated
@@ -115,6 +117,9 @@ class Daemon:
         from cuzk.config import config_from_dict
 
         self.root, self.state = root, state
+        #: Every instance's stdout and stderr, appended; this run's part starts at `output_from`.
+        self.output = root / "daemon-stdout.log"
+        self.output_from = self.output.stat().st_size if self.output.exists() else 0
         gpus: dict[str, Any] = {"gpu_workers_per_device": 1, "backend": backend}
         self.env = {"PYTHONUNBUFFERED": "1"}
         #: The emulated cards' room, the run's own: every instance's device processes share the card
@@ -152,7 +157,7 @@ class Daemon:
 
         env = {**os.environ, **self.env}
         began = time.monotonic()
-        with open(self.root / "daemon-stdout.log", "ab") as out:
+        with open(self.output, "ab") as out:
             proc = subprocess.Popen([sys.executable, "-m", "cuzk.cli.main", "daemon", "run", "--config",
                                      str(self.config)], stdout=out, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL, env=env, cwd=self.root)
@@ -204,6 +209,21 @@ class Daemon:
             return proc.wait(timeout)
         except subprocess.TimeoutExpired:
             return None
+
+    def output_findings(self) -> dict[str, Any]:
+        """What this run's daemons wrote that no operator should have to read past: logging's own
+        failures ("--- Logging error ---", a traceback per record a handler could not write) are
+        judged; other tracebacks are counted, with the first one's last line."""
+        with open(self.output, "rb") as f:
+            f.seek(self.output_from)
+            text = f.read().decode("utf-8", "replace")
+        lines = text.splitlines()
+        starts = [k for k, line in enumerate(lines) if line.startswith("Traceback (most recent call last):")]
+        first = ""
+        if starts:
+            first = next((line for line in lines[starts[0] + 1:] if line and not line.startswith((" ", "\t"))), "")
+        return {"logging_errors": text.count("--- Logging error ---"), "tracebacks": len(starts),
+                "first_traceback_ends": first[:300]}
 
     def leftovers(self) -> list[dict[str, Any]]:
         """Processes of any instance still alive (same pid and create time as when seen)."""
@@ -931,6 +951,7 @@ def verdicts(args: argparse.Namespace, stream: Stream, faults: Faults, daemon: D
         g["ok"] = g["growth"] <= g["bound"]
         growth_rows[name] = g
     status_unanswered = status_gaps(samples, daemon.starts, args.restart_warmup)
+    output = daemon.output_findings()
     checks = {
         "answered": not lost and not unexplained,
         "agreed": not disagree,
@@ -942,6 +963,7 @@ def verdicts(args: argparse.Namespace, stream: Stream, faults: Faults, daemon: D
         "faults_injected": all("error" not in f for f in faults.log),
         "status": not status_unanswered,
         "corrupt_param_named": all(f.get("names_the_file", True) for f in faults.log),
+        "output": output["logging_errors"] == 0,
     }
     return {
         "checks": checks, "ok": all(checks.values()),
@@ -958,6 +980,7 @@ def verdicts(args: argparse.Namespace, stream: Stream, faults: Faults, daemon: D
         "leftover_held": leftover_held,
         "final_exit_code": exit_code, "daemon_starts": [round(s, 1) for s in daemon.starts],
         "status_unanswered": status_unanswered,
+        "daemon_output": output,
         "faults": faults.log,
         "per_request": [{"id": r.rid, "kind": r.kind, "priority": r.priority, "deadline_s": r.deadline_s,
                          "status": r.status, "error": r.error[:300], "attempts": r.attempts,
@@ -1048,6 +1071,7 @@ def main(argv: list[str] | None = None) -> int:
          f"{args.seed}, {record['git']}")
     summary = {k: result[k] for k in ("checks", "ok", "deadlines_by_priority")}
     summary["requests"] = {k: v for k, v in result["requests"].items()}
+    summary["daemon_output"] = result["daemon_output"]
     summary["growth"] = {n: {"growth": round(g["growth"], 1), "bound": round(g["bound"], 1), "ok": g["ok"]}
                          for n, g in result["growth"].items()}
     summary["leftovers"] = {"processes": result["leftover_processes"], "shm": result["leftover_shm"],
