@@ -85,7 +85,7 @@ def test_a_full_state_directory_refuses_new_jobs_until_space_returns(tmp_path: P
         assert "Logging error" not in out and "Traceback" not in out
         logs = str(state / "logs")
         failed = [line for line in out.splitlines() if "cannot write the log " + logs in line]
-        back = [line for line in out.splitlines() if "the log " + logs in line and "were not written" in line]
+        back = [line for line in out.splitlines() if "the log " + logs in line and "could not be written" in line]
         assert len(failed) == len(back) == 1, (failed, back)
         assert "No space left on device" in failed[0]
         with sqlite3.connect(state / "journal.sqlite3") as db:

@@ -17,6 +17,7 @@ logging's traceback for every record.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -86,10 +87,13 @@ class QuietOnFailure(logging.StreamHandler):
 
     def emit(self, record: logging.LogRecord) -> None:
         self._failed = False  # emit runs under the handler's lock
-        super().emit(record)
+        try:
+            super().emit(record)
+        except OSError:  # a FileHandler reopens its file outside StreamHandler's handling
+            self.handleError(record)
         if self.dropped and not self._failed:
             self._say(logging.WARNING, f"the log {self.destination} can be written again; {self.dropped} record(s) "
-                                       "were not written to it")
+                                       "could not be written to it")
             self.dropped = 0
 
     def handleError(self, record: logging.LogRecord) -> None:
@@ -114,12 +118,21 @@ class QuietOnFailure(logging.StreamHandler):
 
 
 class QuietLogFile(QuietOnFailure, logging.FileHandler):
-    """The instance's log file, with `QuietOnFailure`'s handling of failed writes."""
+    """The instance's log file, with `QuietOnFailure`'s handling of failed writes. A failed write
+    also drops the open file, whose buffer still holds the records it could not write (they would
+    otherwise land late, or cut short, among later ones); the next record opens it again."""
 
     def __init__(self, path: Path) -> None:
         logging.FileHandler.__init__(self, path, encoding="utf-8")
         self.dropped = 0
         self._failed = False
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        super().handleError(record)
+        if self._failed and self.stream is not None:
+            stream, self.stream = self.stream, None
+            with contextlib.suppress(OSError, ValueError):
+                stream.close()
 
 
 def setup_logging(level: int, fmt: str, context: dict[str, Any] | None = None, *, instance_id: str | None = None,
