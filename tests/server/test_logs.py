@@ -57,7 +57,7 @@ def test_a_log_file_that_cannot_be_written_is_said_once_then_again_when_it_can(
 
     err = io.StringIO()
     monkeypatch.setattr("sys.stderr", err)
-    handler = QuietLogFile(Path("/dev/full"))  # every write: ENOSPC
+    handler = QuietLogFile(Path("/dev/full"), encoding="utf-8")  # every write: ENOSPC
     handler.setFormatter(logging.Formatter(text_format("abc")))
     log = logging.getLogger("cuzk.test.full")
     log.propagate, saved = False, log.level

@@ -76,23 +76,21 @@ class QuietOnFailure(logging.StreamHandler):
     write that succeeds afterwards says how many records that destination missed. Other errors (a
     record that cannot be formatted) keep logging's report."""
 
-    def __init__(self, stream: Any = None) -> None:
-        super().__init__(stream)
-        self.dropped = 0
-        self._failed = False
+    #: Records not written since the last write that succeeded (set per instance once one fails).
+    dropped = 0
 
     @property
     def destination(self) -> str:
         return getattr(self, "baseFilename", None) or getattr(self.stream, "name", None) or repr(self.stream)
 
     def emit(self, record: logging.LogRecord) -> None:
-        self._failed = False  # emit runs under the handler's lock
+        missed = self.dropped  # emit runs under the handler's lock
         try:
             super().emit(record)
         except OSError:  # a FileHandler reopens its file outside StreamHandler's handling
             self.handleError(record)
-        if self.dropped and not self._failed:
-            self._say(logging.WARNING, f"the log {self.destination} can be written again; {self.dropped} record(s) "
+        if missed and self.dropped == missed:  # this record was written
+            self._say(logging.WARNING, f"the log {self.destination} can be written again; {missed} record(s) "
                                        "could not be written to it")
             self.dropped = 0
 
@@ -101,7 +99,6 @@ class QuietOnFailure(logging.StreamHandler):
         if not isinstance(err, OSError):
             super().handleError(record)
             return
-        self._failed = True
         if not self.dropped:
             self._say(logging.ERROR, f"cannot write the log {self.destination} ({err}); its records are dropped "
                                      "until it can be written again")
@@ -122,14 +119,9 @@ class QuietLogFile(QuietOnFailure, logging.FileHandler):
     also drops the open file, whose buffer still holds the records it could not write (they would
     otherwise land late, or cut short, among later ones); the next record opens it again."""
 
-    def __init__(self, path: Path) -> None:
-        logging.FileHandler.__init__(self, path, encoding="utf-8")
-        self.dropped = 0
-        self._failed = False
-
     def handleError(self, record: logging.LogRecord) -> None:
         super().handleError(record)
-        if self._failed and self.stream is not None:
+        if isinstance(sys.exc_info()[1], OSError) and self.stream is not None:
             stream, self.stream = self.stream, None
             with contextlib.suppress(OSError, ValueError):
                 stream.close()
@@ -145,7 +137,7 @@ def setup_logging(level: int, fmt: str, context: dict[str, Any] | None = None, *
         log_file.parent.mkdir(parents=True, exist_ok=True)
         log_file.touch(exist_ok=True)
         if not _same_file(sys.stderr, log_file):
-            handlers.append(QuietLogFile(log_file))
+            handlers.append(QuietLogFile(log_file, encoding="utf-8"))
     formatter = JsonFormatter(context) if fmt == "json" else logging.Formatter(text_format(instance_id))
     root = logging.getLogger()
     for h in list(root.handlers):
