@@ -23,6 +23,7 @@ struct fr_params {
     DEV static u32 mod(int i) { return FR_MOD[i]; }
     DEV static u32 rr(int i) { return FR_RR[i]; }
     DEV static u32 one(int i) { return FR_ONE[i]; }
+    DEV static void sparse_low() {}  // mod(0) = 1, mod(1) = 2^32 - 1: see mont_t::operator*
 };
 
 typedef mont_t<fr_params> fr_t;

@@ -26,6 +26,17 @@ struct has_binary_inv {
     static constexpr bool value = sizeof(probe<P>(nullptr)) == 1;
 };
 
+// Whether P's modulus has the low limbs mod(0) = 1 and mod(1) = 2^32 - 1 (P supplies sparse_low(), a
+// marker; BLS12-381's Fr does): operator* then folds them into the round's other products.
+template <class P>
+struct has_sparse_low {
+    template <class Q>
+    static char probe(decltype(&Q::sparse_low));
+    template <class Q>
+    static long probe(...);
+    static constexpr bool value = sizeof(probe<P>(nullptr)) == 1;
+};
+
 // Rounds of the binary-GCD inversion: each runs BGCD_STEPS steps of the binary GCD on 62-bit
 // approximations of (a, b), then applies them to the full values. The exact algorithm needs at most
 // 2 len(mod) - 1 steps (761 for Fp, 26 rounds); the loop runs one round more. Rounds after a reaches
@@ -104,27 +115,52 @@ struct mont_t {
             e[N] = addc(e[N], 0);
             // One 64-bit product (PTX mul.wide, one IMAD.WIDE.U32): written as a mul.lo / mul.hi pair,
             // ptxas kept them apart in the inlined Fr products (an IMAD and an IMAD.HI each).
-            UNROLL for (int j = 1; j < N; j += 2) {
+            constexpr bool sparse = has_sparse_low<P>::value;
+            UNROLL for (int j = sparse ? 3 : 1; j < N; j += 2) {
                 const u64 p = (u64)a.v[j] * bi;
                 o[j - 1] = (u32)p;
                 o[j] = (u32)(p >> 32);
             }
 
             const u32 m = e[0] * P::m0();
-            e[0] = mad_lo_cc(m, P::mod(0), e[0]);
-            e[1] = madc_hi_cc(m, P::mod(0), e[1]);
-            UNROLL for (int j = 2; j < N; j += 2) {
-                e[j] = madc_lo_cc(m, P::mod(j), e[j]);
-                e[j + 1] = madc_hi_cc(m, P::mod(j), e[j + 1]);
+            if constexpr (sparse) {
+                // mod(0) = 1, mod(1) = 2^32 - 1: m (mod(0) + mod(1) 2^32) = m + (m 2^32 - m) 2^32, where
+                // e[0] + m = c 2^32 with c = [e[0] != 0] (m = -e[0]) and m 2^32 - m = e[0] + (m - c) 2^32.
+                // Both enter a_1 b_i's product as its addend and carry in, so no product by the low
+                // limbs remains. m stays e[0] * m0 from the constant bank: written as a negation, it
+                // made ptxas split the other reduction products into low and high halves.
+                sub_cc(0, e[0]);  // the carry flag: c
+                const u32 mh = subc(m, 0);
+                o[0] = madc_lo_cc(a.v[1], bi, e[0]);
+                o[1] = madc_hi_cc(a.v[1], bi, mh);
+                UNROLL for (int j = 3; j < N; j += 2) {
+                    o[j - 1] = madc_lo_cc(m, P::mod(j), o[j - 1]);
+                    o[j] = madc_hi_cc(m, P::mod(j), o[j]);
+                }
+                o[N] = addc(0, 0);
+                e[2] = mad_lo_cc(m, P::mod(2), e[2]);
+                e[3] = madc_hi_cc(m, P::mod(2), e[3]);
+                UNROLL for (int j = 4; j < N; j += 2) {
+                    e[j] = madc_lo_cc(m, P::mod(j), e[j]);
+                    e[j + 1] = madc_hi_cc(m, P::mod(j), e[j + 1]);
+                }
+                e[N] = addc(e[N], 0);
+            } else {
+                e[0] = mad_lo_cc(m, P::mod(0), e[0]);
+                e[1] = madc_hi_cc(m, P::mod(0), e[1]);
+                UNROLL for (int j = 2; j < N; j += 2) {
+                    e[j] = madc_lo_cc(m, P::mod(j), e[j]);
+                    e[j + 1] = madc_hi_cc(m, P::mod(j), e[j + 1]);
+                }
+                e[N] = addc(e[N], 0);
+                o[0] = mad_lo_cc(m, P::mod(1), o[0]);
+                o[1] = madc_hi_cc(m, P::mod(1), o[1]);
+                UNROLL for (int j = 3; j < N; j += 2) {
+                    o[j - 1] = madc_lo_cc(m, P::mod(j), o[j - 1]);
+                    o[j] = madc_hi_cc(m, P::mod(j), o[j]);
+                }
+                o[N] = addc(0, 0);
             }
-            e[N] = addc(e[N], 0);
-            o[0] = mad_lo_cc(m, P::mod(1), o[0]);
-            o[1] = madc_hi_cc(m, P::mod(1), o[1]);
-            UNROLL for (int j = 3; j < N; j += 2) {
-                o[j - 1] = madc_lo_cc(m, P::mod(j), o[j - 1]);
-                o[j] = madc_hi_cc(m, P::mod(j), o[j]);
-            }
-            o[N] = addc(0, 0);
 
             // e[0] is now 0: t / 2^32 = e[1..N] + o[0..N].
             e[0] = add_cc(e[1], o[0]);
