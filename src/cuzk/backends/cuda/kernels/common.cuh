@@ -41,9 +41,13 @@ DEV u32 brev32(u32 x) {
 DEV u32 add_cc(u32 a, u32 b) { u64 s = (u64)a + b; emu_cf = (u32)(s >> 32); return (u32)s; }
 DEV u32 addc_cc(u32 a, u32 b) { u64 s = (u64)a + b + emu_cf; emu_cf = (u32)(s >> 32); return (u32)s; }
 DEV u32 addc(u32 a, u32 b) { return a + b + emu_cf; }
-DEV u32 sub_cc(u32 a, u32 b) { u64 d = (u64)a - b; emu_cf = (u32)(d >> 32) & 1u; return (u32)d; }
-DEV u32 subc_cc(u32 a, u32 b) { u64 d = (u64)a - b - emu_cf; emu_cf = (u32)(d >> 32) & 1u; return (u32)d; }
-DEV u32 subc(u32 a, u32 b) { return a - b - emu_cf; }
+// The flag as the GPU keeps it: an adder's carry out, a subtraction being a + ~b + 1 (sub.cc) or
+// a + ~b + flag (subc), so that after a subtraction the flag is 1 when it did NOT borrow. A chain of
+// subtractions reads the same either way; an addc after a sub.cc adds that inverted borrow on the GPU,
+// and so it does here.
+DEV u32 sub_cc(u32 a, u32 b) { u64 s = (u64)a + (u32)~b + 1u; emu_cf = (u32)(s >> 32); return (u32)s; }
+DEV u32 subc_cc(u32 a, u32 b) { u64 s = (u64)a + (u32)~b + emu_cf; emu_cf = (u32)(s >> 32); return (u32)s; }
+DEV u32 subc(u32 a, u32 b) { return a + ~b + emu_cf; }
 DEV u32 mad_lo_cc(u32 a, u32 b, u32 c) { return add_cc((u32)((u64)a * b), c); }
 DEV u32 madc_lo_cc(u32 a, u32 b, u32 c) { return addc_cc((u32)((u64)a * b), c); }
 DEV u32 mad_hi_cc(u32 a, u32 b, u32 c) { return add_cc((u32)(((u64)a * b) >> 32), c); }

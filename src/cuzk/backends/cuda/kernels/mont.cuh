@@ -128,9 +128,12 @@ struct mont_t {
                 // e[0] + m = c 2^32 with c = [e[0] != 0] (m = -e[0]) and m 2^32 - m = e[0] + (m - c) 2^32.
                 // Both enter a_1 b_i's product as its addend and carry in, so no product by the low
                 // limbs remains. m stays e[0] * m0 from the constant bank: written as a negation, it
-                // made ptxas split the other reduction products into low and high halves.
-                sub_cc(0, e[0]);  // the carry flag: c
-                const u32 mh = subc(m, 0);
+                // made ptxas split the other reduction products into low and high halves. Two chains,
+                // neither mixing additions and subtractions (see common.cuh's sub_cc): 0 - e[0] borrows
+                // c, which m - 0 - borrow takes away; e[0] + m carries c into the product.
+                sub_cc(0, e[0]);
+                const u32 mh = subc(m, 0);  // m - c
+                add_cc(e[0], m);
                 o[0] = madc_lo_cc(a.v[1], bi, e[0]);
                 o[1] = madc_hi_cc(a.v[1], bi, mh);
                 UNROLL for (int j = 3; j < N; j += 2) {
