@@ -15,27 +15,22 @@ DEV u32 mont_clz(u32 x) {
 #endif
 }
 
-// Whether P supplies binv(i), the closing constant of inv_binary (detected, so fields without it keep
-// Fermat's inversion and need no change).
-template <class P>
-struct has_binary_inv {
-    template <class Q>
-    static char probe(decltype(&Q::binv));
-    template <class Q>
-    static long probe(...);
-    static constexpr bool value = sizeof(probe<P>(nullptr)) == 1;
-};
-
-// Whether P's modulus has the low limbs mod(0) = 1 and mod(1) = 2^32 - 1 (P supplies sparse_low(), a
-// marker; BLS12-381's Fr does): operator* then folds them into the round's other products.
-template <class P>
-struct has_sparse_low {
-    template <class Q>
-    static char probe(decltype(&Q::sparse_low));
-    template <class Q>
-    static long probe(...);
-    static constexpr bool value = sizeof(probe<P>(nullptr)) == 1;
-};
+// trait<P>::value: whether P supplies the static member `member` (detected, so that fields without it
+// need no change).
+#define MONT_HAS_MEMBER(trait, member)                                      \
+    template <class P>                                                      \
+    struct trait {                                                          \
+        template <class Q>                                                  \
+        static char probe(decltype(&Q::member));                            \
+        template <class Q>                                                  \
+        static long probe(...);                                             \
+        static constexpr bool value = sizeof(probe<P>(nullptr)) == 1;       \
+    }
+// P supplies binv(i), the closing constant of inv_binary: fields without it keep Fermat's inversion.
+MONT_HAS_MEMBER(has_binary_inv, binv);
+// P's modulus has the low limbs mod(0) = 1 and mod(1) = 2^32 - 1 (P supplies sparse_low(), a marker;
+// BLS12-381's Fr does): operator* then folds them into the round's other products.
+MONT_HAS_MEMBER(has_sparse_low, sparse_low);
 
 // Rounds of the binary-GCD inversion: each runs BGCD_STEPS steps of the binary GCD on 62-bit
 // approximations of (a, b), then applies them to the full values. The exact algorithm needs at most
@@ -89,6 +84,19 @@ struct mont_t {
     DEV mont_t operator-() const { return zero() - *this; }
     DEV mont_t dbl() const { return *this + *this; }
 
+    // t[j - D], t[j - D + 1] += m mod(j) for j = J0, J0 + 2, ... < N in one carry chain (started here
+    // when FRESH, else continuing the caller's), its carry out added to t[N]: operator*'s reduction,
+    // the even j into e (D = 0), the odd j into o (D = 1).
+    template <int J0, int D, bool FRESH>
+    DEV static void add_mod_products(u32 (&t)[N + 1], u32 m) {
+        UNROLL for (int j = J0; j < N; j += 2) {
+            if (FRESH && j == J0) t[j - D] = mad_lo_cc(m, P::mod(j), t[j - D]);
+            else t[j - D] = madc_lo_cc(m, P::mod(j), t[j - D]);
+            t[j - D + 1] = madc_hi_cc(m, P::mod(j), t[j - D + 1]);
+        }
+        t[N] = addc(t[N], 0);
+    }
+
     // CIOS Montgomery product a*b/R, laid out for the SASS multiplier. A PTX pair mad.lo / madc.hi of
     // the same operands into two consecutive limbs becomes one IMAD.WIDE.U32(.X) (a 64-bit product
     // added to an aligned register pair) where separate low and high chains cost an IMAD and an
@@ -124,6 +132,7 @@ struct mont_t {
                 o[j - 1] = (u32)p;
                 o[j] = (u32)(p >> 32);
             }
+            o[N] = 0;
 
             const u32 m = e[0] * P::m0();
             if constexpr (sparse) {
@@ -139,33 +148,11 @@ struct mont_t {
                 add_cc(e[0], m);
                 o[0] = madc_lo_cc(a.v[1], bi, e[0]);
                 o[1] = madc_hi_cc(a.v[1], bi, mh);
-                UNROLL for (int j = 3; j < N; j += 2) {
-                    o[j - 1] = madc_lo_cc(m, P::mod(j), o[j - 1]);
-                    o[j] = madc_hi_cc(m, P::mod(j), o[j]);
-                }
-                o[N] = addc(0, 0);
-                e[2] = mad_lo_cc(m, P::mod(2), e[2]);
-                e[3] = madc_hi_cc(m, P::mod(2), e[3]);
-                UNROLL for (int j = 4; j < N; j += 2) {
-                    e[j] = madc_lo_cc(m, P::mod(j), e[j]);
-                    e[j + 1] = madc_hi_cc(m, P::mod(j), e[j + 1]);
-                }
-                e[N] = addc(e[N], 0);
+                add_mod_products<3, 1, false>(o, m);
+                add_mod_products<2, 0, true>(e, m);
             } else {
-                e[0] = mad_lo_cc(m, P::mod(0), e[0]);
-                e[1] = madc_hi_cc(m, P::mod(0), e[1]);
-                UNROLL for (int j = 2; j < N; j += 2) {
-                    e[j] = madc_lo_cc(m, P::mod(j), e[j]);
-                    e[j + 1] = madc_hi_cc(m, P::mod(j), e[j + 1]);
-                }
-                e[N] = addc(e[N], 0);
-                o[0] = mad_lo_cc(m, P::mod(1), o[0]);
-                o[1] = madc_hi_cc(m, P::mod(1), o[1]);
-                UNROLL for (int j = 3; j < N; j += 2) {
-                    o[j - 1] = madc_lo_cc(m, P::mod(j), o[j - 1]);
-                    o[j] = madc_hi_cc(m, P::mod(j), o[j]);
-                }
-                o[N] = addc(0, 0);
+                add_mod_products<0, 0, true>(e, m);
+                add_mod_products<1, 1, true>(o, m);
             }
 
             // e[0] is now 0: t / 2^32 = e[1..N] + o[0..N].
