@@ -3,8 +3,9 @@ its time goes at the H MSM's size, for whoever makes it cheaper.
 
 For each size and window it times, on the same random canonical scalars (CUDA events, median of --reps):
 the histogram (one atomic per scalar and window on the key counters), the prefix sum of the counters,
-the scatter (an atomic with its return value per pair, then the pair's 4-byte store at that place), and
-the whole `DeviceMsm._sort` as the MSM runs it (with the count's read-back). JSON lines:
+the scatter (an atomic with its return value per pair, then the pair's 4-byte store at that place) a
+scalar at a time (msm_scatter) and a window at a time (msm_scatter_by_window), and the whole
+`DeviceMsm._sort` as the MSM runs it (with the count's read-back). JSON lines:
 
     python benchmarks/probes/probe_msm_sort.py --log 26 --log 27 --window 16 --window 20 OUT.jsonl
 """
@@ -47,8 +48,13 @@ def probe(cp, k, eng, scalars, c: int, reps: int) -> dict:
         cursor[:] = offsets[:nkeys]
         k.launch1d("msm_scatter", n, (scalars, n, c, w, None, cursor, entries), _BLOCK)
 
+    def scatter_by_window() -> None:
+        cursor[:] = offsets[:nkeys]
+        k.launch1d("msm_scatter_by_window", n * w, (scalars, n, c, w, None, cursor, entries), _BLOCK)
+
     steps = {"histogram": histogram, "prefix_sum": lambda: cp.cumsum(counts, dtype=cp.uint32),
-             "scatter": scatter, "whole_sort": lambda: eng._sort(scalars, c, w, None)}
+             "scatter": scatter, "scatter_by_window": scatter_by_window,
+             "whole_sort": lambda: eng._sort(scalars, c, w, None)}
     return {"window_bits": c, "windows": w, "pairs": int(entries.size),
             "median_ms": {name: round(statistics.median(time_events(cp, fn, reps)), 3) for name, fn in steps.items()}}
 

@@ -179,13 +179,15 @@ def test_reduction_run_lengths(kernels, emulated: bool, group: str, log_l: int) 
         assert _device_msm(kernels, eng, group, pts, sets[name], False) == want, name
 
 
+@pytest.mark.parametrize("by_window", [0, 1])
 @pytest.mark.parametrize("group", ["g1", "g2"])
-def test_global_atomic_sort(kernels, emulated: bool, group: str) -> None:
+def test_global_atomic_sort(kernels, emulated: bool, group: str, by_window: int) -> None:
     """The sort large MSMs use (one global atomic per pair, windows of the default size), forced at a
-    small size, gives the CPU's sum."""
+    small size, gives the CPU's sum, with its pairs placed a scalar at a time or a window at a time."""
     cls, _ = GROUPS[group]
     eng = DeviceMsm(kernels, threads_per_sm=4 if emulated else 64)
     eng.smem_sort_max_pairs = 0
+    eng.scatter_by_window = by_window
     rng = random.Random(f"gsort{group}")
     n = 150 if emulated else 3000
     pts = _points(cls, n, 51, distinct=n // 3)

@@ -193,6 +193,10 @@ class DeviceMsm:
         self.window_bits: int | None = None
         #: MSM batches of at most this many (scalar, window) pairs sort with shared-memory counters.
         self.smem_sort_max_pairs = SMEM_SORT_MAX_PAIRS
+        #: The global-atomic sort places its pairs window by window (kernels/msm.cu
+        #: msm_scatter_by_window) instead of every window of a scalar at once: not yet timed against
+        #: the default on a GPU (benchmarks/HISTORY.md, "The MSM's sort, step by step").
+        self.scatter_by_window = 0
         #: Buckets per thread of the reduction's running sums, log2, per group (benchmarks sweep it).
         self.reduce_log_l = dict.fromkeys(GROUPS, REDUCE_LOG_L)
         self.accumulate_variant = dict(DEFAULT_ACCUMULATE)
@@ -479,7 +483,10 @@ class DeviceMsm:
                 return None
             cursor = offsets[:nkeys].copy()
             entries = xp.empty(total, dtype=xp.uint32)
-            k.launch1d("msm_scatter", n, (scalars, n, c, w, index_map, cursor, entries), _BLOCK)
+            if self.scatter_by_window and n * w + _BLOCK <= 1 << 32:
+                k.launch1d("msm_scatter_by_window", n * w, (scalars, n, c, w, index_map, cursor, entries), _BLOCK)
+            else:
+                k.launch1d("msm_scatter", n, (scalars, n, c, w, index_map, cursor, entries), _BLOCK)
             return offsets, entries
         buckets = 1 << (c - 1)
         digits = xp.empty(w * n, dtype=xp.uint32)

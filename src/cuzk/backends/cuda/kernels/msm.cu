@@ -71,6 +71,28 @@ KERNEL msm_scatter(const fr_t* scalars, u32 n, u32 c, u32 W, const u32* index_ma
     }
 }
 
+// msm_scatter's placement taken window by window: thread t = w * n + i places scalar i's digit of
+// window w, its carry recomputed from the lower windows (launched only where W n + 256 <= 2^32, so no
+// thread index wraps).
+// Blocks start in index order, so the stores in flight go to one or two windows' 2^(c-1) key ranges
+// at a time rather than to all W at once: at the H MSM's c = 20, msm_scatter's partly written
+// sectors are spread over W times as many ranges as at c = 16, where the same number of pairs
+// places much faster (benchmarks/results/cuda-msm-sort-h100-2026-12-07.jsonl). The price: each
+// scalar is read W times. DeviceMsm.scatter_by_window chooses it.
+KERNEL msm_scatter_by_window(const fr_t* scalars, u32 n, u32 c, u32 W, const u32* index_map, u32* cursor,
+                             u32* sorted) {
+    const u32 t = global_tid();
+    if (t / W >= n) return;  // t < W n, without forming W n
+    const u32 w = t / n, i = t - w * n;
+    const fr_t s = load_struct(scalars + i);
+    u32 carry = 0, neg = 0, mag = 0;
+    for (u32 v = 0; v <= w; ++v) mag = signed_digit(s, v, c, carry, neg);
+    if (mag) {
+        const u32 pos = atomicAdd(cursor + (w << (c - 1)) + mag - 1, 1u);
+        sorted[pos] = (index_map ? index_map[i] : i) | (neg << 31);
+    }
+}
+
 // ---- Counting sort with the counters in shared memory (windows of c <= 16 bits) ---------------------
 //
 // The kernels above count and place with one global atomic per (scalar, window); these three keep the
