@@ -44,16 +44,13 @@ def probe(cp, k, eng, scalars, c: int, reps: int) -> dict:
     entries = cp.empty(int(k.to_host(offsets[-1:])[0]), dtype=cp.uint32)
     cursor = cp.empty(nkeys, dtype=cp.uint32)
 
-    def scatter() -> None:
+    def scatter(kernel: str, threads: int) -> None:
         cursor[:] = offsets[:nkeys]
-        k.launch1d("msm_scatter", n, (scalars, n, c, w, None, cursor, entries), _BLOCK)
-
-    def scatter_by_window() -> None:
-        cursor[:] = offsets[:nkeys]
-        k.launch1d("msm_scatter_by_window", n * w, (scalars, n, c, w, None, cursor, entries), _BLOCK)
+        k.launch1d(kernel, threads, (scalars, n, c, w, None, cursor, entries), _BLOCK)
 
     steps = {"histogram": histogram, "prefix_sum": lambda: cp.cumsum(counts, dtype=cp.uint32),
-             "scatter": scatter, "scatter_by_window": scatter_by_window,
+             "scatter": lambda: scatter("msm_scatter", n),
+             "scatter_by_window": lambda: scatter("msm_scatter_by_window", n * w),
              "whole_sort": lambda: eng._sort(scalars, c, w, None)}
     return {"window_bits": c, "windows": w, "pairs": int(entries.size),
             "median_ms": {name: round(statistics.median(time_events(cp, fn, reps)), 3) for name, fn in steps.items()}}

@@ -194,8 +194,8 @@ class DeviceMsm:
         #: MSM batches of at most this many (scalar, window) pairs sort with shared-memory counters.
         self.smem_sort_max_pairs = SMEM_SORT_MAX_PAIRS
         #: The global-atomic sort places its pairs window by window (kernels/msm.cu
-        #: msm_scatter_by_window) instead of every window of a scalar at once: not yet timed against
-        #: the default on a GPU (benchmarks/HISTORY.md, "The MSM's sort, step by step").
+        #: msm_scatter_by_window) instead of every window of a scalar at once. Off: the default is the
+        #: placement measured in proofs (benchmarks/HISTORY.md, "The MSM's sort, step by step").
         self.scatter_by_window = 0
         #: Buckets per thread of the reduction's running sums, log2, per group (benchmarks sweep it).
         self.reduce_log_l = dict.fromkeys(GROUPS, REDUCE_LOG_L)

@@ -75,10 +75,10 @@ KERNEL msm_scatter(const fr_t* scalars, u32 n, u32 c, u32 W, const u32* index_ma
 // window w, its carry recomputed from the lower windows (launched only where W n + 256 <= 2^32, so no
 // thread index wraps).
 // Blocks start in index order, so the stores in flight go to one or two windows' 2^(c-1) key ranges
-// at a time rather than to all W at once: at the H MSM's c = 20, msm_scatter's partly written
-// sectors are spread over 13 times as many ranges as at c = 16, where more pairs place in two
-// thirds of the time (benchmarks/results/cuda-msm-sort-h100-2026-12-07.jsonl). The price: each
-// scalar is read W times. DeviceMsm.scatter_by_window chooses it.
+// at a time rather than to all W at once: wide windows spread msm_scatter's partly written sectors
+// over more ranges than L2 holds, and its placement, not its atomics, is the sort's cost
+// (benchmarks/results/cuda-msm-sort-h100-2026-12-07.jsonl). The price: each scalar is read W times.
+// DeviceMsm.scatter_by_window chooses it.
 KERNEL msm_scatter_by_window(const fr_t* scalars, u32 n, u32 c, u32 W, const u32* index_map, u32* cursor,
                              u32* sorted) {
     const u32 t = global_tid();
