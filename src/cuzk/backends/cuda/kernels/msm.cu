@@ -518,6 +518,167 @@ DEV void tree_round(const u32* entries, const A* in, const u32* off_in, const u3
     }
 }
 
+// ---- Tree rounds with each output's inputs gathered one output ahead -------------------------------
+//
+// tree_round waits on its loads: an output's points are read just before the products that use them,
+// and four warps a scheduler (its registers allow no more) do not cover that wait
+// (benchmarks/results/ncu-msm-tree-round-g1-h200-2026-11-30.txt: a third of the stalls). Here each
+// thread copies the next output's inputs into its shared-memory slot (cp.async) while it computes the
+// current one: in the first pass the two x coordinates, in the second both points and the running
+// product parked in the output. In the first round the entries that name the points are loaded one
+// output further ahead still, into registers. The outputs, their order and the arithmetic are
+// tree_round's. Slot of one thread: p1, p2 (the first pass fills only their x), then the parked product.
+
+template <class A, class F>
+struct tree_slot {
+    static constexpr u32 BYTES = 2 * sizeof(A) + sizeof(F);
+};
+
+// Where output j's inputs are: entries or points q and q + 1 (pair) of bucket k's input run, k moved
+// forward or back to j's bucket.
+struct tree_where {
+    u32 q, e1, e2;  // e1, e2: the entries (base | sign << 31), or q and q + 1 in later rounds
+    bool pair;
+};
+
+DEV tree_where tree_locate(const u32* entries, const u32* off_in, const u32* off_out, u32& k, u32 j) {
+    while (off_out[k + 1] <= j) ++k;
+    while (off_out[k] > j) --k;
+    tree_where w;
+    w.q = off_in[k] + 2 * (j - off_out[k]);
+    w.pair = w.q + 1 < off_in[k + 1];
+    w.e1 = entries ? entries[w.q] : w.q;
+    w.e2 = w.pair ? (entries ? entries[w.q + 1] : w.q + 1) : w.e1;
+    return w;
+}
+
+// Start the copy of output j's inputs into `slot`: the x coordinates only (first pass) or both points
+// and the parked product out[j].x (second pass).
+template <class A, class F>
+DEV void tree_fetch(const A* in, const A* out, const tree_where& w, u32 j, bool whole, u8* slot) {
+    const u32 nx = sizeof(F) / 16, np = whole ? sizeof(A) / 16 : nx;
+    const u8* p1 = reinterpret_cast<const u8*>(in + (w.e1 & 0x7fffffffu));
+    const u8* p2 = reinterpret_cast<const u8*>(in + (w.e2 & 0x7fffffffu));
+    for (u32 i = 0; i < np; ++i) cp_async16(slot + 16 * i, p1 + 16 * i);
+    if (w.pair)
+        for (u32 i = 0; i < np; ++i) cp_async16(slot + sizeof(A) + 16 * i, p2 + 16 * i);
+    if (whole)
+        for (u32 i = 0; i < nx; ++i) cp_async16(slot + 2 * sizeof(A) + 16 * i, reinterpret_cast<const u8*>(&out[j].x) + 16 * i);
+}
+
+// A value of the slot (16-byte aligned), read as 16-byte vectors.
+template <class T>
+DEV T slot_load(const u8* p) {
+    T r;
+#ifdef CUZK_HOST_EMU
+    memcpy(&r, p, sizeof(T));
+#else
+    const uint4* src = reinterpret_cast<const uint4*>(p);
+    uint4* dst = reinterpret_cast<uint4*>(&r);
+    UNROLL for (int i = 0; i < (int)(sizeof(T) / 16); ++i) dst[i] = src[i];
+#endif
+    return r;
+}
+
+template <class A>
+DEV A slot_point(const u8* slot, u32 e) {
+    const A p = slot_load<A>(slot);
+    return (e >> 31) ? p.neg() : p;
+}
+
+template <class A, class F, u32 T>
+DEV void tree_round_ahead(const u32* entries, const A* in, const u32* off_in, const u32* off_out, u32 nkeys,
+                          u32 total, u32 per, A* out) {
+    DYN_SMEM(u8, sm);
+    u8* const slot = sm + threadIdx.x * tree_slot<A, F>::BYTES;
+    const u32 t = global_tid();
+    const u64 first64 = (u64)(t >> 5) * 32 * per + (t & 31);
+    if (first64 >= total) return;
+    const u32 first = (u32)first64;
+    const u32 left = (total - first + 31) >> 5;
+    const u32 count = left < per ? left : per;
+    u32 a = 0, b = nkeys;  // off_out[a] <= first < off_out[b]
+    while (b - a > 1) {
+        const u32 mid = (a + b) >> 1;
+        if (off_out[mid] <= first) a = mid; else b = mid;
+    }
+    // First pass, outputs 0, 1, ..., count - 1: cur is being computed, nxt is in the slot's copy, and
+    // ahead's entries are loaded.
+    u32 k = a;
+    tree_where cur, nxt = tree_locate(entries, off_in, off_out, k, first), ahead;
+    tree_fetch<A, F>(in, out, nxt, first, false, slot);
+    if (count > 1) ahead = tree_locate(entries, off_in, off_out, k, first + 32);
+    F acc = F::one();
+    for (u32 i = 0; i < count; ++i) {
+        const u32 j = first + 32 * i;
+        cur = nxt;
+        cp_async_wait_all();
+        const F x1 = slot_load<F>(slot), x2 = slot_load<F>(slot + sizeof(A));
+        if (i + 1 < count) {
+            nxt = ahead;
+            tree_fetch<A, F>(in, out, nxt, j + 32, false, slot);
+            if (i + 2 < count) ahead = tree_locate(entries, off_in, off_out, k, j + 64);
+        }
+        store_struct(&out[j].x, acc);
+        if (!cur.pair) continue;
+        F d;
+        bool add = !x1.is_zero() && !x2.is_zero();
+        if (add) {
+            d = x2 - x1;
+            add = !d.is_zero();
+        }
+        if (!add) {  // infinity or equal x: tree_kind on both points (read whole, rarely)
+            const A p1 = tree_source(entries, in, cur.q), p2 = tree_source(entries, in, cur.q + 1);
+            add = tree_kind(p1, p2, true, d) >= TREE_ADD;
+        }
+        if (add) acc = acc * d;
+    }
+    F inv = acc.inv();
+    // Second pass, outputs count - 1 down to 0.
+    const u32 last = first + 32 * (count - 1);
+    nxt = tree_locate(entries, off_in, off_out, k, last);
+    tree_fetch<A, F>(in, out, nxt, last, true, slot);
+    if (count > 1) ahead = tree_locate(entries, off_in, off_out, k, last - 32);
+    for (u32 i = count; i-- > 0;) {
+        const u32 j = first + 32 * i;
+        cur = nxt;
+        cp_async_wait_all();
+        const A p1 = slot_point<A>(slot, cur.e1);
+        const A p2 = cur.pair ? slot_point<A>(slot + sizeof(A), cur.e2) : p1;
+        const F before = slot_load<F>(slot + 2 * sizeof(A));
+        if (i > 0) {
+            nxt = ahead;
+            tree_fetch<A, F>(in, out, nxt, j - 32, true, slot);
+            if (i > 1) ahead = tree_locate(entries, off_in, off_out, k, j - 64);
+        }
+        F d;
+        const u32 kind = tree_kind(p1, p2, cur.pair, d);
+        A r;
+        if (kind == TREE_TAKE1) {
+            r = p1;
+        } else if (kind == TREE_TAKE2) {
+            r = p2;
+        } else if (kind == TREE_ZERO) {
+            r.x = F::zero();
+            r.y = F::zero();
+        } else {
+            const F inv_d = inv * before;
+            inv = inv * d;
+            F num;
+            if (kind == TREE_ADD) {
+                num = p2.y - p1.y;
+            } else {
+                const F xx = p1.x.sqr();
+                num = xx.dbl() + xx;
+            }
+            const F lambda = num * inv_d;
+            r.x = lambda.sqr() - p1.x - p2.x;
+            r.y = lambda * (p1.x - r.x) - p1.y;
+        }
+        store_struct(out + j, r);
+    }
+}
+
 template <class X>
 DEV void combine(const u32* offsets, u32 nkeys, u32 K, X* buckets, const X* first, const X* last) {
     const u32 k = global_tid();
@@ -654,6 +815,14 @@ CUZK_ACC_SMEM_KERNEL(g2, fp2_t, _s5, 64, 5)
 
 CUZK_TREE_KERNEL(g1, fpc_t, 4)
 CUZK_TREE_KERNEL(g2, fp2_t, 2)
+
+// tree_round_ahead for G1: 128-thread blocks, 4 an SM (as msm_tree_round_g1), tree_slot<g1_affine,
+// fpc_t>::BYTES (240) bytes of dynamic shared memory a thread.
+KERNEL LAUNCH_BOUNDS2(128, 4) msm_tree_round_ahead_g1(const u32* entries, const g1_affine* in, const u32* off_in,
+                                                      const u32* off_out, u32 nkeys, u32 total, u32 per,
+                                                      g1_affine* out) {
+    tree_round_ahead<g1_affine, fpc_t, 128>(entries, in, off_in, off_out, nkeys, total, per, out);
+}
 
 #define CUZK_MSM_KERNELS(G)                                                                              \
     KERNEL msm_combine_##G(const u32* offsets, u32 nkeys, u32 K, G##_xyzz* buckets,                      \
