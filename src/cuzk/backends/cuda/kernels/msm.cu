@@ -528,6 +528,8 @@ DEV void tree_round(const u32* entries, const A* in, const u32* off_in, const u3
 // product parked in the output. In the first round the entries that name the points are loaded one
 // output further ahead still, into registers. The outputs, their order and the arithmetic are
 // tree_round's. Slot of one thread: p1, p2 (the first pass fills only their x), then the parked product.
+// A slot's next copy starts only once the values read from it have been used: the copy is an
+// asynchronous write, not ordered after the thread's own earlier reads of the slot.
 
 template <class A, class F>
 struct tree_slot {
@@ -614,6 +616,13 @@ DEV void tree_round_ahead(const u32* entries, const A* in, const u32* off_in, co
         cur = nxt;
         cp_async_wait_all();
         const F x1 = slot_load<F>(slot), x2 = slot_load<F>(slot + sizeof(A));
+        F d;
+        bool add = cur.pair && !x1.is_zero() && !x2.is_zero();
+        if (add) {
+            d = x2 - x1;
+            add = !d.is_zero();
+        }
+        // The slot's values are used: its next copy may start.
         if (i + 1 < count) {
             nxt = ahead;
             tree_fetch<A, F>(in, out, nxt, j + 32, false, slot);
@@ -621,12 +630,6 @@ DEV void tree_round_ahead(const u32* entries, const A* in, const u32* off_in, co
         }
         store_struct(&out[j].x, acc);
         if (!cur.pair) continue;
-        F d;
-        bool add = !x1.is_zero() && !x2.is_zero();
-        if (add) {
-            d = x2 - x1;
-            add = !d.is_zero();
-        }
         if (!add) {  // infinity or equal x: tree_kind on both points (read whole, rarely)
             const A p1 = tree_source(entries, in, cur.q), p2 = tree_source(entries, in, cur.q + 1);
             add = tree_kind(p1, p2, true, d) >= TREE_ADD;
@@ -646,13 +649,23 @@ DEV void tree_round_ahead(const u32* entries, const A* in, const u32* off_in, co
         const A p1 = slot_point<A>(slot, cur.e1);
         const A p2 = cur.pair ? slot_point<A>(slot + sizeof(A), cur.e2) : p1;
         const F before = slot_load<F>(slot + 2 * sizeof(A));
+        F d, num, inv_d;
+        const u32 kind = tree_kind(p1, p2, cur.pair, d);
+        if (kind >= TREE_ADD) {
+            inv_d = inv * before;
+            if (kind == TREE_ADD) {
+                num = p2.y - p1.y;
+            } else {
+                const F xx = p1.x.sqr();
+                num = xx.dbl() + xx;
+            }
+        }
+        // The slot's values are used (or held in registers): its next copy may start.
         if (i > 0) {
             nxt = ahead;
             tree_fetch<A, F>(in, out, nxt, j - 32, true, slot);
             if (i > 1) ahead = tree_locate(entries, off_in, off_out, k, j - 64);
         }
-        F d;
-        const u32 kind = tree_kind(p1, p2, cur.pair, d);
         A r;
         if (kind == TREE_TAKE1) {
             r = p1;
@@ -662,15 +675,7 @@ DEV void tree_round_ahead(const u32* entries, const A* in, const u32* off_in, co
             r.x = F::zero();
             r.y = F::zero();
         } else {
-            const F inv_d = inv * before;
             inv = inv * d;
-            F num;
-            if (kind == TREE_ADD) {
-                num = p2.y - p1.y;
-            } else {
-                const F xx = p1.x.sqr();
-                num = xx.dbl() + xx;
-            }
             const F lambda = num * inv_d;
             r.x = lambda.sqr() - p1.x - p2.x;
             r.y = lambda * (p1.x - r.x) - p1.y;
