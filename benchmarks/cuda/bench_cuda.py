@@ -515,8 +515,8 @@ def cubin_module(path: Path, device_id: int = 0) -> Any:
 
 
 #: DeviceMsm attributes --ab-settings may set (int values).
-AB_SETTINGS = ("window_bits", "smem_sort_max_pairs", "scatter_by_window", "tree_ahead", "tree_threads_per_sm",
-               "tree_min_pairs", "tree_waves")
+AB_SETTINGS = ("window_bits", "smem_sort_max_pairs", "scatter_by_window", "tree_threads_per_sm", "tree_min_pairs",
+               "tree_waves")
 
 
 def apply_settings(eng: Any, group: str, settings: dict[str, int]) -> None:

@@ -114,20 +114,19 @@ def test_accumulate_variants(kernels, emulated: bool, group: str, variant: str) 
         assert _device_msm(kernels, eng, group, few, scalars, False) == want, scalars[:3]
 
 
-@pytest.mark.parametrize("group,ahead", [("g1", 0), ("g1", 1), ("g2", 0)])
+@pytest.mark.parametrize("group", ["g1", "g2"])
 @pytest.mark.parametrize("group_bytes", [6 << 30, 3000])
-def test_tree_rounds(kernels, emulated: bool, monkeypatch: pytest.MonkeyPatch, group: str, ahead: int,
+def test_tree_rounds(kernels, emulated: bool, monkeypatch: pytest.MonkeyPatch, group: str,
                      group_bytes: int) -> None:
     """The batch-affine tree rounds, forced at small sizes (every round runs while any bucket holds two
     points; few threads, so a thread's additions span buckets), give the CPU's sum: random, edge,
     all-equal and small scalars, repeated, opposite and infinite bases (the doubling and P + (-P)
     cases of an affine addition), window groups of one or all windows, and rounds spread over up to
-    three waves of threads; for G1 also with each output's inputs copied one output ahead."""
+    three waves of threads."""
     cls, _ = GROUPS[group]
     monkeypatch.setattr(msm_module, "TREE_GROUP_BYTES", group_bytes)
     monkeypatch.setattr(msm_module, "TREE_WAVE_PAIRS", 2)
     eng = DeviceMsm(kernels, threads_per_sm=4 if emulated else 64)
-    eng.tree_ahead = ahead
     eng.tree_min_pairs[group] = 1
     eng.tree_threads[group] = 5 if emulated else 37
     eng.tree_waves[group] = 3

@@ -108,11 +108,6 @@ TREE_GROUP_BYTES = 6 << 30
 _TREE_BLOCK = 128
 
 
-def _tree_slot_bytes(group: str) -> int:
-    """Shared memory a thread of tree_round_ahead uses: two affine points and one field element."""
-    return 4 * AFFINE_WORDS[group] * 5 // 2
-
-
 def window_size(n: int, max_window: int = MAX_WINDOW) -> int:
     """The c minimising the additions W*(n + 4*2^(c-1)), W = ceil(256/c): accumulation plus the bucket
     reduction (running sums and per-bit sums, about 4 additions per bucket); ties to the smaller c."""
@@ -199,12 +194,9 @@ class DeviceMsm:
         #: MSM batches of at most this many (scalar, window) pairs sort with shared-memory counters.
         self.smem_sort_max_pairs = SMEM_SORT_MAX_PAIRS
         #: The global-atomic sort places its pairs window by window (kernels/msm.cu
-        #: msm_scatter_by_window) instead of every window of a scalar at once. Off: the default is the
-        #: placement measured in proofs (benchmarks/HISTORY.md, "The MSM's sort, step by step").
-        self.scatter_by_window = 0
-        #: G1's tree rounds copy each output's inputs one output ahead into shared memory (kernels/msm.cu
-        #: tree_round_ahead) instead of loading them as they are used.
-        self.tree_ahead = 0
+        #: msm_scatter_by_window) rather than every window of a scalar at once (msm_scatter): its sort
+        #: takes two thirds of the time at 2^26 and 2^27 (benchmarks/results/cuda-msm-ab-h200-2026-12-07.json).
+        self.scatter_by_window = 1
         #: Buckets per thread of the reduction's running sums, log2, per group (benchmarks sweep it).
         self.reduce_log_l = dict.fromkeys(GROUPS, REDUCE_LOG_L)
         self.accumulate_variant = dict(DEFAULT_ACCUMULATE)
@@ -440,10 +432,8 @@ class DeviceMsm:
             per = -(-total_out // (waves * self.tree_threads[group]))
             threads = 32 * -(-total_out // (32 * per))  # whole warps: a warp takes 32 * per outputs
             out = xp.empty((total_out, AFFINE_WORDS[group]), dtype=xp.uint32)
-            ahead = bool(self.tree_ahead) and group == "g1"
-            self.k.launch(f"msm_tree_round_ahead_{group}" if ahead else f"msm_tree_round_{group}",
-                          -(-threads // _TREE_BLOCK), _TREE_BLOCK, (idx, points, off, off_out, nk, total_out, per, out),
-                          shared_mem=_TREE_BLOCK * _tree_slot_bytes(group) if ahead else 0)
+            self.k.launch(f"msm_tree_round_{group}", -(-threads // _TREE_BLOCK), _TREE_BLOCK,
+                          (idx, points, off, off_out, nk, total_out, per, out))
             points, idx, off, total = out, None, off_out, total_out
         if idx is None:
             idx = xp.arange(total, dtype=xp.uint32)

@@ -4,7 +4,8 @@
 //    recoded to signed digits in [-2^(c-1), 2^(c-1)]; digit d of window w sends the base (negated
 //    when d < 0) to bucket key = w * 2^(c-1) + |d| - 1. Zero digits are dropped.
 // 2. Counting sort by key: msm_histogram counts, the host takes an exclusive prefix sum (offsets),
-//    msm_scatter writes each entry (base index | sign << 31) to its key's range. For windows of at
+//    msm_scatter_by_window writes each entry (base index | sign << 31) to its key's range (msm_scatter,
+//    a scalar's windows at once, where W n exceeds a 32-bit thread index). For windows of at
 //    most 16 bits and up to 2^26 pairs, msm_digits / msm_count_smem / msm_scatter_smem do the same
 //    with the counters of one window in shared memory (see there).
 // 3. Accumulation: thread t owns entries [t*K, (t+1)*K) of the sorted array and adds each run of one
@@ -77,8 +78,8 @@ KERNEL msm_scatter(const fr_t* scalars, u32 n, u32 c, u32 W, const u32* index_ma
 // Blocks start in index order, so the stores in flight go to one or two windows' 2^(c-1) key ranges
 // at a time rather than to all W at once: wide windows spread msm_scatter's partly written sectors
 // over more ranges than L2 holds, and its placement, not its atomics, is the sort's cost
-// (benchmarks/results/cuda-msm-sort-h100-2026-12-07.jsonl). The price: each scalar is read W times.
-// DeviceMsm.scatter_by_window chooses it.
+// (benchmarks/results/cuda-msm-sort-h100-2026-12-07.jsonl). The price, each scalar read W times, is
+// the smaller: it is the default (DeviceMsm.scatter_by_window; benchmarks/results/cuda-msm-ab-h200-2026-12-07.json).
 KERNEL msm_scatter_by_window(const fr_t* scalars, u32 n, u32 c, u32 W, const u32* index_map, u32* cursor,
                              u32* sorted) {
     const u32 t = global_tid();
@@ -458,6 +459,27 @@ DEV tree_pair_t<A, F> tree_pair(const u32* entries, const A* in, const u32* off_
     return {p1, p2, d, kind};
 }
 
+// The first pass needs only each addition's denominator. Where both x coordinates are nonzero (neither
+// point is infinity, stored as (0, 0)) and differ, that is x2 - x1, and the y coordinates are not read:
+// two of a G1 point's three 32-byte sectors. Any other case takes both points through tree_kind.
+// Returns whether output j is an addition or a doubling (d set), as tree_pair's kind would.
+template <class A, class F>
+DEV bool tree_denominator(const u32* entries, const A* in, const u32* off_in, const u32* off_out, u32 k, u32 j,
+                          F& d) {
+    const u32 q = off_in[k] + 2 * (j - off_out[k]);
+    if (q + 1 >= off_in[k + 1]) return false;
+    const A* p1 = entries ? in + (entries[q] & 0x7fffffffu) : in + q;
+    const A* p2 = entries ? in + (entries[q + 1] & 0x7fffffffu) : in + q + 1;
+    const F x1 = load_struct(&p1->x), x2 = load_struct(&p2->x);
+    if (!x1.is_zero() && !x2.is_zero()) {
+        d = x2 - x1;
+        if (!d.is_zero()) return true;
+    }
+    const tree_pair_t<A, F> t = tree_pair<A, F>(entries, in, off_in, off_out, k, j);
+    d = t.d;
+    return t.kind >= TREE_ADD;
+}
+
 template <class A, class F>
 DEV void tree_round(const u32* entries, const A* in, const u32* off_in, const u32* off_out, u32 nkeys, u32 total,
                     u32 per, A* out) {
@@ -479,9 +501,10 @@ DEV void tree_round(const u32* entries, const A* in, const u32* off_in, const u3
     for (u32 i = 0; i < count; ++i) {
         const u32 j = first + 32 * i;
         while (off_out[k + 1] <= j) ++k;
-        const tree_pair_t<A, F> t = tree_pair<A, F>(entries, in, off_in, off_out, k, j);
+        F d;
+        const bool add = tree_denominator<A, F>(entries, in, off_in, off_out, k, j, d);
         store_struct(&out[j].x, acc);
-        if (t.kind >= TREE_ADD) acc = acc * t.d;
+        if (add) acc = acc * d;
     }
     F inv = acc.inv();
     for (u32 i = count; i-- > 0;) {
@@ -510,172 +533,6 @@ DEV void tree_round(const u32* entries, const A* in, const u32* off_in, const u3
                 const F xx = p1.x.sqr();
                 num = xx.dbl() + xx;
             }
-            const F lambda = num * inv_d;
-            r.x = lambda.sqr() - p1.x - p2.x;
-            r.y = lambda * (p1.x - r.x) - p1.y;
-        }
-        store_struct(out + j, r);
-    }
-}
-
-// ---- Tree rounds with each output's inputs gathered one output ahead -------------------------------
-//
-// tree_round waits on its loads: an output's points are read just before the products that use them,
-// and four warps a scheduler (its registers allow no more) do not cover that wait
-// (benchmarks/results/ncu-msm-tree-round-g1-h200-2026-11-30.txt: a third of the stalls). Here each
-// thread copies the next output's inputs into its shared-memory slot (cp.async) while it computes the
-// current one: in the first pass the two x coordinates, in the second both points and the running
-// product parked in the output. In the first round the entries that name the points are loaded one
-// output further ahead still, into registers. The outputs, their order and the arithmetic are
-// tree_round's. Slot of one thread: p1, p2 (the first pass fills only their x), then the parked product.
-// A slot's next copy starts only once the values read from it have been used: the copy is an
-// asynchronous write, not ordered after the thread's own earlier reads of the slot.
-
-template <class A, class F>
-struct tree_slot {
-    static constexpr u32 BYTES = 2 * sizeof(A) + sizeof(F);
-};
-
-// Where output j's inputs are: entries or points q and q + 1 (pair) of bucket k's input run, k moved
-// forward or back to j's bucket.
-struct tree_where {
-    u32 q, e1, e2;  // e1, e2: the entries (base | sign << 31), or q and q + 1 in later rounds
-    bool pair;
-};
-
-DEV tree_where tree_locate(const u32* entries, const u32* off_in, const u32* off_out, u32& k, u32 j) {
-    while (off_out[k + 1] <= j) ++k;
-    while (off_out[k] > j) --k;
-    tree_where w;
-    w.q = off_in[k] + 2 * (j - off_out[k]);
-    w.pair = w.q + 1 < off_in[k + 1];
-    w.e1 = entries ? entries[w.q] : w.q;
-    w.e2 = w.pair ? (entries ? entries[w.q + 1] : w.q + 1) : w.e1;
-    return w;
-}
-
-// Start the copy of output j's inputs into `slot`: the x coordinates only (first pass) or both points
-// and the parked product out[j].x (second pass).
-template <class A, class F>
-DEV void tree_fetch(const A* in, const A* out, const tree_where& w, u32 j, bool whole, u8* slot) {
-    const u32 nx = sizeof(F) / 16, np = whole ? sizeof(A) / 16 : nx;
-    const u8* p1 = reinterpret_cast<const u8*>(in + (w.e1 & 0x7fffffffu));
-    const u8* p2 = reinterpret_cast<const u8*>(in + (w.e2 & 0x7fffffffu));
-    for (u32 i = 0; i < np; ++i) cp_async16(slot + 16 * i, p1 + 16 * i);
-    if (w.pair)
-        for (u32 i = 0; i < np; ++i) cp_async16(slot + sizeof(A) + 16 * i, p2 + 16 * i);
-    if (whole)
-        for (u32 i = 0; i < nx; ++i) cp_async16(slot + 2 * sizeof(A) + 16 * i, reinterpret_cast<const u8*>(&out[j].x) + 16 * i);
-}
-
-// A value of the slot (16-byte aligned), read as 16-byte vectors.
-template <class T>
-DEV T slot_load(const u8* p) {
-    T r;
-#ifdef CUZK_HOST_EMU
-    memcpy(&r, p, sizeof(T));
-#else
-    const uint4* src = reinterpret_cast<const uint4*>(p);
-    uint4* dst = reinterpret_cast<uint4*>(&r);
-    UNROLL for (int i = 0; i < (int)(sizeof(T) / 16); ++i) dst[i] = src[i];
-#endif
-    return r;
-}
-
-template <class A>
-DEV A slot_point(const u8* slot, u32 e) {
-    const A p = slot_load<A>(slot);
-    return (e >> 31) ? p.neg() : p;
-}
-
-template <class A, class F, u32 T>
-DEV void tree_round_ahead(const u32* entries, const A* in, const u32* off_in, const u32* off_out, u32 nkeys,
-                          u32 total, u32 per, A* out) {
-    DYN_SMEM(u8, sm);
-    u8* const slot = sm + threadIdx.x * tree_slot<A, F>::BYTES;
-    const u32 t = global_tid();
-    const u64 first64 = (u64)(t >> 5) * 32 * per + (t & 31);
-    if (first64 >= total) return;
-    const u32 first = (u32)first64;
-    const u32 left = (total - first + 31) >> 5;
-    const u32 count = left < per ? left : per;
-    u32 a = 0, b = nkeys;  // off_out[a] <= first < off_out[b]
-    while (b - a > 1) {
-        const u32 mid = (a + b) >> 1;
-        if (off_out[mid] <= first) a = mid; else b = mid;
-    }
-    // First pass, outputs 0, 1, ..., count - 1: cur is being computed, nxt is in the slot's copy, and
-    // ahead's entries are loaded.
-    u32 k = a;
-    tree_where cur, nxt = tree_locate(entries, off_in, off_out, k, first), ahead;
-    tree_fetch<A, F>(in, out, nxt, first, false, slot);
-    if (count > 1) ahead = tree_locate(entries, off_in, off_out, k, first + 32);
-    F acc = F::one();
-    for (u32 i = 0; i < count; ++i) {
-        const u32 j = first + 32 * i;
-        cur = nxt;
-        cp_async_wait_all();
-        const F x1 = slot_load<F>(slot), x2 = slot_load<F>(slot + sizeof(A));
-        F d;
-        bool add = cur.pair && !x1.is_zero() && !x2.is_zero();
-        if (add) {
-            d = x2 - x1;
-            add = !d.is_zero();
-        }
-        // The slot's values are used: its next copy may start.
-        if (i + 1 < count) {
-            nxt = ahead;
-            tree_fetch<A, F>(in, out, nxt, j + 32, false, slot);
-            if (i + 2 < count) ahead = tree_locate(entries, off_in, off_out, k, j + 64);
-        }
-        store_struct(&out[j].x, acc);
-        if (!cur.pair) continue;
-        if (!add) {  // infinity or equal x: tree_kind on both points (read whole, rarely)
-            const A p1 = tree_source(entries, in, cur.q), p2 = tree_source(entries, in, cur.q + 1);
-            add = tree_kind(p1, p2, true, d) >= TREE_ADD;
-        }
-        if (add) acc = acc * d;
-    }
-    F inv = acc.inv();
-    // Second pass, outputs count - 1 down to 0.
-    const u32 last = first + 32 * (count - 1);
-    nxt = tree_locate(entries, off_in, off_out, k, last);
-    tree_fetch<A, F>(in, out, nxt, last, true, slot);
-    if (count > 1) ahead = tree_locate(entries, off_in, off_out, k, last - 32);
-    for (u32 i = count; i-- > 0;) {
-        const u32 j = first + 32 * i;
-        cur = nxt;
-        cp_async_wait_all();
-        const A p1 = slot_point<A>(slot, cur.e1);
-        const A p2 = cur.pair ? slot_point<A>(slot + sizeof(A), cur.e2) : p1;
-        const F before = slot_load<F>(slot + 2 * sizeof(A));
-        F d, num, inv_d;
-        const u32 kind = tree_kind(p1, p2, cur.pair, d);
-        if (kind >= TREE_ADD) {
-            inv_d = inv * before;
-            if (kind == TREE_ADD) {
-                num = p2.y - p1.y;
-            } else {
-                const F xx = p1.x.sqr();
-                num = xx.dbl() + xx;
-            }
-        }
-        // The slot's values are used (or held in registers): its next copy may start.
-        if (i > 0) {
-            nxt = ahead;
-            tree_fetch<A, F>(in, out, nxt, j - 32, true, slot);
-            if (i > 1) ahead = tree_locate(entries, off_in, off_out, k, j - 64);
-        }
-        A r;
-        if (kind == TREE_TAKE1) {
-            r = p1;
-        } else if (kind == TREE_TAKE2) {
-            r = p2;
-        } else if (kind == TREE_ZERO) {
-            r.x = F::zero();
-            r.y = F::zero();
-        } else {
-            inv = inv * d;
             const F lambda = num * inv_d;
             r.x = lambda.sqr() - p1.x - p2.x;
             r.y = lambda * (p1.x - r.x) - p1.y;
@@ -820,14 +677,6 @@ CUZK_ACC_SMEM_KERNEL(g2, fp2_t, _s5, 64, 5)
 
 CUZK_TREE_KERNEL(g1, fpc_t, 4)
 CUZK_TREE_KERNEL(g2, fp2_t, 2)
-
-// tree_round_ahead for G1: 128-thread blocks, 4 an SM (as msm_tree_round_g1), tree_slot<g1_affine,
-// fpc_t>::BYTES (240) bytes of dynamic shared memory a thread.
-KERNEL LAUNCH_BOUNDS2(128, 4) msm_tree_round_ahead_g1(const u32* entries, const g1_affine* in, const u32* off_in,
-                                                      const u32* off_out, u32 nkeys, u32 total, u32 per,
-                                                      g1_affine* out) {
-    tree_round_ahead<g1_affine, fpc_t, 128>(entries, in, off_in, off_out, nkeys, total, per, out);
-}
 
 #define CUZK_MSM_KERNELS(G)                                                                              \
     KERNEL msm_combine_##G(const u32* offsets, u32 nkeys, u32 K, G##_xyzz* buckets,                      \
