@@ -523,9 +523,9 @@ DEV void tree_round(const u32* entries, const A* in, const u32* off_in, const u3
             r.x = F::zero();
             r.y = F::zero();
         } else {
-            const F before = out[j].x;  // written by this thread in the first pass (a plain load, not __ldg)
-            const F inv_d = inv * before;
-            inv = inv * t.d;
+            // What needs p2 first: p2 is then dead before the first product, and fewer values stay live
+            // across the products' calls (the ones that do are spilled to local memory and back).
+            const F sx = p1.x + p2.x;
             F num;
             if (kind == TREE_ADD) {
                 num = p2.y - p1.y;
@@ -533,8 +533,11 @@ DEV void tree_round(const u32* entries, const A* in, const u32* off_in, const u3
                 const F xx = p1.x.sqr();
                 num = xx.dbl() + xx;
             }
+            const F before = out[j].x;  // written by this thread in the first pass (a plain load, not __ldg)
+            const F inv_d = inv * before;
+            inv = inv * t.d;
             const F lambda = num * inv_d;
-            r.x = lambda.sqr() - p1.x - p2.x;
+            r.x = lambda.sqr() - sx;
             r.y = lambda * (p1.x - r.x) - p1.y;
         }
         store_struct(out + j, r);
