@@ -271,7 +271,7 @@ struct mont_t {
 
     // 1/x (0 maps to 0): the binary GCD when P supplies its constant (inv_binary), else Fermat.
     DEV mont_t inv() const {
-        if constexpr (has_binary_inv<P>::value) return inv_binary();
+        if constexpr (has_binary_inv<P>::value) return inv_binary(*this);
         else return inv_fermat();
     }
 
@@ -287,10 +287,12 @@ struct mont_t {
     // approximations can misjudge a < b) and to u, v as u' = (f0 u + g0 v) / 2^32 (one Montgomery
     // word step), so C gains a factor 4 per round. At the end a = 0, b = gcd = 1 = X v 4^ROUNDS, and
     // 1/x in Montgomery form, X^-1 R^2, is v * binv / R with binv = 4^ROUNDS R^3 mod `mod`.
-    DEV_NOINLINE mont_t inv_binary() const {
+    // x comes by value, not as `this`: a member call would need the caller's x at an address, and the
+    // MSM's tree rounds then stored their running product to local memory after every step.
+    DEV_NOINLINE static mont_t inv_binary(mont_t x) {
         u32 a[N], b[N], u[N], v[N];
         UNROLL for (int i = 0; i < N; ++i) {
-            a[i] = this->v[i];
+            a[i] = x.v[i];
             b[i] = P::mod(i);
             u[i] = i == 0 ? 1u : 0u;
             v[i] = 0;
