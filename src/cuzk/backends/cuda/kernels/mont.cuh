@@ -287,8 +287,9 @@ struct mont_t {
     // approximations can misjudge a < b) and to u, v as u' = (f0 u + g0 v) / 2^32 (one Montgomery
     // word step), so C gains a factor 4 per round. At the end a = 0, b = gcd = 1 = X v 4^ROUNDS, and
     // 1/x in Montgomery form, X^-1 R^2, is v * binv / R with binv = 4^ROUNDS R^3 mod `mod`.
-    // x comes by value, not as `this`: a member call would need the caller's x at an address, and the
-    // MSM's tree rounds then stored their running product to local memory after every step.
+    // x comes by value: as `this` it would need an address in the caller, and a caller that updates x
+    // in a loop before inverting it (the MSM's tree rounds) would keep x in local memory, stored at
+    // every update.
     DEV_NOINLINE static mont_t inv_binary(mont_t x) {
         u32 a[N], b[N], u[N], v[N];
         UNROLL for (int i = 0; i < N; ++i) {
