@@ -107,9 +107,8 @@ struct mont_t {
     // m = e[0] * m0 as usual, and the shift is the merge e = (e >> 32) + o, one add chain.
     // For Fr (has_sparse_low) the round has no product by the modulus's two low limbs: they enter
     // a_1 b_i's product as its addend and carry in, which is faster in the NTT passes on an H100
-    // (benchmarks/results/cuda-fr-fold-ab-h100-2026-12-07.json). Two variants measured slower on an
-    // H200 and not kept (E and O trading places instead of the merge; taking those limbs by separate
-    // additions): benchmarks/HISTORY.md, "Montgomery product variants".
+    // (benchmarks/results/cuda-fr-fold-ab-h100-2026-12-07.json). Variants measured slower and not kept:
+    // benchmarks/HISTORY.md, "Montgomery product variants".
     // Bound: with a, b < mod and t < 2*mod < 2^(32N) at the start of a round, every partial sum of
     // t + a*b_i + m*mod stays below 2^(32N + 32), so N + 1 limbs of e hold it and no carry leaves them.
     DEV friend mont_t operator*(const mont_t& a, const mont_t& b) {

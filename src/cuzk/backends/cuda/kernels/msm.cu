@@ -412,12 +412,16 @@ DEV void accumulate_smem(const u32* sorted, const u32* offsets, u32 nkeys, u32 t
 // Offsets: bucket k's input run is [off_in[k], off_in[k+1]), its output run [off_out[k], off_out[k+1])
 // with off_out[k+1] - off_out[k] = ceil(run / 2); off_out[0] = 0 and off_out[nkeys] = total.
 
+// Input q of a round: the base its entry names (the first round; sign bit ignored) or point q of `in`.
+template <class A>
+DEV const A* tree_point(const u32* entries, const A* in, u32 q) {
+    return entries ? in + (entries[q] & 0x7fffffffu) : in + q;
+}
+
 template <class A>
 DEV A tree_source(const u32* entries, const A* in, u32 q) {
-    if (!entries) return load_struct(in + q);
-    const u32 e = entries[q];
-    const A p = load_struct(in + (e & 0x7fffffffu));
-    return (e >> 31) ? p.neg() : p;
+    const A p = load_struct(tree_point(entries, in, q));
+    return entries && (entries[q] >> 31) ? p.neg() : p;
 }
 
 // How p1 + p2 is formed: p1 alone (no p2, or p2 at infinity), p2 alone (p1 at infinity), infinity
@@ -468,9 +472,8 @@ DEV bool tree_denominator(const u32* entries, const A* in, const u32* off_in, co
                           F& d) {
     const u32 q = off_in[k] + 2 * (j - off_out[k]);
     if (q + 1 >= off_in[k + 1]) return false;
-    const A* p1 = entries ? in + (entries[q] & 0x7fffffffu) : in + q;
-    const A* p2 = entries ? in + (entries[q + 1] & 0x7fffffffu) : in + q + 1;
-    const F x1 = load_struct(&p1->x), x2 = load_struct(&p2->x);
+    const F x1 = load_struct(&tree_point(entries, in, q)->x);
+    const F x2 = load_struct(&tree_point(entries, in, q + 1)->x);
     if (!x1.is_zero() && !x2.is_zero()) {
         d = x2 - x1;
         if (!d.is_zero()) return true;
