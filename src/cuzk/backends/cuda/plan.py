@@ -20,7 +20,7 @@ they wait on the link. Among the plans that fit, `plan_device` takes the one wit
 estimated device time: each MSM's work (`NS_PER_POINT`), the H MSM's grown by its batch's overhead
 (`BATCH_OVERHEAD`, from the G1 MSM's time per point at each size) and its tree groups'
 (`TREE_OVERHEAD`), and for a streamed vector the part of its upload (`LINK_BYTES_PER_S`) that its
-MSM does not hide. The figures behind these constants: benchmarks/results/cuda-partition-h200-2026-12-01h.json.
+MSM does not hide. Each constant names the record it comes from.
 
 A key proven from a compiled circuit (`Products`) also weighs where its a, b, c are computed. On the
 device they need room for the witness, a, b, c and one matrix at once beside the resident bases,
@@ -48,8 +48,8 @@ RESIDENT_ORDER = ("a", "b_g1", "l", "b_g2", "h")
 #: Streaming mode's MSM batches, largest first.
 BATCHES = tuple(1 << k for k in range(27, 17, -1))
 #: Device ns per base of each MSM of a PoRep-32GiB partition on an H200 (its measured MSM times
-#: over its vectors' lengths: benchmarks/results/cuda-partition-h200-2026-12-01h.json).
-NS_PER_POINT = {"h": 6.6, "l": 1.2, "a": 0.6, "b_g1": 0.9, "b_g2": 6.8}
+#: over its vectors' lengths: benchmarks/results/cuda-partition-h200-2026-12-07.json).
+NS_PER_POINT = {"h": 6.0, "l": 1.2, "a": 0.6, "b_g1": 0.9, "b_g2": 6.8}
 #: Extra time per point of a G1 MSM batch of 2^k scalars against one of 2^27 (resident, H200:
 #: benchmarks/results/cuda-h200-2026-12-01e.json; odd sizes interpolated).
 BATCH_OVERHEAD = {27: 0.0, 26: 0.02, 25: 0.05, 24: 0.095, 23: 0.13, 22: 0.166, 21: 0.35, 20: 0.62, 19: 1.0, 18: 1.5}
