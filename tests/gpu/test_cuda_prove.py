@@ -173,15 +173,18 @@ def test_concurrent_proofs_stage_beside_each_others_device_work(backend, bits_pa
     assert backend.admission.ahead_bytes == 0 and backend.admission.running_reserve == 0
 
 
-def _critical_arrives_after_h(backend, monkeypatch, critical_work):
+def _critical_arrives_after_h(backend, monkeypatch, critical_work, streaming: bool = False):
     """Make a CRITICAL proof of `critical_work` start and queue for the device while the first proof
-    to finish its H step still holds it; returns what that proof's thread records."""
+    to finish its H step still holds it (in a streaming plan's phase when `streaming`); returns what
+    that proof's thread records."""
     import threading
 
     from cuzk.backends.cuda import phase
+    from cuzk.backends.cuda import streaming as streaming_phase
     from cuzk.backends.device_lock import priority_scope
 
-    real, seen = phase.h_step, {}
+    module = streaming_phase if streaming else phase
+    real, seen = module.h_step, {}
 
     def h_step_then_critical(*args, **kwargs):
         out = real(*args, **kwargs)
@@ -200,7 +203,7 @@ def _critical_arrives_after_h(backend, monkeypatch, critical_work):
                 time.sleep(0.001)
         return out
 
-    monkeypatch.setattr(phase, "h_step", h_step_then_critical)
+    monkeypatch.setattr(module, "h_step", h_step_then_critical)
     return seen
 
 
@@ -226,22 +229,30 @@ def test_a_critical_proof_goes_between_the_steps_of_a_resident_device_phase(back
     assert admission.waiting_need == {} and backend.current_job is None
 
 
-def test_no_preemption_without_memory_for_both(backend, bits_params, mimc_params, monkeypatch) -> None:
-    """With no room beside the proof on the device, the CRITICAL one waits for its phase's end."""
+@pytest.mark.parametrize("streaming", [False, True])
+def test_no_preemption_without_memory_for_both(backend, bits_params, mimc_params, monkeypatch, streaming: bool) -> None:
+    """With no room beside the proof on the device, the CRITICAL one waits for its phase's end, in a
+    resident plan and in a streaming one."""
     normal = (bits_params.pk, _assignment(bits_params.circuit_id, 43))
     critical = (mimc_params.pk, _assignment(mimc_params.circuit_id, 44))
     alone = backend.prove(*normal, r=5, s=7), backend.prove(*critical, r=3, s=4)
-    before, refused = backend.preemptions, backend.preemptions_refused
-    seen = _critical_arrives_after_h(backend, monkeypatch, critical)
-    monkeypatch.setattr(backend.plan, "available", lambda: 0)
-    timings: dict[str, float] = {}
-    proof = backend.prove(*normal, r=5, s=7, timings=timings)
-    seen["thread"].join(60)
-    assert (proof, seen["proof"]) == alone
-    assert backend.preemptions == before and backend.preemptions_refused > refused and "yielded" not in timings
-    assert seen["timings"]["device_begin"] > timings["device_begin"] + timings["device"]
-    admission = backend.admission
-    assert (admission.suspended, admission.running_reserve, admission.waiting_need) == (0, 0, {})
+    try:
+        if streaming:
+            _streaming_everything_resident(backend, normal[0])
+        before, refused = backend.preemptions, backend.preemptions_refused
+        seen = _critical_arrives_after_h(backend, monkeypatch, critical, streaming=streaming)
+        monkeypatch.setattr(backend.plan, "available", lambda: 0)
+        timings: dict[str, float] = {}
+        proof = backend.prove(*normal, r=5, s=7, timings=timings)
+        seen["thread"].join(60)
+        assert (proof, seen["proof"]) == alone
+        assert backend.preemptions == before and backend.preemptions_refused > refused and "yielded" not in timings
+        assert seen["timings"]["device_begin"] > timings["device_begin"] + timings["device"]
+        admission = backend.admission
+        assert (admission.suspended, admission.running_reserve, admission.waiting_need) == (0, 0, {})
+    finally:
+        if streaming:
+            backend.unload_key(normal[0])
 
 
 def test_after_h_a_critical_proof_needs_room_only_beside_the_rest_of_the_phase(backend, bits_params, mimc_params,
@@ -249,7 +260,7 @@ def test_after_h_a_critical_proof_needs_room_only_beside_the_rest_of_the_phase(b
     """A CRITICAL proof that queues during the H MSM is let in after it when the memory holds its
     reserve beside what the NORMAL proof's phase still needs then: its reserve less a, b, c, which H
     freed. (Charged the whole reserve again, as before, it was refused on a card with one reserve to
-    spare beside the key: PoRep-32GiB on an 80 GB card.)"""
+    spare beside the key.)"""
     import threading
 
     from cuzk.backends.cuda import phase
@@ -290,6 +301,87 @@ def test_after_h_a_critical_proof_needs_room_only_beside_the_rest_of_the_phase(b
     assert backend.preemptions == before + 1 and timings["yielded"] > 0
     admission = backend.admission
     assert (admission.suspended, admission.running_reserve, admission.waiting_need) == (0, 0, {})
+
+
+def _streaming_everything_resident(backend, pk) -> None:
+    """Load `pk` as an 80 GB card loads PoRep-32GiB: a streaming plan (MSMs in batches, the witness
+    after H, one MSM at a time) that keeps every vector resident, its reserve counted from its phases."""
+    from cuzk.backends.cuda.plan import QUERIES, DevicePlan, KeyShape
+
+    backend.unload_key(pk)
+    plan = DevicePlan(budget=1 << 40, mode="streaming", resident=tuple(name for name, _ in QUERIES), reserve=0)
+    backend.load_key(pk, plan=plan.streaming_with(KeyShape.of(pk), 1 << 9, 1 << 30))
+    assert backend.key_plan(pk).mode == "streaming" and all(backend.resident(pk).values())
+
+
+def test_a_critical_proof_goes_between_the_steps_of_a_streaming_device_phase(backend, bits_params, mimc_params,
+                                                                             monkeypatch) -> None:
+    """In a streaming plan too, a CRITICAL proof that queues during H takes the device after it,
+    before the NORMAL proof ends; both proofs are the proofs made alone, and the device time of the
+    NORMAL one leaves out the time it lent."""
+    normal = (bits_params.pk, _assignment(bits_params.circuit_id, 48))
+    critical = (mimc_params.pk, _assignment(mimc_params.circuit_id, 49))
+    alone = backend.prove(*normal, r=5, s=7), backend.prove(*critical, r=3, s=4)
+    try:
+        _streaming_everything_resident(backend, normal[0])
+        assert backend.prove(*normal, r=5, s=7) == alone[0]
+        before = backend.preemptions
+        seen = _critical_arrives_after_h(backend, monkeypatch, critical, streaming=True)
+        timings: dict[str, float] = {}
+        proof = backend.prove(*normal, r=5, s=7, timings=timings)
+        normal_done = time.monotonic()
+        seen["thread"].join(60)
+        assert (proof, seen["proof"]) == alone
+        assert backend.preemptions == before + 1 and timings["yielded"] > 0
+        assert seen["done"] < normal_done and seen["timings"]["device_begin"] > timings["device_begin"]
+        assert timings["device"] < timings["yielded"] + timings["device"] <= normal_done - timings["device_begin"]
+        admission = backend.admission
+        assert (admission.suspended, admission.running_reserve, admission.ahead_bytes) == (0, 0, 0)
+        assert admission.waiting_need == {} and backend.current_job is None
+    finally:
+        backend.unload_key(normal[0])
+
+
+def test_after_the_h_msm_of_a_streaming_phase_a_critical_proof_goes_through(backend, bits_params, mimc_params,
+                                                                           monkeypatch) -> None:
+    """A CRITICAL proof that queues during a streaming phase's H MSM is let in after it (the second
+    point), and the proofs are those made alone."""
+    import threading
+
+    from cuzk.backends.cuda import streaming
+    from cuzk.backends.device_lock import priority_scope
+
+    normal = (bits_params.pk, _assignment(bits_params.circuit_id, 50))
+    critical = (mimc_params.pk, _assignment(mimc_params.circuit_id, 51))
+    alone = backend.prove(*normal, r=5, s=7), backend.prove(*critical, r=3, s=4)
+    real, seen = streaming.msm_batches, {}
+
+    def h_msm_then_critical(gpu, name, *args, **kwargs):
+        if name == "h" and "thread" not in seen:
+            def run() -> None:
+                with priority_scope(4):
+                    seen["proof"] = backend.prove(*critical, r=3, s=4)
+            seen["thread"] = threading.Thread(target=run)
+            seen["thread"].start()
+            deadline = time.monotonic() + 60
+            while backend.admission.lock.waiting(4) == 0:
+                assert time.monotonic() < deadline, "the CRITICAL proof never queued for the device"
+                time.sleep(0.001)
+        return real(gpu, name, *args, **kwargs)
+
+    try:
+        _streaming_everything_resident(backend, normal[0])
+        before = backend.preemptions
+        monkeypatch.setattr(streaming, "msm_batches", h_msm_then_critical)
+        timings: dict[str, float] = {}
+        proof = backend.prove(*normal, r=5, s=7, timings=timings)
+        seen["thread"].join(60)
+        assert (proof, seen["proof"]) == alone
+        assert backend.preemptions == before + 1 and timings["yielded"] > 0
+        admission = backend.admission
+        assert (admission.suspended, admission.running_reserve, admission.waiting_need) == (0, 0, {})
+    finally:
+        backend.unload_key(normal[0])
 
 
 def test_staging_falls_back_to_the_device_lock_when_memory_goes(backend, bits_params, monkeypatch) -> None:

@@ -6,8 +6,8 @@ reserve, less what it has grown since it took the device), proofs staging their 
 they take the device (`stage_ahead`), and proofs that let a higher-priority one through mid-phase
 (`preemption_point`) and will take the device back. A proof stages ahead only when the plan leaves
 room for it beside a whole reserve for the proof holding the device (or, when none does, the next
-one to take it); a proof of higher priority is let in between two steps of a resident device phase
-(between H and the H MSM, and after the H MSM) only when the memory holds both (docs/daemon.md).
+one to take it); a proof of higher priority is let in between two steps of a device phase (between
+H and the H MSM, and after the H MSM) only when the memory holds both (docs/daemon.md).
 """
 
 from __future__ import annotations
@@ -113,8 +113,9 @@ class Admission:
         """The proof holding the device freed `nbytes` that the rest of its phase never takes again (a, b, c
         once H is done): its reserve is that much smaller from here. Otherwise the freed bytes would
         count as room it may still take, and a point after H would ask the memory for a whole second
-        reserve beside it: on a card that holds the key and one reserve with little to spare (an 80 GB
-        card and PoRep-32GiB), no CRITICAL proof would ever be let in there."""
+        reserve beside it: on a card that holds the key and one reserve with little to spare, no
+        CRITICAL proof would ever be let in there. Resident plans only: a streaming plan's reserve is
+        its largest step's, and what it holds is counted as it grows."""
         with self._mutex:
             self.running_reserve = max(0, self.running_reserve - nbytes)
 
@@ -128,7 +129,7 @@ class Admission:
         self.preemption_point(compute, t, gaps)
 
     def preemption_point(self, compute: Any, t: MutableMapping[str, float], gaps: list[tuple[Any, Any]]) -> None:
-        """Between two steps of a resident device phase on the `compute` stream: when a proof of
+        """Between two steps of a device phase on the `compute` stream: when a proof of
         higher priority waits for the device, let it through now rather than at this partition's end,
         then take the device back. A WinningPoSt behind a PoRep-32GiB partition then waits for the
         step in flight (the H MSM, the longest) instead of the whole phase. It is let through only

@@ -400,23 +400,24 @@ class CudaBackend(ProverBackend):
 
             def resume() -> None:  # what this proof sets on the device, again after lending it
                 self.msm.tree_group_bytes = dk.plan.tree_bytes
+                if streaming:
+                    # The blocks the pool cached for the proof before (or the one let through
+                    # mid-phase) go back to the driver first: the pool carves a request out of any
+                    # larger free block, so this proof's arrays would land inside the blocks of the
+                    # other's tree rounds, and the free rest of those, counted against the cap,
+                    # could not serve this proof's own tree rounds (benchmarks/HISTORY.md, small cards).
+                    self.plan.release_cached()
 
             with self.admission.hold(reserve, ahead, job, resume):
                 t["lock_wait"] = clock() - start
                 t["device_begin"] = time.monotonic()
-                if streaming:
-                    # The last proof's blocks, cached by the pool, go back to the driver first: the
-                    # pool carves a request out of any larger free block, so a, b, c and the witness
-                    # would land inside the blocks of its tree rounds, and the free rest of those,
-                    # counted against the cap, could not serve this proof's own tree rounds
-                    # (benchmarks/HISTORY.md, small cards).
-                    self.plan.release_cached()
                 if staged is None:
                     # Streaming mode allocates on the compute stream: its MSMs then reuse that memory.
                     staged = lane.stage(asg, m, witness=witness, stream=self.gpu.compute if streaming else None,
                                         pinned=pinned)
                 if streaming:
-                    fetched = streaming_phase.device_phase(self.gpu, pk, asg, dk, prepared, staged, lane, t)
+                    fetched = streaming_phase.device_phase(self.gpu, self.admission, pk, asg, dk, prepared, staged,
+                                                           lane, t)
                 else:
                     fetched = phase.device_phase(self.gpu, self.admission, pk, asg, dk, prepared, staged, lane, t)
                 self.gpu.sample_peak()

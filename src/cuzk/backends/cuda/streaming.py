@@ -5,7 +5,10 @@ device form (`cuzk.backends.cuda.residency`); every MSM runs in batches whose wo
 (the split MSMs merge their batches' other scalars into few MSMs, `MergedTails`); the streamed
 batches go up on a copy stream of their own, each while the batch before it computes, across
 vectors (two device buffers, `BaseStream`); the witness goes up only after H has freed a, b, c; and
-B's G2 MSM runs after the G1 ones.
+B's G2 MSM runs after the G1 ones. A proof of higher priority may go through at the resident phase's
+two points, after H and after the H MSM, where the memory holds both (`Admission.preemption_point`):
+an 80 GB card streams PoRep-32GiB with every vector resident, and its phase's steps leave room for a
+WinningPoSt beside them.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from cuzk.backends.cuda.admission import Admission
 from cuzk.backends.cuda.gpu import Gpu
 from cuzk.backends.cuda.inputs import CompiledWitness, ProofInputs
 from cuzk.backends.cuda.lanes import Lane, Staged, WitnessUpload, witness_uploaded
@@ -161,13 +165,15 @@ def msm_batches(gpu: Gpu, name: str, dk: DeviceKey, raw: np.ndarray, scalars: An
     return tails.finish() if tails is not None else gpu.msm.add(parts)
 
 
-def device_phase(gpu: Gpu, pk: ProvingKey, asg: ProofInputs, dk: DeviceKey, prepared: DeviceCompiled | None,
-                 staged: Staged, lane: Lane, t: MutableMapping[str, float]) -> dict[str, list[HostPartial]]:
+def device_phase(gpu: Gpu, admission: Admission, pk: ProvingKey, asg: ProofInputs, dk: DeviceKey,
+                 prepared: DeviceCompiled | None, staged: Staged, lane: Lane,
+                 t: MutableMapping[str, float]) -> dict[str, list[HostPartial]]:
     """`phase.device_phase` within a streaming plan (the module docstring): the same sums, with every
     allocation on the compute stream, the witness uploaded after H, each MSM in the plan's batches
     (`msm_batches`) and the MSMs one after the other, so that no two steps' buffers coexist (only the
     streamed bases' two buffers, `BaseStream`, last from the H MSM to the end)."""
     cp, compute = gpu.cp, gpu.compute
+    gaps: list[tuple[Any, Any]] = []  # (yielded, resumed) events on the compute stream
     compiled = isinstance(asg, CompiledWitness)
     wit, host_wit = staged.wit, staged.host_wit
     h, h_begin, h_end = h_step(gpu, pk, asg, prepared, staged, t)
@@ -185,6 +191,10 @@ def device_phase(gpu: Gpu, pk: ProvingKey, asg: ProofInputs, dk: DeviceKey, prep
         bases: BaseStream | None = None
         try:
             try:
+                # Before the streamed bases' buffers are allocated: a proof let through here finds
+                # this one holding only H's output and the witness.
+                admission.wait_or_yield(h_end, compute, t, gaps)
+                msm_h_begin = compute.record()
                 if streamed:
                     bases = BaseStream(gpu, dk, {name: getattr(pk, name).raw for name in streamed}, streamed)
                 sums["h"] = msm_batches(gpu, "h", dk, pk.h.raw, h[: len(pk.h)], split=False, stream=bases)
@@ -192,23 +202,25 @@ def device_phase(gpu: Gpu, pk: ProvingKey, asg: ProofInputs, dk: DeviceKey, prep
                 compute.synchronize()
                 gpu.sample_peak()
                 del h
-                t["msm_h"] = cp.cuda.get_elapsed_time(h_end, msm_h_end) / 1e3
+                t["msm_h"] = cp.cuda.get_elapsed_time(msm_h_begin, msm_h_end) / 1e3
                 t["h"] = cp.cuda.get_elapsed_time(h_begin, h_end) / 1e3
             finally:
                 upload.join()
-            return _msms_after_h(gpu, pk, dk, staged, wit, sums, bases, h_begin, h_end, upload, t)
+            return _msms_after_h(gpu, admission, pk, dk, staged, wit, sums, bases, h_begin, h_end, upload, gaps, t)
         finally:
             if bases is not None:
                 bases.close()
 
 
-def _msms_after_h(gpu: Gpu, pk: ProvingKey, dk: DeviceKey, staged: Staged, wit: dict[str, Any],
-                  sums: dict[str, Any], bases: BaseStream | None, h_begin: Any, h_end: Any,
-                  upload: WitnessUpload, t: MutableMapping[str, float]) -> dict[str, list[HostPartial]]:
+def _msms_after_h(gpu: Gpu, admission: Admission, pk: ProvingKey, dk: DeviceKey, staged: Staged,
+                  wit: dict[str, Any], sums: dict[str, Any], bases: BaseStream | None, h_begin: Any, h_end: Any,
+                  upload: WitnessUpload, gaps: list[tuple[Any, Any]],
+                  t: MutableMapping[str, float]) -> dict[str, list[HostPartial]]:
     """`device_phase` once the H MSM is done: the selections and the other four MSMs."""
     clock, compute = time.perf_counter, gpu.compute
     with compute:
         witness_uploaded(gpu.cp, compute, upload, staged, h_end, t)
+        admission.preemption_point(compute, t, gaps)
 
         start = clock()
         b_scalars = select(gpu.cp, gpu.kernels, wit["inputs"], wit["b_in_mask"], wit["aux"], wit["b_mask"])
@@ -234,4 +246,4 @@ def _msms_after_h(gpu: Gpu, pk: ProvingKey, dk: DeviceKey, staged: Staged, wit: 
             if name == "a":
                 wit.clear()  # the witness goes back to the pool
         del b_scalars
-        return fetch_sums(gpu, sums, h_begin, t)
+        return fetch_sums(gpu, sums, h_begin, t, gaps)
