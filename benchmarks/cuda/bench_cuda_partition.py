@@ -26,7 +26,11 @@ Measured, each the median of `--reps` proofs after one warm-up:
   workers per GPU do (the backend stages one proof's inputs while the other's kernels run, when the
   memory plan allows): wall time per proof against one proof alone, how many were staged ahead, and
   the steady state (the first proof's staging left out): time per proof, the handoffs between
-  proofs, and the fraction of a proof's host-side time (wall alone minus device phase) hidden.
+  proofs, and the fraction of a proof's host-side time (wall alone minus device phase) hidden;
+* with `--critical N`: a CRITICAL proof of a smaller synthetic key (`--critical-scale` of the
+  partition, about a WinningPoSt-32GiB at the default) started N times while a partition's H runs and
+  N times while its H MSM runs: its latency from start to proof, its wait for the device, and whether
+  the partition let it through mid-phase (`Admission.preemption_point`) or refused it for memory.
 
     python benchmarks/cuda/bench_cuda_partition.py --out results.json
     python benchmarks/cuda/bench_cuda_partition.py --scale 0.01 --reps 2   # a small smoke test
@@ -187,7 +191,9 @@ def synthetic_key(shape: Shape, asg: Any, pool: tuple[list, np.ndarray, list, np
 
 def device_bases(backend: Any, pool: tuple[list, np.ndarray, list, np.ndarray], index: dict[str, np.ndarray]) -> dict:
     """Each vector gathered on the device from the pool's device copy."""
-    import cupy as cp
+    from cuzk.backends.cuda.runtime import get_cupy
+
+    cp = get_cupy()
 
     _, g1_raw, _, g2_raw = pool
     dev_pool = {"g1": backend.msm.upload_bases("g1", g1_raw), "g2": backend.msm.upload_bases("g2", g2_raw)}
@@ -298,6 +304,45 @@ def ms(x: float) -> float:
     return round(x * 1e3, 2)
 
 
+def critical_arrivals(backend: Any, normal: tuple[Any, Any], critical: tuple[Any, Any], arrivals: dict[str, float],
+                      rounds: int) -> list[dict[str, Any]]:
+    """For each arrival (label: seconds after a NORMAL proof of `normal` (key, assignment) starts),
+    `rounds` times: a CRITICAL proof of `critical` started then on a thread of its own. Its latency,
+    its wait for the device, where in the NORMAL proof's device phase it arrived, and whether that
+    proof let it through mid-phase or refused it for memory."""
+    from cuzk.backends.device_lock import priority_scope
+
+    rows = []
+    for label, delay in arrivals.items():
+        for _ in range(rounds):
+            box: dict[str, Any] = {}
+
+            def critical_proof(box: dict[str, Any] = box) -> None:
+                t: dict[str, float] = {}
+                box["start"] = time.monotonic()
+                with priority_scope(4):
+                    backend.prove(*critical, r=3, s=4, timings=t)
+                box["end"], box["t"] = time.monotonic(), t
+
+            let, refused = backend.preemptions, backend.preemptions_refused
+            t: dict[str, float] = {}
+            timer = threading.Timer(delay, critical_proof)
+            timer.start()
+            backend.prove(*normal, r=1, s=2, timings=t)
+            normal_end = time.monotonic()
+            timer.join()
+            c = box["t"]
+            rows.append({"arrival": label, "latency_ms": ms(box["end"] - box["start"]),
+                         "lock_wait_ms": ms(c["lock_wait"]), "device_ms": ms(c["device"]),
+                         "arrived_into_phase_ms": ms(box["start"] - t["device_begin"]),
+                         "normal_phase_left_ms": ms(normal_end - box["start"]),
+                         "done_before_normal": box["end"] < normal_end,
+                         "let_through": backend.preemptions - let, "refused": backend.preemptions_refused - refused,
+                         "normal_yielded_ms": ms(t.get("yielded", 0.0)), "normal_device_ms": ms(t["device"])})
+            print(json.dumps({"critical": rows[-1]}), flush=True)
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--scale", type=float, default=1.0, help="fraction of the 32 GiB partition's constraints")
@@ -305,13 +350,17 @@ def main() -> None:
     ap.add_argument("--distinct", type=int, default=4096, help="distinct points the bases are tiled from")
     ap.add_argument("--overlap-reps", type=int, default=2)
     ap.add_argument("--pair-reps", type=int, default=3, help="proofs per thread in the two-worker run")
+    ap.add_argument("--critical", type=int, default=0,
+                    help="CRITICAL proofs started during H, and as many during the H MSM (0: none)")
+    ap.add_argument("--critical-scale", type=float, default=0.03,
+                    help="the CRITICAL key's constraints as a fraction of the partition's")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
 
-    import cupy as cp
-    import cupyx
-
     from cuzk.backends.cuda import CudaBackend
+    from cuzk.backends.cuda.runtime import get_cupy, get_cupyx
+
+    cp, cupyx = get_cupy(), get_cupyx()
     from cuzk.backends.cuda.device import properties
 
     shape = POREP_32G if args.scale == 1.0 else POREP_32G.scaled(max(64, round(POREP_32G.constraints * args.scale)))
@@ -344,13 +393,13 @@ def main() -> None:
 
     backend.prove(pk, asg, r=1, s=2)  # warm-up: twiddle tables, pools
     pool_peak = cp.get_default_memory_pool().total_bytes()
-    runs = []
+    runs, begins = [], []
     for _ in range(args.reps):
         t: dict[str, float] = {}
-        start = time.perf_counter()
+        start, start_monotonic = time.perf_counter(), time.monotonic()
         backend.prove(pk, asg, r=1, s=2, timings=t)
         t["wall"] = time.perf_counter() - start
-        del t["device_begin"]  # a clock reading, not a duration
+        begins.append(t.pop("device_begin") - start_monotonic)  # a clock reading, not a duration
         runs.append(t)
         print(json.dumps({k: ms(v) for k, v in t.items()}), flush=True)
     median = {k: ms(statistics.median(r[k] for r in runs)) for k in runs[0]}
@@ -409,11 +458,34 @@ def main() -> None:
                                    "prove_end": ms(t["prove_end"] - start_monotonic)} for t in pair_timings]}
     print(json.dumps({"two_workers": two_workers}), flush=True)
 
+    critical: dict[str, Any] = {}
+    if args.critical:
+        small = POREP_32G.scaled(max(64, round(shape.constraints * args.critical_scale)))
+        asg_c, _ = synthetic_assignment(small, rng)
+        pk_c, index_c = synthetic_key(small, asg_c, pool, rng, host_bases=False)
+        backend.load_key(pk_c, device_bases=device_bases(backend, pool, index_c))
+        backend.prove(pk_c, asg_c, r=3, s=4)  # warm-up
+        begin, h, msm_h = statistics.median(begins), median["h"] / 1e3, median["msm_h"] / 1e3
+        rows = critical_arrivals(backend, (pk, asg), (pk_c, asg_c),
+                                 {"during_h": begin + h / 2, "during_msm_h": begin + h + msm_h / 2}, args.critical)
+        alone = []
+        for _ in range(args.critical):
+            start = time.perf_counter()
+            backend.prove(pk_c, asg_c, r=3, s=4)
+            alone.append(time.perf_counter() - start)
+        critical = {"shape": asdict(small), "plan": backend.key_plan(pk_c).mode,
+                    "alone_ms": ms(statistics.median(alone)), "partition_plan": backend.key_plan(pk).mode,
+                    "rounds": rows,
+                    "median_latency_ms": {label: round(statistics.median(r["latency_ms"] for r in rows
+                                                                         if r["arrival"] == label), 2)
+                                          for label in ("during_h", "during_msm_h")}}
+        print(json.dumps({"critical": {k: v for k, v in critical.items() if k != "rounds"}}), flush=True)
+
     p = properties()
     results = {"shape": asdict(shape), "witness_classes": value_stats, "memory": memory,
                "pool_peak_bytes": int(pool_peak), "reps": args.reps, "median_ms": median,
                "samples_ms": [{k: ms(v) for k, v in r.items()} for r in runs], "overlap": overlap,
-               "two_workers": two_workers, "target_device_ms": 1500,
+               "two_workers": two_workers, "critical": critical, "target_device_ms": 1500,
                "phases_note": "msm_b_g2 overlaps msm_l, msm_a and msm_b_g1 when all bases are resident "
                               "(its own stream); `device` is the span, sum_of_device_phases counts the overlap twice"}
     payload = envelope("cuda-partition", results, gpu={"name": p.name, "multiprocessors": p.multiprocessors,
