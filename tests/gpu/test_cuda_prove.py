@@ -173,15 +173,49 @@ def test_concurrent_proofs_stage_beside_each_others_device_work(backend, bits_pa
     assert backend.admission.ahead_bytes == 0 and backend.admission.running_reserve == 0
 
 
+def _critical_queues(backend, critical_work, seen: dict) -> None:
+    """Start a CRITICAL proof of `critical_work` on a thread of its own (its proof, timings and end in
+    `seen`) and wait until it queues for the device."""
+    import threading
+
+    from cuzk.backends.device_lock import priority_scope
+
+    def critical() -> None:
+        timings: dict[str, float] = {}
+        with priority_scope(4):
+            seen["proof"] = backend.prove(*critical_work, r=3, s=4, timings=timings)
+        seen["done"], seen["timings"] = time.monotonic(), timings
+
+    seen["thread"] = threading.Thread(target=critical)
+    seen["thread"].start()
+    deadline = time.monotonic() + 60
+    while backend.admission.lock.waiting(4) == 0:
+        assert time.monotonic() < deadline, "the CRITICAL proof never queued for the device"
+        time.sleep(0.001)
+
+
+def _lets_the_critical_through(backend, normal, alone, seen: dict, before: int) -> tuple[dict[str, float], float]:
+    """Prove `normal` while the CRITICAL proof that `seen` follows goes through mid-phase: both proofs
+    are the ones made alone (`alone`), one preemption more than `before`, the time lent recorded, and
+    the memory counts back to zero. Returns the NORMAL proof's timings and when it returned."""
+    timings: dict[str, float] = {}
+    proof = backend.prove(*normal, r=5, s=7, timings=timings)
+    normal_done = time.monotonic()
+    seen["thread"].join(60)
+    assert (proof, seen["proof"]) == alone
+    assert backend.preemptions == before + 1 and timings["yielded"] > 0
+    admission = backend.admission
+    assert (admission.suspended, admission.running_reserve, admission.ahead_bytes) == (0, 0, 0)
+    assert admission.waiting_need == {} and backend.current_job is None
+    return timings, normal_done
+
+
 def _critical_arrives_after_h(backend, monkeypatch, critical_work, streaming: bool = False):
     """Make a CRITICAL proof of `critical_work` start and queue for the device while the first proof
     to finish its H step still holds it (in a streaming plan's phase when `streaming`); returns what
     that proof's thread records."""
-    import threading
-
     from cuzk.backends.cuda import phase
     from cuzk.backends.cuda import streaming as streaming_phase
-    from cuzk.backends.device_lock import priority_scope
 
     module = streaming_phase if streaming else phase
     real, seen = module.h_step, {}
@@ -189,44 +223,35 @@ def _critical_arrives_after_h(backend, monkeypatch, critical_work, streaming: bo
     def h_step_then_critical(*args, **kwargs):
         out = real(*args, **kwargs)
         if "thread" not in seen:
-            def critical() -> None:
-                timings: dict[str, float] = {}
-                with priority_scope(4):
-                    seen["proof"] = backend.prove(*critical_work, r=3, s=4, timings=timings)
-                seen["done"], seen["timings"] = time.monotonic(), timings
-
-            seen["thread"] = threading.Thread(target=critical)
-            seen["thread"].start()
-            deadline = time.monotonic() + 60
-            while backend.admission.lock.waiting(4) == 0:
-                assert time.monotonic() < deadline, "the CRITICAL proof never queued for the device"
-                time.sleep(0.001)
+            _critical_queues(backend, critical_work, seen)
         return out
 
     monkeypatch.setattr(module, "h_step", h_step_then_critical)
     return seen
 
 
-def test_a_critical_proof_goes_between_the_steps_of_a_resident_device_phase(backend, bits_params, mimc_params,
-                                                                            monkeypatch) -> None:
+@pytest.mark.parametrize("streaming", [False, True])
+def test_a_critical_proof_goes_between_the_steps_of_a_device_phase(backend, bits_params, mimc_params, monkeypatch,
+                                                                  streaming: bool) -> None:
     """A CRITICAL proof that queues while a NORMAL one is in its device phase takes the device at the
-    next step (after H), before the NORMAL one ends; both proofs are the proofs made alone; the
-    time lent is recorded and the backend's memory counts come back to zero."""
+    next step (after H), before the NORMAL one ends, in a resident plan and in a streaming one; both
+    proofs are the proofs made alone; the time lent is recorded and left out of the NORMAL proof's
+    device time, and the backend's memory counts come back to zero."""
     normal = (bits_params.pk, _assignment(bits_params.circuit_id, 41))
     critical = (mimc_params.pk, _assignment(mimc_params.circuit_id, 42))
     alone = backend.prove(*normal, r=5, s=7), backend.prove(*critical, r=3, s=4)
-    before = backend.preemptions
-    seen = _critical_arrives_after_h(backend, monkeypatch, critical)
-    timings: dict[str, float] = {}
-    proof = backend.prove(*normal, r=5, s=7, timings=timings)
-    normal_done = time.monotonic()
-    seen["thread"].join(60)
-    assert (proof, seen["proof"]) == alone
-    assert backend.preemptions == before + 1 and timings["yielded"] > 0
-    assert seen["done"] < normal_done and seen["timings"]["device_begin"] > timings["device_begin"]
-    admission = backend.admission
-    assert admission.suspended == 0 and admission.running_reserve == 0 and admission.ahead_bytes == 0
-    assert admission.waiting_need == {} and backend.current_job is None
+    try:
+        if streaming:
+            _streaming_everything_resident(backend, normal[0])
+            assert backend.prove(*normal, r=5, s=7) == alone[0]
+        before = backend.preemptions
+        seen = _critical_arrives_after_h(backend, monkeypatch, critical, streaming=streaming)
+        timings, normal_done = _lets_the_critical_through(backend, normal, alone, seen, before)
+        assert seen["done"] < normal_done and seen["timings"]["device_begin"] > timings["device_begin"]
+        assert timings["yielded"] + timings["device"] <= normal_done - timings["device_begin"]
+    finally:
+        if streaming:
+            backend.unload_key(normal[0])
 
 
 @pytest.mark.parametrize("streaming", [False, True])
@@ -261,10 +286,8 @@ def test_after_h_a_critical_proof_needs_room_only_beside_the_rest_of_the_phase(b
     reserve beside what the NORMAL proof's phase still needs then: its reserve less a, b, c, which H
     freed. (Charged the whole reserve again, as before, it was refused on a card with one reserve to
     spare beside the key.)"""
-    import threading
 
     from cuzk.backends.cuda import phase
-    from cuzk.backends.device_lock import priority_scope
 
     # MiMC's a, b, c (3 x 32 bytes a row) outweigh its witness, as PoRep's do (else the old rule would
     # have let it in too, and the test would show nothing).
@@ -281,26 +304,12 @@ def test_after_h_a_critical_proof_needs_room_only_beside_the_rest_of_the_phase(b
 
     def msm_then_critical(gpu, group, bases, scalars, split=None, use_split=True):
         if not use_split and "thread" not in seen:  # the H MSM: the CRITICAL proof queues meanwhile
-            def run() -> None:
-                with priority_scope(4):
-                    seen["proof"] = backend.prove(*critical, r=3, s=4)
-            seen["thread"] = threading.Thread(target=run)
             monkeypatch.setattr(backend.plan, "available", room)
-            seen["thread"].start()
-            deadline = time.monotonic() + 60
-            while backend.admission.lock.waiting(4) == 0:
-                assert time.monotonic() < deadline, "the CRITICAL proof never queued for the device"
-                time.sleep(0.001)
+            _critical_queues(backend, critical, seen)
         return real_msm(gpu, group, bases, scalars, split, use_split)
 
     monkeypatch.setattr(phase, "msm", msm_then_critical)
-    timings: dict[str, float] = {}
-    proof = backend.prove(*normal, r=5, s=7, timings=timings)
-    seen["thread"].join(60)
-    assert (proof, seen["proof"]) == alone
-    assert backend.preemptions == before + 1 and timings["yielded"] > 0
-    admission = backend.admission
-    assert (admission.suspended, admission.running_reserve, admission.waiting_need) == (0, 0, {})
+    _lets_the_critical_through(backend, normal, alone, seen, before)
 
 
 def _streaming_everything_resident(backend, pk) -> None:
@@ -314,42 +323,12 @@ def _streaming_everything_resident(backend, pk) -> None:
     assert backend.key_plan(pk).mode == "streaming" and all(backend.resident(pk).values())
 
 
-def test_a_critical_proof_goes_between_the_steps_of_a_streaming_device_phase(backend, bits_params, mimc_params,
-                                                                             monkeypatch) -> None:
-    """In a streaming plan too, a CRITICAL proof that queues during H takes the device after it,
-    before the NORMAL proof ends; both proofs are the proofs made alone, and the device time of the
-    NORMAL one leaves out the time it lent."""
-    normal = (bits_params.pk, _assignment(bits_params.circuit_id, 48))
-    critical = (mimc_params.pk, _assignment(mimc_params.circuit_id, 49))
-    alone = backend.prove(*normal, r=5, s=7), backend.prove(*critical, r=3, s=4)
-    try:
-        _streaming_everything_resident(backend, normal[0])
-        assert backend.prove(*normal, r=5, s=7) == alone[0]
-        before = backend.preemptions
-        seen = _critical_arrives_after_h(backend, monkeypatch, critical, streaming=True)
-        timings: dict[str, float] = {}
-        proof = backend.prove(*normal, r=5, s=7, timings=timings)
-        normal_done = time.monotonic()
-        seen["thread"].join(60)
-        assert (proof, seen["proof"]) == alone
-        assert backend.preemptions == before + 1 and timings["yielded"] > 0
-        assert seen["done"] < normal_done and seen["timings"]["device_begin"] > timings["device_begin"]
-        assert timings["device"] < timings["yielded"] + timings["device"] <= normal_done - timings["device_begin"]
-        admission = backend.admission
-        assert (admission.suspended, admission.running_reserve, admission.ahead_bytes) == (0, 0, 0)
-        assert admission.waiting_need == {} and backend.current_job is None
-    finally:
-        backend.unload_key(normal[0])
-
-
 def test_after_the_h_msm_of_a_streaming_phase_a_critical_proof_goes_through(backend, bits_params, mimc_params,
                                                                            monkeypatch) -> None:
     """A CRITICAL proof that queues during a streaming phase's H MSM is let in after it (the second
     point), and the proofs are those made alone."""
-    import threading
 
     from cuzk.backends.cuda import streaming
-    from cuzk.backends.device_lock import priority_scope
 
     normal = (bits_params.pk, _assignment(bits_params.circuit_id, 50))
     critical = (mimc_params.pk, _assignment(mimc_params.circuit_id, 51))
@@ -358,28 +337,14 @@ def test_after_the_h_msm_of_a_streaming_phase_a_critical_proof_goes_through(back
 
     def h_msm_then_critical(gpu, name, *args, **kwargs):
         if name == "h" and "thread" not in seen:
-            def run() -> None:
-                with priority_scope(4):
-                    seen["proof"] = backend.prove(*critical, r=3, s=4)
-            seen["thread"] = threading.Thread(target=run)
-            seen["thread"].start()
-            deadline = time.monotonic() + 60
-            while backend.admission.lock.waiting(4) == 0:
-                assert time.monotonic() < deadline, "the CRITICAL proof never queued for the device"
-                time.sleep(0.001)
+            _critical_queues(backend, critical, seen)
         return real(gpu, name, *args, **kwargs)
 
     try:
         _streaming_everything_resident(backend, normal[0])
         before = backend.preemptions
         monkeypatch.setattr(streaming, "msm_batches", h_msm_then_critical)
-        timings: dict[str, float] = {}
-        proof = backend.prove(*normal, r=5, s=7, timings=timings)
-        seen["thread"].join(60)
-        assert (proof, seen["proof"]) == alone
-        assert backend.preemptions == before + 1 and timings["yielded"] > 0
-        admission = backend.admission
-        assert (admission.suspended, admission.running_reserve, admission.waiting_need) == (0, 0, {})
+        _lets_the_critical_through(backend, normal, alone, seen, before)
     finally:
         backend.unload_key(normal[0])
 
