@@ -6,6 +6,11 @@ from PyPI's nvidia-cuda-cuobjdump and nvidia-cuda-nvdisasm wheels: their nvidia/
 
     python benchmarks/probes/sass_counts.py --build curve --filter ntt_d   # the working tree's unit
     python benchmarks/probes/sass_counts.py OLD.cubin NEW.cubin --filter ntt_dif_pass_1024
+    python benchmarks/probes/sass_counts.py --build curve --rev c5860f7 --filter tree_round --keep CUBINS
+
+--rev builds the unit from a git revision's kernel sources too (the working tree's first), and --keep
+copies every cubin built into a folder, named `<unit>-<rev or worktree>.cubin`: the builds that
+`benchmarks/cuda/bench_cuda.py --ab label=CUBIN` times side by side on a GPU.
 
 IMAD.* opcodes are kept whole (IMAD.WIDE.U32 and IMAD.HI.U32 use the multiplier differently); other
 opcodes are counted by their first part (IADD3.X as IADD3).
@@ -53,20 +58,52 @@ def counts(cubin: Path) -> dict[str, collections.Counter[str]]:
     return out
 
 
+def kernel_sources_at(rev: str, into: Path) -> Path:
+    """The package's kernel files as they were at git revision `rev`, written into the folder `into`."""
+    from cuzk.backends.cuda.sources import KERNEL_DIR
+
+    root = Path(subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=KERNEL_DIR, capture_output=True,
+                               text=True, check=True).stdout.strip())
+    folder = KERNEL_DIR.resolve().relative_to(root.resolve()).as_posix()
+    names = subprocess.run(["git", "ls-tree", "--name-only", f"{rev}:{folder}"], cwd=root, capture_output=True,
+                           text=True)
+    if names.returncode:
+        raise SystemExit(f"no kernel sources at {rev!r}: {names.stderr.strip()}")
+    into.mkdir(parents=True)
+    for name in names.stdout.split():
+        text = subprocess.run(["git", "show", f"{rev}:{folder}/{name}"], cwd=root, capture_output=True, text=True,
+                              check=True).stdout
+        (into / name).write_text(text)
+    return into
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("cubins", nargs="*", type=Path)
     ap.add_argument("--build", default="", help="a kernel unit of the working tree to build with nvcc first")
+    ap.add_argument("--rev", action="append", default=[],
+                    help="also build the --build unit from this git revision's kernel sources (repeatable)")
+    ap.add_argument("--keep", type=Path, default=None, help="copy the cubins built into this folder")
     ap.add_argument("--arch", default="sm_90")
     ap.add_argument("--filter", default="", help="only kernels whose name contains this")
     ap.add_argument("--top", type=int, default=12, help="opcodes shown per kernel")
     args = ap.parse_args()
     cubins = list(args.cubins)
+    if args.rev and not args.build:
+        ap.error("--rev builds the --build unit: name one")
     with tempfile.TemporaryDirectory() as tmp:
         if args.build:
             from cuzk.backends.cuda.module import build_cubin
 
-            cubins.append(build_cubin(args.arch, directory=Path(tmp), unit=args.build))
+            built = {"worktree": build_cubin(args.arch, directory=Path(tmp), unit=args.build)}
+            for rev in args.rev:
+                built[rev] = build_cubin(args.arch, directory=Path(tmp), unit=args.build,
+                                         kernel_dir=kernel_sources_at(rev, Path(tmp) / rev))
+            if args.keep is not None:
+                args.keep.mkdir(parents=True, exist_ok=True)
+                for label, path in built.items():
+                    print(f"kept {shutil.copy(path, args.keep / f'{args.build}-{label}.cubin')}")
+            cubins += built.values()
         if not cubins:
             ap.error("name a cubin or --build a unit")
         for cubin in cubins:

@@ -43,3 +43,20 @@ def test_units_compile_side_by_side_and_once(monkeypatch: pytest.MonkeyPatch) ->
 def test_a_cpu_backend_has_no_kernels_to_prepare() -> None:
     assert ProverBackend.prepare_kernels is CpuBackend.prepare_kernels
     assert CpuBackend().prepare_kernels() == {}
+
+
+def test_another_folder_of_kernel_sources_is_named_by_its_own_text(tmp_path) -> None:
+    """`kernel_dir` (another revision's sources, built side by side for benchmarks): the same files give
+    the package's digest and cubin name, one changed file a digest of its own."""
+    import shutil
+
+    from cuzk.backends.cuda import sources
+
+    copy = tmp_path / "kernels"
+    shutil.copytree(sources.KERNEL_DIR, copy)
+    assert sources.kernel_source("curve", copy) == sources.kernel_source("curve")
+    assert module.cubin_path("sm_90", tmp_path, "curve", copy) == module.cubin_path("sm_90", tmp_path, "curve")
+    (copy / "msm.cu").write_text((copy / "msm.cu").read_text() + "\n// another revision\n")
+    assert "// another revision" in sources.kernel_source("curve", copy)
+    assert sources.source_digest("curve", copy) != sources.source_digest("curve")
+    assert sources.source_digest("witness", copy) == sources.source_digest("witness")  # msm.cu is not its file

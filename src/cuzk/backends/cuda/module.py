@@ -48,28 +48,30 @@ __all__ = ["DEFAULT_UNIT", "KERNEL_DIR", "NVRTC_OPTIONS", "SOURCE_FILES", "UNITS
            "cubin_path", "get_module", "kernel_cache_dir", "kernel_source", "source_digest"]
 
 
-def cubin_path(arch: str, directory: Path | None = None, unit: str = DEFAULT_UNIT) -> Path:
+def cubin_path(arch: str, directory: Path | None = None, unit: str = DEFAULT_UNIT,
+               kernel_dir: Path | None = None) -> Path:
     """Where an ahead-of-time build of a unit's current source for `arch` (e.g. "sm_90") is looked for.
     The curve unit keeps the name it had before there were units, so existing builds stay valid."""
     prefix = "cuzk" if unit == DEFAULT_UNIT else f"cuzk-{unit}"
-    return (directory or kernel_cache_dir()) / f"{prefix}-{source_digest(unit)}-{arch}.cubin"
+    return (directory or kernel_cache_dir()) / f"{prefix}-{source_digest(unit, kernel_dir)}-{arch}.cubin"
 
 
 def build_cubin(arch: str = "sm_90", directory: Path | None = None, nvcc: str = "nvcc",
-                unit: str = DEFAULT_UNIT) -> Path:
+                unit: str = DEFAULT_UNIT, kernel_dir: Path | None = None) -> Path:
     """Compile a unit's kernels ahead of time with nvcc (a minute of CPU for the curve unit) into
-    `cubin_path(arch, unit=unit)`.
+    `cubin_path(arch, unit=unit)`. `kernel_dir`: other kernel sources than the package's (another
+    revision's, for benchmarks that time two builds side by side), named by their own digest.
 
     A process that finds this file loads it instead of running NVRTC, e.g. after building the
     cubin once on a machine with the CUDA toolkit and shipping it with a deployment.
     """
     if shutil.which(nvcc) is None:
         raise FileNotFoundError(f"{nvcc} not found")
-    out = cubin_path(arch, directory, unit)
+    out = cubin_path(arch, directory, unit, kernel_dir)
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / f"cuzk_{unit}.cu"
-        src.write_text(kernel_source(unit))
+        src.write_text(kernel_source(unit, kernel_dir))
         tmp_out = Path(tmp) / out.name
         subprocess.run([nvcc, "-cubin", f"-arch={arch}", *NVRTC_OPTIONS, "-o", str(tmp_out), str(src)],
                        check=True, capture_output=True, text=True)

@@ -33,15 +33,16 @@ def _unit_files(unit: str) -> tuple[str, ...]:
     return files
 
 
-def kernel_source(unit: str = DEFAULT_UNIT) -> str:
-    """A unit's kernel files as one translation unit, with their local includes removed."""
+def kernel_source(unit: str = DEFAULT_UNIT, kernel_dir: Path | None = None) -> str:
+    """A unit's kernel files as one translation unit, with their local includes removed. `kernel_dir`:
+    where the files are (default `KERNEL_DIR`; another revision's, to build it side by side)."""
     parts = []
     for name in _unit_files(unit):
-        text = (KERNEL_DIR / name).read_text()
+        text = ((kernel_dir or KERNEL_DIR) / name).read_text()
         parts.append(f"// ---- {name}\n" + _LOCAL_INCLUDE.sub("", text))
     return "\n".join(parts)
 
 
-def source_digest(unit: str = DEFAULT_UNIT) -> str:
+def source_digest(unit: str = DEFAULT_UNIT, kernel_dir: Path | None = None) -> str:
     """Names a unit's compiled module: any change of one of its files or of the options gives a new name."""
-    return hashlib.sha256((kernel_source(unit) + repr(NVRTC_OPTIONS)).encode()).hexdigest()[:20]
+    return hashlib.sha256((kernel_source(unit, kernel_dir) + repr(NVRTC_OPTIONS)).encode()).hexdigest()[:20]
