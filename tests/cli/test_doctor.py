@@ -209,6 +209,23 @@ def test_described_boxes(spec: str, porep: str, winning: str) -> None:
     assert winning_plan.mode == "resident" and winning_plan.pinned_bytes == 0
 
 
+def test_keys_on_one_device_are_planned_beside_the_ones_before_them(capsys: pytest.CaptureFixture[str],
+                                                                    tmp_path: Path) -> None:
+    """As a device process with all of them hot plans them (`plan_beside`): in the order given, each
+    within what the keys before it leave, and the plan line says beside which."""
+    config = config_from_dict({"srs": {"param_cache": "/nonexistent"}})
+    box = parse_box("1x80GiB,256GiB,32cores")
+    porep, wpost, winning = diagnose(config, box=box, circuits=["porep-32g", "wpost-32g", "winning-32g"]).plans
+    (alone,) = diagnose(config, box=box, circuits=["wpost-32g"]).plans
+    assert (porep.beside, wpost.beside, winning.beside) == ([], ["porep-32g"], ["porep-32g", "wpost-32g"])
+    assert set(wpost.resident) < set(alone.resident) and wpost.pinned_bytes > alone.pinned_bytes
+    keys = (porep, wpost, winning)
+    assert sum(k.resident_bytes for k in keys) + max(k.reserve for k in keys) <= porep.budget
+    code, out = _doctor(capsys, "--config", _toml(tmp_path, {"srs": {"param_cache": str(tmp_path)}}),
+                        "--box", "1x80GiB,256GiB,32cores", "--circuit", "porep-32g", "--circuit", "wpost-32g")
+    assert code == 0 and "wpost-32g    cuda0    streaming of 76.9 GiB beside porep-32g: resident nothing," in out
+
+
 def test_described_box_plan_details(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     code, out = _doctor(capsys, "--config", _toml(tmp_path, {"srs": {"param_cache": str(tmp_path)}}),
                         "--box", "1x16GiB,128GiB,16cores", "--circuit", "porep-32g", "--json")

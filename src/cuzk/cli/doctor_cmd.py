@@ -48,7 +48,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
                 detail = (f"resident {kept}, MSM batch {batch}, device {format_gib(p.device_bytes)}, "
                           f"streamed {format_gib(p.streamed_bytes)}/proof, pinned {format_gib(p.pinned_bytes)}")
             budget = f" of {format_gib(p.budget)}" if p.mode != "cpu" else ""
-            print(f"  {p.circuit_id:<12} {p.device:<8} {p.mode}{budget}: {detail}")
+            beside = f" beside {', '.join(p.beside)}" if p.beside and p.mode != "refused" else ""
+            print(f"  {p.circuit_id:<12} {p.device:<8} {p.mode}{budget}{beside}: {detail}")
     print("verdicts:")
     for v in report.verdicts:
         print(f"  {v.level.upper():<8}{v.circuit_id}: {v.message}" + (f" -> fix: {v.fix}" if v.fix else ""))

@@ -4,7 +4,8 @@ Two halves. The checks read this machine: its GPUs, memory and CPU limits (`cuzk
 the kernel cache and state directories, every configured key and compiled circuit, the listen
 addresses, and the token and TLS files. The plan works from a `Box` (this machine's, or one that
 `parse_box` reads from "4x24GiB,256GiB,32cores") and the circuits' shapes alone: per device and key
-the device plan `cuzk.backends.cuda.plan.plan_device` would make, the host memory that plan pins,
+the device plan a device process would make with the circuits' keys loaded in the order given (each
+within what the keys before it leave, `cuzk.backends.cuda.plan.plan_beside`), the host memory it pins,
 the synthesis processes and how many partitions the host budget holds at once; then a verdict per
 circuit. Every finding names what is wrong and how to fix it; the worst finding sets the exit status
 (0 all good, 1 warnings, 2 something that cannot work).
@@ -359,6 +360,9 @@ class KeyPlan:
     streamed_bytes: int = 0  #: bases over the link each proof
     pinned_bytes: int = 0  #: host memory this device process pins for the key
     why: str = ""
+    beside: list[str] = field(default_factory=list)  #: keys planned before it on the device, which it plans around
+    resident_bytes: int = 0  #: its resident bases
+    reserve: int = 0  #: the most one proof holds at once besides them
 
 
 @dataclass
@@ -397,8 +401,9 @@ def _devices(config: Config, box: Box) -> list[tuple[str, int | None]]:
     return out
 
 
-def plan_key(cid: str, label: str, budget: int | None) -> KeyPlan:
-    from cuzk.backends.cuda.plan import DeviceTooSmallError, KeyShape, plan_device
+def plan_key(cid: str, label: str, budget: int | None, beside: list[KeyPlan] | None = None) -> KeyPlan:
+    """The key's plan on device `label` of `budget` bytes, beside the keys `beside` already there."""
+    from cuzk.backends.cuda.plan import DeviceTooSmallError, KeyShape, plan_beside
     from cuzk.groth16.formats.params_shape import domain_size_for
 
     s = _shape(cid)
@@ -407,13 +412,17 @@ def plan_key(cid: str, label: str, budget: int | None) -> KeyPlan:
                      a=s.a_query_len, b_g1=s.b_query_len, b_g2=s.b_query_len)
     if budget is None:
         return KeyPlan(cid, label, 0, "cpu", pinned_bytes=0, why="proven on the CPU: the key decoded in host memory")
+    others = [k for k in beside or () if k.mode in ("resident", "streaming")]
+    names = [k.circuit_id for k in others]
     try:
-        plan = plan_device(shape, budget)
+        plan = plan_beside(shape, budget, [(k.resident_bytes, k.reserve) for k in others])
     except DeviceTooSmallError as err:
-        return KeyPlan(cid, label, budget, "refused", why=str(err))
+        return KeyPlan(cid, label, budget, "refused", why=str(err) + (f" beside {', '.join(names)}" if names else ""),
+                       beside=names)
     pinned = 0 if plan.mode == "resident" else plan.streamed_bytes(shape) + shape.witness_bytes
-    return KeyPlan(cid, label, budget, plan.mode, list(plan.resident), plan.batch,
-                   plan.resident_bytes(shape) + plan.reserve, plan.streamed_bytes(shape), pinned)
+    resident = plan.resident_bytes(shape)
+    return KeyPlan(cid, label, budget, plan.mode, list(plan.resident), plan.batch, resident + plan.reserve,
+                   plan.streamed_bytes(shape), pinned, beside=names, resident_bytes=resident, reserve=plan.reserve)
 
 
 def plan_box(config: Config, box: Box, circuits: list[str], *,
@@ -434,6 +443,7 @@ def plan_box(config: Config, box: Box, circuits: list[str], *,
     baseline = (synth + 2 + len(devices)) * PROCESS_BYTES  # synthesis (+1 for CRITICAL work), devices, daemon
     plans: list[KeyPlan] = []
     verdicts: list[CircuitVerdict] = []
+    on_device: dict[str, list[KeyPlan]] = {label: [] for label, _ in devices}
     for cid in circuits:
         shape = _shape(cid)
         if shape is None:
@@ -444,7 +454,9 @@ def plan_box(config: Config, box: Box, circuits: list[str], *,
                 continue
             verdicts.append(CircuitVerdict(cid, INFO, "a test circuit: not planned (its keys are tiny)"))
             continue
-        keys = [plan_key(cid, label, budget) for label, budget in devices]
+        keys = [plan_key(cid, label, budget, on_device[label]) for label, budget in devices]
+        for k in keys:
+            on_device[k.device].append(k)
         plans += keys
         ready = (compiled_ready or {}).get(cid, True) and config.synthesis.compiled != "off"
         sparse_on_prover = config.synthesis.sparse_products == "prover" or (

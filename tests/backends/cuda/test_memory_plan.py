@@ -25,6 +25,7 @@ from cuzk.backends.cuda.plan import (
     Products,
     estimated_seconds,
     minimum_bytes,
+    plan_beside,
     plan_device,
     products_bytes,
     products_fit,
@@ -69,6 +70,43 @@ def test_a_plan_never_plans_past_its_budget(circuit_id: str, card: int) -> None:
         # Every phase, with the resident bases beside it, within the budget.
         assert all(resident + peak <= budget(card) for peak in plan.phases.values())
         assert plan.batch in BATCHES
+
+
+@pytest.mark.parametrize("card", CARDS_GIB)
+def test_keys_planned_one_beside_another_fit_together(card: int) -> None:
+    """PoRep, WindowPoSt and WinningPoSt at 32 GiB planned in turn on one card (`plan_beside`): all the
+    resident bases and the largest reserve fit the budget, whichever key's proof runs."""
+    planned: list[tuple[KeyShape, object]] = []
+    for circuit_id in ("porep-32g", "wpost-32g", "winning-32g"):
+        shape = shape_of(circuit_id)
+        try:
+            plan = plan_beside(shape, budget(card), [(p.resident_bytes(s), p.reserve) for s, p in planned])
+        except DeviceTooSmallError:
+            continue
+        planned.append((shape, plan))
+    assert planned
+    resident = sum(p.resident_bytes(s) for s, p in planned)
+    assert resident + max(p.reserve for _, p in planned) <= budget(card)
+    if card == 80:  # PoRep keeps every vector; WindowPoSt, planned after it, fewer than alone
+        (_, first), (wpost, second) = planned[:2]
+        assert set(first.resident) == {name for name, _ in QUERIES}
+        assert set(second.resident) < set(plan_device(wpost, budget(card)).resident)
+
+
+def test_a_device_process_plans_a_key_beside_the_keys_it_holds() -> None:
+    """`DeviceKeys.plan_key` on an 80 GiB card holding PoRep-32GiB with every vector resident: a
+    WindowPoSt-32GiB key keeps fewer vectors resident than alone, so that PoRep's proofs still fit
+    beside both keys."""
+    porep, wpost = shape_of("porep-32g"), shape_of("wpost-32g")
+    gpu = SimpleNamespace(device_id=0, memory=SimpleNamespace(budget=lambda: budget(80), limit=None))
+    keys = DeviceKeys(gpu, threading.RLock())  # type: ignore[arg-type]
+    held = DeviceKey(plan_device(porep, budget(80)), porep)
+    held.bases = {name: SimpleNamespace(nbytes=porep.base_bytes(name)) for name in held.plan.resident}
+    keys.loaded = {"porep": held}  # type: ignore[assignment]
+    plan = keys.plan_key("wpost", wpost)  # type: ignore[arg-type]
+    assert set(held.plan.resident) == {name for name, _ in QUERIES}
+    assert set(plan.resident) < set(plan_device(wpost, budget(80)).resident)
+    assert held.nbytes() + plan.resident_bytes(wpost) + max(held.plan.reserve, plan.reserve) <= budget(80)
 
 
 def test_porep_32g_on_each_card() -> None:

@@ -34,6 +34,7 @@ no room for the products can cost more than it saves, which is why the two are w
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from cuzk.backends.cuda.msm import TREE_GROUP_BYTES, working_bytes
@@ -273,6 +274,25 @@ def plan_device(shape: KeyShape, budget: int, products: Products | None = None) 
     if best is not None:
         return best[1]
     raise DeviceTooSmallError(f"needs at least {format_gib(minimum_bytes(shape) + CONTEXT_BYTES)} of device memory")
+
+
+def plan_beside(shape: KeyShape, budget: int, others: Sequence[tuple[int, int]],
+                products: Products | None = None) -> DevicePlan:
+    """`plan_device` for a key loaded beside keys already on the device, `others` their (resident
+    bytes, reserve): their resident bases are held, and the largest reserve of all keys must still
+    fit beside every key's resident bases (proofs of different keys take the device one at a time).
+    What a device process plans (`residency.DeviceKeys.plan_key`) and `cuzk doctor` predicts."""
+    budget -= sum(held for held, _ in others)
+    other_reserve = max((reserve for _, reserve in others), default=0)
+    room = budget
+    while True:
+        plan = plan_device(shape, room, products)
+        over = plan.resident_bytes(shape) + other_reserve - budget
+        if over <= 0:
+            return plan
+        # A smaller room may first cost the plan a smaller batch and keep its resident bases: lowered
+        # until they leave the others' reserve its room (DeviceTooSmallError when nothing does).
+        room -= over
 
 
 def _keep_resident(shape: KeyShape, budget: int, room: int, batch: int, tree_bytes: int,

@@ -33,7 +33,7 @@ from cuzk.backends.cuda.plan import (
     KeyShape,
     Products,
     format_gib,
-    plan_device,
+    plan_beside,
     products_fit,
     resident_reserve,
 )
@@ -128,22 +128,15 @@ class DeviceKeys:
         self.oom_retries = 0  # proofs retried with a smaller plan after an out-of-memory error
 
     def plan_key(self, pk: ProvingKey, shape: KeyShape, products: Products | None = None) -> DevicePlan:
-        """The key's plan within what the other keys leave: their resident bases are held, and the
-        largest reserve of all keys must still fit beside every key's resident bases (proofs of
-        different keys take the device one at a time). `products`: the compiled circuit its proofs
-        compute, whose a, b, c the plan places (`plan_device`)."""
+        """The key's plan within what the other keys leave (`plan.plan_beside`). `products`: the
+        compiled circuit its proofs compute, whose a, b, c the plan places (`plan_device`)."""
         memory = self.gpu.memory
-        others = [dk for other, dk in self.loaded.items() if other is not pk]
-        held = sum(dk.nbytes() for dk in others)
-        budget = memory.budget() - held
+        others = [(dk.nbytes(), dk.plan.reserve) for other, dk in self.loaded.items() if other is not pk]
+        held = sum(nbytes for nbytes, _ in others)
         limit_note = (f"memory_limit = {format_gib(memory.limit)}" if memory.limit is not None
                       else f"{format_gib(memory.budget() + CONTEXT_BYTES)} free")
         try:
-            plan = plan_device(shape, budget, products)
-            other_reserve = max((dk.plan.reserve for dk in others), default=0)
-            over = plan.resident_bytes(shape) + other_reserve - budget
-            if over > 0:
-                plan = plan_device(shape, budget - over, products)
+            plan = plan_beside(shape, memory.budget(), others, products)
         except DeviceTooSmallError as err:
             held_note = f" ({format_gib(held)} held by other keys)" if held else ""
             raise DeviceTooSmallError(f"{err} with {limit_note}{held_note} (a key of {format_gib(shape.key_bytes)}, "
