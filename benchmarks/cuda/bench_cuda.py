@@ -207,19 +207,24 @@ def bench_ntt_ab(cp: Any, sizes: list[int], reps: int, builds: dict[str, Any]) -
 
 def bench_ntt_plans(cp: Any, specs: list[str], reps: int) -> list[dict[str, Any]]:
     """DIF and DIT passes under other pass plans ("27:9,8,10": sizes from the top bits down for DIF,
-    the same plan reversed for DIT) against the default one, alternating within each repetition on the
-    same data; every output checked equal to the default plan's."""
+    the same plan reversed for DIT; "20:7,7,6@7": with blocks of 2^7 points, `DeviceNtt.block_log`)
+    against the default one, alternating within each repetition on the same data; every output
+    checked equal to the default plan's."""
     from cuzk.backends.cuda.module import get_module
-    from cuzk.backends.cuda.ntt import DeviceNtt
+    from cuzk.backends.cuda.ntt import MAX_PASS_LOG, DeviceNtt
 
     ntt = DeviceNtt(get_module())
-    plans: dict[int, list[tuple[int, ...]]] = {}
+    plans: dict[int, list[tuple[tuple[int, ...], int]]] = {}
     for spec in specs:
-        log_s, _, sizes = spec.partition(":")
-        plan = tuple(int(x) for x in sizes.split(",") if x)
-        if not log_s.isdigit() or sum(plan) != int(log_s):
-            raise SystemExit(f"--ntt-plans: expected log_n:s1,s2,... summing to log_n, got {spec!r}")
-        plans.setdefault(int(log_s), []).append(plan)
+        log_s, _, rest = spec.partition(":")
+        sizes, _, block = rest.partition("@")
+        plan = tuple(int(x) for x in sizes.split(",") if x.strip().isdigit())
+        block_log = int(block) if block.isdigit() else MAX_PASS_LOG
+        if (not log_s.isdigit() or sum(plan) != int(log_s) or len(plan) != len(sizes.split(","))
+                or (block and not block.isdigit()) or not all(1 <= s <= min(block_log, MAX_PASS_LOG) for s in plan)):
+            raise SystemExit(f"--ntt-plans: expected log_n:s1,s2,...[@block_log] summing to log_n, each at most "
+                             f"the block's log ({MAX_PASS_LOG} unless given), got {spec!r}")
+        plans.setdefault(int(log_s), []).append((plan, block_log))
     rows = []
     for log_n, candidates in plans.items():
         src = random_fr_words(cp, log_n)
@@ -227,11 +232,14 @@ def bench_ntt_plans(cp: Any, specs: list[str], reps: int) -> list[dict[str, Any]
         for kind in ("dif", "dit"):
             run = getattr(ntt, kind)
             ntt.pass_plans.clear()
+            ntt.block_log = MAX_PASS_LOG
             default = tuple(ntt._passes(log_n, kind))  # in run order
-            variants = {"default": default if kind == "dif" else tuple(reversed(default)),
-                        **{",".join(map(str, p)): p for p in candidates}}
+            variants = {"default": (default if kind == "dif" else tuple(reversed(default)), MAX_PASS_LOG),
+                        **{",".join(map(str, p)) + (f"@{b}" if b != MAX_PASS_LOG else ""): (p, b)
+                           for p, b in candidates}}
 
-            def use(plan: tuple[int, ...], kind: str = kind, log_n: int = log_n) -> None:
+            def use(variant: tuple[tuple[int, ...], int], kind: str = kind, log_n: int = log_n) -> None:
+                plan, ntt.block_log = variant
                 ntt.pass_plans[(kind, log_n)] = plan if kind == "dif" else tuple(reversed(plan))
 
             outs = {}
@@ -248,10 +256,11 @@ def bench_ntt_plans(cp: Any, specs: list[str], reps: int) -> list[dict[str, Any]
                     samples[label] += time_events(
                         cp, lambda r=run, d=data, L=log_n: r(d, L, ntt.default_root(L)), 1)
             ntt.pass_plans.clear()
-            for label, plan in variants.items():
+            ntt.block_log = MAX_PASS_LOG
+            for label, (plan, block_log) in variants.items():
                 order = plan if kind == "dif" else tuple(reversed(plan))
                 row = {"op": f"ntt_{kind}_passes", "log_n": log_n, "plan": label, "passes_in_run_order": order,
-                       "equal_to_default": equal[label], **stats_ms(samples[label])}
+                       "block_log": block_log, "equal_to_default": equal[label], **stats_ms(samples[label])}
                 rows.append(row)
                 print(json.dumps({k: v for k, v in row.items() if k != "samples_ms"}), flush=True)
         del src, data
@@ -690,7 +699,8 @@ def main() -> None:
     ap.add_argument("--ntt-ab", default="",
                     help="log2 sizes at which the NTTs of the current build and the --ab builds are timed side by side")
     ap.add_argument("--ntt-plans", default="",
-                    help="NTT pass plans timed against the default, log_n:sizes top-down;...: e.g. 27:9,8,10;27:10,8,9")
+                    help="NTT pass plans timed against the default, log_n:sizes top-down[@block_log];...: "
+                         "e.g. 27:9,8,10;27:10,8,9;20:7,7,6@7")
     ap.add_argument("--note", default="", help="what code was measured (kept in the JSON)")
     ap.add_argument("--quick", action="store_true", help="small sizes only (a smoke test)")
     ap.add_argument("--out", type=Path, default=None)

@@ -85,8 +85,8 @@ def test_fused_factors_match_separate_sweeps(kernels, max_pass_log: int) -> None
 
 def test_pass_plans_give_the_same_transforms(kernels, emulated: bool) -> None:
     """Other splits of the stages into passes (DIF top-down, DIT bottom-up; passes of 2^10 elements a
-    block and smaller ones, direct and two-level twiddles) change nothing in the output; a plan whose
-    sizes do not add up is refused."""
+    block and smaller ones, direct and two-level twiddles) and smaller blocks change nothing in the
+    output; a plan whose sizes do not add up, or whose passes exceed a block, is refused."""
     log_n = 11 if emulated else 20
     root = fr_root_of_unity(log_n)
     plans = [(4, 3, 4), (2, 9), (9, 2), (1, 5, 5)] if emulated else [(9, 1, 10), (5, 5, 10), (10, 4, 6)]
@@ -99,11 +99,25 @@ def test_pass_plans_give_the_same_transforms(kernels, emulated: bool) -> None:
             ntt.pass_plans[(kind, log_n)] = plan
             got = _run(kernels, ntt, lambda v, k=kind, t=ntt: getattr(t, k)(v, log_n, root), x)
             assert np.array_equal(got, want[kind]), (kind, plan)
+    # Smaller blocks (`block_log`): 2^7 points a block, and the default plan of such passes.
+    for block_log, plan in ((7, (4, 3, 4) if emulated else (7, 7, 6)), (7, None), (5, None)):
+        for kind in ("dif", "dit"):
+            ntt = DeviceNtt(kernels)
+            ntt.block_log = block_log
+            if plan is not None:
+                ntt.pass_plans[(kind, log_n)] = plan
+            assert max(ntt._passes(log_n, kind)) <= block_log
+            got = _run(kernels, ntt, lambda v, k=kind, t=ntt: getattr(t, k)(v, log_n, root), x)
+            assert np.array_equal(got, want[kind]), (kind, block_log, plan)
     ntt = DeviceNtt(kernels)
     for bad in ((5, 5), (11, 0), (12, -1)):
         ntt.pass_plans[("dif", log_n)] = bad
         with pytest.raises(ValueError, match="pass plan"):
             ntt.dif(kernels.to_device(x.view(np.uint32).reshape(-1, 8)), log_n, root)
+    ntt.block_log = 7
+    ntt.pass_plans[("dif", log_n)] = (9, 2) if emulated else (10, 10)  # passes larger than a block
+    with pytest.raises(ValueError, match="pass plan"):
+        ntt.dif(kernels.to_device(x.view(np.uint32).reshape(-1, 8)), log_n, root)
 
 
 def test_inverse_coset_scale_is_fused(kernels) -> None:

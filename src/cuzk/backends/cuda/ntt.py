@@ -94,6 +94,9 @@ class DeviceNtt:
         #: Pass sizes that replace the default plan, by (transform, log_n): "dif" lists them from the
         #: top index bits down, "dit" from the bottom up (benchmarks/cuda/bench_cuda.py --ntt-plans compares).
         self.pass_plans: dict[tuple[str, int], tuple[int, ...]] = {}
+        #: Points a block holds, log2: a pass of S stages takes min(2^lo, 2^(block_log - S)) columns.
+        #: Below MAX_PASS_LOG only to compare smaller blocks (bench_cuda.py --ntt-plans "20:7,7,6@7").
+        self.block_log = MAX_PASS_LOG
         self._roots: dict[tuple[int, int], _RootTables] = {}
         self._powers: dict[tuple[int, int, int], _PowerTables] = {}
         self._consts: dict[int, Any] = {}
@@ -144,18 +147,19 @@ class DeviceNtt:
     def _passes(self, log_n: int, kind: str = "dif") -> list[int]:
         """Stages per pass, in the order `kind` runs them: pass_plans' when it names them, else
         MEASURED_PLANS', else the fewest passes of at most max_pass_log stages, sizes balanced."""
+        most = min(self.max_pass_log, self.block_log)
         plan = self.pass_plans.get((kind, log_n))
         if plan is not None:
-            if sum(plan) != log_n or not all(1 <= s <= self.max_pass_log for s in plan):
+            if sum(plan) != log_n or not all(1 <= s <= most for s in plan):
                 raise ValueError(f"pass plan {plan} for 2^{log_n} points: sizes must be in "
-                                 f"[1, {self.max_pass_log}] and sum to {log_n}")
+                                 f"[1, {most}] and sum to {log_n}")
             return list(plan)
         if log_n == 0:
             return []
-        if self.max_pass_log == MAX_PASS_LOG and log_n in MEASURED_PLANS:
+        if most == MAX_PASS_LOG and log_n in MEASURED_PLANS:
             plan = MEASURED_PLANS[log_n]
             return list(plan) if kind == "dif" else list(reversed(plan))
-        passes = -(-log_n // self.max_pass_log)
+        passes = -(-log_n // most)
         return [log_n // passes + (1 if i < log_n % passes else 0) for i in range(passes)]
 
     def _check(self, a: Any, log_n: int) -> None:
@@ -166,7 +170,7 @@ class DeviceNtt:
 
     def _run_pass(self, kernel: str, a: Any, log_n: int, lo: int, stages: int, t: _RootTables,
                   extra: tuple = ()) -> None:
-        log_c = min(lo, MAX_PASS_LOG - stages)
+        log_c = min(lo, self.block_log - stages)
         elems = 1 << (stages + log_c)
         blocks = 1 << (log_n - stages - log_c)
         j = lo + stages
