@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import random
 import time
 
@@ -230,6 +231,24 @@ def _critical_arrives_after_h(backend, monkeypatch, critical_work, streaming: bo
     return seen
 
 
+@contextlib.contextmanager
+def _normal_and_critical(backend, bits_params, mimc_params, seed: int, streaming: bool = False):
+    """A NORMAL proof's work (bits, `seed`) and a CRITICAL one's (mimc, `seed` + 1) with the proofs each
+    makes alone; with `streaming`, the NORMAL key loaded by `_streaming_everything_resident` until the
+    block ends."""
+    normal = (bits_params.pk, _assignment(bits_params.circuit_id, seed))
+    critical = (mimc_params.pk, _assignment(mimc_params.circuit_id, seed + 1))
+    alone = backend.prove(*normal, r=5, s=7), backend.prove(*critical, r=3, s=4)
+    if not streaming:
+        yield normal, critical, alone
+        return
+    _streaming_everything_resident(backend, normal[0])
+    try:
+        yield normal, critical, alone
+    finally:
+        backend.unload_key(normal[0])
+
+
 @pytest.mark.parametrize("streaming", [False, True])
 def test_a_critical_proof_goes_between_the_steps_of_a_device_phase(backend, bits_params, mimc_params, monkeypatch,
                                                                   streaming: bool) -> None:
@@ -237,33 +256,21 @@ def test_a_critical_proof_goes_between_the_steps_of_a_device_phase(backend, bits
     next step (after H), before the NORMAL one ends, in a resident plan and in a streaming one; both
     proofs are the proofs made alone; the time lent is recorded and left out of the NORMAL proof's
     device time, and the backend's memory counts come back to zero."""
-    normal = (bits_params.pk, _assignment(bits_params.circuit_id, 41))
-    critical = (mimc_params.pk, _assignment(mimc_params.circuit_id, 42))
-    alone = backend.prove(*normal, r=5, s=7), backend.prove(*critical, r=3, s=4)
-    try:
+    with _normal_and_critical(backend, bits_params, mimc_params, 41, streaming) as (normal, critical, alone):
         if streaming:
-            _streaming_everything_resident(backend, normal[0])
             assert backend.prove(*normal, r=5, s=7) == alone[0]
         before = backend.preemptions
         seen = _critical_arrives_after_h(backend, monkeypatch, critical, streaming=streaming)
         timings, normal_done = _lets_the_critical_through(backend, normal, alone, seen, before)
         assert seen["done"] < normal_done and seen["timings"]["device_begin"] > timings["device_begin"]
         assert timings["yielded"] + timings["device"] <= normal_done - timings["device_begin"]
-    finally:
-        if streaming:
-            backend.unload_key(normal[0])
 
 
 @pytest.mark.parametrize("streaming", [False, True])
 def test_no_preemption_without_memory_for_both(backend, bits_params, mimc_params, monkeypatch, streaming: bool) -> None:
     """With no room beside the proof on the device, the CRITICAL one waits for its phase's end, in a
     resident plan and in a streaming one."""
-    normal = (bits_params.pk, _assignment(bits_params.circuit_id, 43))
-    critical = (mimc_params.pk, _assignment(mimc_params.circuit_id, 44))
-    alone = backend.prove(*normal, r=5, s=7), backend.prove(*critical, r=3, s=4)
-    try:
-        if streaming:
-            _streaming_everything_resident(backend, normal[0])
+    with _normal_and_critical(backend, bits_params, mimc_params, 43, streaming) as (normal, critical, alone):
         before, refused = backend.preemptions, backend.preemptions_refused
         seen = _critical_arrives_after_h(backend, monkeypatch, critical, streaming=streaming)
         monkeypatch.setattr(backend.plan, "available", lambda: 0)
@@ -275,9 +282,6 @@ def test_no_preemption_without_memory_for_both(backend, bits_params, mimc_params
         assert seen["timings"]["device_begin"] > timings["device_begin"] + timings["device"]
         admission = backend.admission
         assert (admission.suspended, admission.running_reserve, admission.waiting_need) == (0, 0, {})
-    finally:
-        if streaming:
-            backend.unload_key(normal[0])
 
 
 def test_after_h_a_critical_proof_needs_room_only_beside_the_rest_of_the_phase(backend, bits_params, mimc_params,
@@ -330,23 +334,16 @@ def test_after_the_h_msm_of_a_streaming_phase_a_critical_proof_goes_through(back
 
     from cuzk.backends.cuda import streaming
 
-    normal = (bits_params.pk, _assignment(bits_params.circuit_id, 50))
-    critical = (mimc_params.pk, _assignment(mimc_params.circuit_id, 51))
-    alone = backend.prove(*normal, r=5, s=7), backend.prove(*critical, r=3, s=4)
     real, seen = streaming.msm_batches, {}
+    with _normal_and_critical(backend, bits_params, mimc_params, 50, streaming=True) as (normal, critical, alone):
+        def h_msm_then_critical(gpu, name, *args, **kwargs):
+            if name == "h" and "thread" not in seen:
+                _critical_queues(backend, critical, seen)
+            return real(gpu, name, *args, **kwargs)
 
-    def h_msm_then_critical(gpu, name, *args, **kwargs):
-        if name == "h" and "thread" not in seen:
-            _critical_queues(backend, critical, seen)
-        return real(gpu, name, *args, **kwargs)
-
-    try:
-        _streaming_everything_resident(backend, normal[0])
         before = backend.preemptions
         monkeypatch.setattr(streaming, "msm_batches", h_msm_then_critical)
         _lets_the_critical_through(backend, normal, alone, seen, before)
-    finally:
-        backend.unload_key(normal[0])
 
 
 def test_staging_falls_back_to_the_device_lock_when_memory_goes(backend, bits_params, monkeypatch) -> None:
