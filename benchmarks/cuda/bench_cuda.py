@@ -525,7 +525,7 @@ def cubin_module(path: Path, device_id: int = 0) -> Any:
 
 #: DeviceMsm attributes --ab-settings may set (int values).
 AB_SETTINGS = ("window_bits", "smem_sort_max_pairs", "scatter_by_window", "tree_threads_per_sm", "tree_min_pairs",
-               "tree_waves")
+               "tree_waves", "ones_tree")
 
 
 def apply_settings(eng: Any, group: str, settings: dict[str, int]) -> None:
@@ -571,10 +571,13 @@ def _parse_settings(item: str, body: str) -> dict[str, int]:
 
 
 def bench_ab(cp: Any, group: str, sizes: list[int], reps: int,
-             variants: list[AbVariant]) -> list[dict[str, Any]]:
+             variants: list[AbVariant], split: bool = False) -> list[dict[str, Any]]:
     """The MSM at each size under every variant (a build of the kernels, a tree threshold, settings), the
     variants alternating within each repetition (the same bases and scalars, host wall clock as in
-    bench_msm); every variant's result checked equal to the current build's."""
+    bench_msm); every variant's result checked equal to the current build's. `split`: scalars shaped as
+    a PoRep-32GiB partition's L (G1) or B (G2) vector, mostly 0s and 1s, through `msm_split`."""
+    from bench_cuda_overlap import scalars as partition_scalars
+
     from cuzk.backends.cuda.module import get_module
     from cuzk.backends.cuda.msm import DeviceMsm
     from cuzk.curve.encoding import g1_points_to_uncompressed, g2_points_to_uncompressed
@@ -599,27 +602,35 @@ def bench_ab(cp: Any, group: str, sizes: list[int], reps: int,
     for log_n in sizes:
         n = 1 << log_n
         bases = dev_pool[cp.asarray(rng.integers(0, distinct, size=n))]
-        scalars = cp.asarray(random_scalars(n, rng).view(np.uint32).reshape(n, 8))
-        results = {label: eng.to_points(group, [eng.msm(group, bases, scalars)])[0] for label, eng in engines.items()}
+        if split:
+            scalars = cp.asarray(partition_scalars("l" if group == "g1" else "g2", n, rng))
+        else:
+            scalars = cp.asarray(random_scalars(n, rng).view(np.uint32).reshape(n, 8))
+
+        def run(eng: Any, b: Any = bases, s: Any = scalars) -> Any:
+            return eng.msm_split(group, b, s) if split else eng.msm(group, b, s)
+
+        results = {label: eng.to_points(group, [run(eng)])[0] for label, eng in engines.items()}
         samples: dict[str, list[float]] = {label: [] for label in engines}
         for _ in range(reps if log_n < 26 else max(2, reps - 2)):
             for label, eng in engines.items():
                 cp.cuda.Device().synchronize()
                 start = time.perf_counter()
-                eng.msm(group, bases, scalars)
+                run(eng)
                 cp.cuda.Device().synchronize()
                 samples[label].append((time.perf_counter() - start) * 1e3)
         for label, eng in engines.items():
             eng.profile = {}
-            eng.msm(group, bases, scalars)
-            row = {"op": f"msm_{group}_ab", "variant": label, "source": eng.k.source, "log_n": log_n,
+            run(eng)
+            row = {"op": f"msm_{group}_{'split_' if split else ''}ab", "variant": label, "source": eng.k.source,
+                   "log_n": log_n, "ones_tree": eng.ones_tree,
                    "tree_min_pairs": eng.tree_min_pairs[group], "window_bits": eng.window(n),
                    "tree_threads_per_sm": eng.tree_threads[group] // eng.k.num_sms, "tree_waves": eng.tree_waves[group],
                    **stats_ms(samples[label]),
                    "phases_ms": {k: round(v, 3) for k, v in eng.profile.items()},
                    "equal_to_current": bool(results[label] == results["current"])}
             eng.profile = None
-            rows.append(with_sppark(row, f"msm_{group}", log_n))
+            rows.append(row if split else with_sppark(row, f"msm_{group}", log_n))  # sppark's are dense
             print(json.dumps({k: v for k, v in row.items() if k != "samples_ms"}), flush=True)
         del bases, scalars, results
         cp.get_default_memory_pool().free_all_blocks()
@@ -696,6 +707,9 @@ def main() -> None:
                     help="DeviceMsm settings also timed with the current build, e.g. w22:window_bits=22")
     ap.add_argument("--ab-g1", default="", help="G1 log2 sizes of the side-by-side runs, e.g. 20,24,26")
     ap.add_argument("--ab-g2", default="", help="G2 log2 sizes of the side-by-side runs")
+    ap.add_argument("--ab-split", action="store_true",
+                    help="side-by-side runs of split MSMs (msm_split) on scalars shaped as a PoRep-32GiB "
+                         "partition's L (G1) and B (G2) vectors, instead of dense ones")
     ap.add_argument("--ntt-ab", default="",
                     help="log2 sizes at which the NTTs of the current build and the --ab builds are timed side by side")
     ap.add_argument("--ntt-plans", default="",
@@ -708,10 +722,11 @@ def main() -> None:
     if args.quick:
         args.ntt, args.g1, args.g2, args.prove, args.reps, args.check = "16", "16", "14", "mimc-10", 3, 16
 
-    import cupy as cp
-
     from cuzk.backends.cuda.device import properties
     from cuzk.backends.cuda.module import get_module, source_digest
+    from cuzk.backends.cuda.runtime import get_cupy
+
+    cp = get_cupy()  # the emulated device's under CUZK_EMULATED_GPUS (a smoke run; its times mean nothing)
 
     t0 = time.perf_counter()
     mod = get_module()
@@ -727,7 +742,8 @@ def main() -> None:
         results["ab_variants"] = [{"variant": v[0], "cubin": str(v[1]) if v[1] else current,
                                    "tree_min_pairs": v[2], "settings": v[3]} for v in variants]
         results["ab"] = [row for g, spec in (("g1", args.ab_g1), ("g2", args.ab_g2))
-                         for row in bench_ab(cp, g, [int(x) for x in spec.split(",") if x], args.reps, variants)]
+                         for row in bench_ab(cp, g, [int(x) for x in spec.split(",") if x], args.reps, variants,
+                                             args.ab_split)]
     if args.ntt_ab:
         builds = {"current": mod, **{label: cubin_module(path) for label, path, _, _ in parse_ab(args.ab, "")
                                      if path is not None}}

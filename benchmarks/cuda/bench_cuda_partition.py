@@ -34,6 +34,7 @@ Measured, each the median of `--reps` proofs after one warm-up:
 
     python benchmarks/cuda/bench_cuda_partition.py --out results.json
     python benchmarks/cuda/bench_cuda_partition.py --scale 0.01 --reps 2   # a small smoke test
+    python benchmarks/cuda/bench_cuda_partition.py --msm "ones_tree=1"      # a DeviceMsm setting, A/B
 """
 
 from __future__ import annotations
@@ -354,8 +355,11 @@ def main() -> None:
                     help="CRITICAL proofs started during H, and as many during the H MSM (0: none)")
     ap.add_argument("--critical-scale", type=float, default=0.03,
                     help="the CRITICAL key's constraints as a fraction of the partition's")
+    ap.add_argument("--msm", default="",
+                    help="DeviceMsm attributes set on the backend before the warm-up, attr=int;... (e.g. ones_tree=1)")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
+    msm_settings = {k: int(v) for k, v in (kv.split("=", 1) for kv in args.msm.split(";") if kv)}
 
     from cuzk.backends.cuda import CudaBackend
     from cuzk.backends.cuda.runtime import get_cupy, get_cupyx
@@ -376,6 +380,10 @@ def main() -> None:
                       "pool_s": round(t_pool, 1)}), flush=True)
 
     backend = CudaBackend(0)
+    for attr, value in msm_settings.items():
+        if not hasattr(backend.msm, attr) or isinstance(getattr(backend.msm, attr), dict):
+            raise SystemExit(f"--msm: {attr!r} is not a DeviceMsm attribute taking one int")
+        setattr(backend.msm, attr, value)
     plan_before = {"available": backend.plan.available(), "margin": backend.plan.margin}
     t0 = time.perf_counter()
     dev = device_bases(backend, pool, index)
@@ -485,7 +493,7 @@ def main() -> None:
     results = {"shape": asdict(shape), "witness_classes": value_stats, "memory": memory,
                "pool_peak_bytes": int(pool_peak), "reps": args.reps, "median_ms": median,
                "samples_ms": [{k: ms(v) for k, v in r.items()} for r in runs], "overlap": overlap,
-               "two_workers": two_workers, "critical": critical, "target_device_ms": 1500,
+               "two_workers": two_workers, "critical": critical, "msm_settings": msm_settings, "target_device_ms": 1500,
                "phases_note": "msm_b_g2 overlaps msm_l, msm_a and msm_b_g1 when all bases are resident "
                               "(its own stream); `device` is the span, sum_of_device_phases counts the overlap twice"}
     payload = envelope("cuda-partition", results, gpu={"name": p.name, "multiprocessors": p.multiprocessors,

@@ -59,10 +59,11 @@ def _sizes(emulated: bool) -> list[int]:
 
 
 @pytest.mark.parametrize("group", ["g1", "g2"])
-@pytest.mark.parametrize("split", [False, True])
-def test_msm_matches_cpu(kernels, emulated: bool, group: str, split: bool) -> None:
+@pytest.mark.parametrize("split,ones_tree", [(False, 0), (True, 0), (True, 1)])
+def test_msm_matches_cpu(kernels, emulated: bool, group: str, split: bool, ones_tree: int) -> None:
     cls, _ = GROUPS[group]
     eng = DeviceMsm(kernels, threads_per_sm=4 if emulated else 1024)
+    eng.ones_tree = ones_tree
     rng = random.Random(f"{group}{split}")
     for n in _sizes(emulated):
         if group == "g2" and n > 5000:
@@ -87,8 +88,9 @@ def test_repeated_and_infinite_bases(kernels, emulated: bool, group: str) -> Non
     pts = pts + neg  # P and -P in one MSM: buckets receive a point and its negation
     for scalars in ([rng.randrange(R_MODULUS) for _ in pts], [5] * len(pts), [rng.choice([0, 1]) for _ in pts]):
         want = cpu_msm(pts, ints_to_limbs(scalars), group=cls)
-        for split in (False, True):
-            assert _device_msm(kernels, eng, group, pts, scalars, split) == want
+        for split, ones_tree in ((False, 0), (True, 0), (True, 1)):
+            eng.ones_tree = ones_tree
+            assert _device_msm(kernels, eng, group, pts, scalars, split) == want, ones_tree
 
 
 @pytest.mark.parametrize("group,variant", [(g, v) for g in GROUPS for v in ACCUMULATE_VARIANTS[g]])
@@ -122,7 +124,8 @@ def test_tree_rounds(kernels, emulated: bool, monkeypatch: pytest.MonkeyPatch, g
     points; few threads, so a thread's additions span buckets), give the CPU's sum: random, edge,
     all-equal and small scalars, repeated, opposite and infinite bases (the doubling and P + (-P)
     cases of an affine addition), window groups of one or all windows, and rounds spread over up to
-    three waves of threads."""
+    three waves of threads. A split MSM's 1s summed by the rounds too (`ones_tree`), in chunks of the
+    group's bytes."""
     cls, _ = GROUPS[group]
     monkeypatch.setattr(msm_module, "TREE_GROUP_BYTES", group_bytes)
     monkeypatch.setattr(msm_module, "TREE_WAVE_PAIRS", 2)
@@ -137,10 +140,11 @@ def test_tree_rounds(kernels, emulated: bool, monkeypatch: pytest.MonkeyPatch, g
         pts[i] = cls.identity()
     pts = pts + [-p for p in pts[:n // 5]]
     sets = _scalar_sets(len(pts), rng)
-    for name in ("random", "edge", "same", "small", "mostly-binary"):
+    for name in ("random", "edge", "same", "small", "mostly-binary", "binary", "ones"):
         want = cpu_msm(pts, ints_to_limbs(sets[name]), group=cls)
-        for split in (False, True):
-            assert _device_msm(kernels, eng, group, pts, sets[name], split) == want, (name, split)
+        for split, ones_tree in ((False, 0), (True, 0), (True, 1)):
+            eng.ones_tree = ones_tree
+            assert _device_msm(kernels, eng, group, pts, sets[name], split) == want, (name, split, ones_tree)
 
 
 @pytest.mark.parametrize("group,bits", [("g1", 13), ("g1", 17), ("g1", 20), ("g1", 22), ("g2", 18), ("g2", 20)])
@@ -225,8 +229,50 @@ def test_batched_msm_and_index_map(kernels, emulated: bool) -> None:
 
 
 @pytest.mark.parametrize("group", ["g1", "g2"])
-@pytest.mark.parametrize("resident", [False, True])
-def test_merged_tails_give_the_split_msm(kernels, emulated: bool, group: str, resident: bool) -> None:
+def test_ones_summed_by_tree_rounds(kernels, emulated: bool, group: str) -> None:
+    """`ones_tree`: the 1s' compacted indices go through the tree rounds as one bucket (the rounds run,
+    in several chunks when the group's bytes are few) and msm_sum_list adds what they leave; the sum
+    is the plain one's, with repeated, opposite and infinite bases among the 1s."""
+    cls, enc = GROUPS[group]
+    rng = random.Random(f"ones{group}")
+    n = 200 if emulated else 5000
+    pts = _points(cls, n, 17, distinct=n // 4)
+    for i in rng.sample(range(n), n // 10):
+        pts[i] = cls.identity()
+    pts = pts + [-p for p in pts[:n // 5]]
+    flags = np.array([rng.choice([0, 1, 1, 2]) for _ in pts], np.uint8)
+    want = cpu_msm(pts, ints_to_limbs([int(f == 1) for f in flags]), group=cls)
+    eng = DeviceMsm(kernels, threads_per_sm=4 if emulated else 64)
+    eng.tree_min_pairs[group] = 1
+    eng.tree_threads[group] = 3
+    bases = eng.upload_bases(group, enc(pts))
+    launches: list[str] = []
+    launch = kernels.launch
+
+    def spy(name: str, *args, **kwargs):  # type: ignore[no-untyped-def]
+        launches.append(name)
+        return launch(name, *args, **kwargs)
+
+    kernels.launch = spy
+    try:
+        ones = int((flags == 1).sum())
+        # (ones_tree, tree_group_bytes, chunks): 80 entries a chunk at 40 points' bytes (first round: 40)
+        for ones_tree, group_bytes, chunks in ((0, 6 << 30, 0), (1, 6 << 30, 1),
+                                               (1, 40 * 4 * msm_module.AFFINE_WORDS[group], -(-ones // 80))):
+            eng.ones_tree, eng.tree_group_bytes = ones_tree, group_bytes
+            launches.clear()
+            got = eng.to_points(group, [eng.sum_ones(group, bases, kernels.to_device(flags))])[0]
+            assert got == want, (ones_tree, group_bytes)
+            assert launches.count(f"msm_sum_list_{group}") == chunks
+            assert (launches.count(f"msm_tree_round_{group}") >= chunks) and (chunks > 0) == bool(ones_tree)
+    finally:
+        kernels.launch = launch
+
+
+@pytest.mark.parametrize("group", ["g1", "g2"])
+@pytest.mark.parametrize("resident,ones_tree", [(False, 0), (True, 0), (True, 1)])
+def test_merged_tails_give_the_split_msm(kernels, emulated: bool, group: str, resident: bool,
+                                         ones_tree: int) -> None:
     """MergedTails (a split MSM in batches, as streaming plans run it): each batch's 1s summed, the
     other scalars of all batches gathered into MSMs of `capacity`, flushed within a batch when full,
     the bases copied out of each batch's own or indexed in the whole vector. Any batch and capacity
@@ -239,6 +285,7 @@ def test_merged_tails_give_the_split_msm(kernels, emulated: bool, group: str, re
     scalars = [rng.choice([0, 0, 1, 1, 1, same, rng.randrange(R_MODULUS)]) for _ in range(n)]
     want = cpu_msm(pts, ints_to_limbs(scalars), group=cls)
     eng = DeviceMsm(kernels, threads_per_sm=4 if emulated else 1024)
+    eng.ones_tree = ones_tree
     bases = eng.upload_bases(group, enc(pts))
     sc = kernels.to_device(ints_to_limbs(scalars).view(np.uint32).reshape(-1, 8))
     for batch, capacity in ((n, n), (n // 3 + 1, n // 5), (n // 7 + 3, 17), (n // 2, 1)):

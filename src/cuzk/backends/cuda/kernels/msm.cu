@@ -621,6 +621,28 @@ DEV void sum_ones(const A* bases, const u8* flags, u32 n, u32 chunk, X* out) {
     store_struct(out + q, acc);
 }
 
+// Partial sums of bases[list[j]] for every j < n (list == nullptr: bases[j]): the 1s of a split MSM
+// once their indices are compacted, or what the tree rounds leave of them. No lane idles on a 0, as in
+// sum_ones, where each flag is a lane's branch. Thread t of warp w sums j = w * 32 chunk + (t mod 32)
+// + 32 i, i < chunk: a warp's lanes read neighbouring entries. Every thread of the grid writes its
+// row (infinity when it has nothing), so the host sums all grid * block rows.
+template <class A, class X>
+DEV void sum_list(const A* bases, const u32* list, u32 n, u32 chunk, X* out) {
+    const u32 t = global_tid();
+    const u64 first64 = (u64)(t >> 5) * 32 * chunk + (t & 31);
+    X acc = X::inf();
+    if (first64 < n) {
+        const u32 first = (u32)first64;
+        const u32 left = (n - first + 31) >> 5;
+        const u32 count = left < chunk ? left : chunk;
+        for (u32 i = 0; i < count; ++i) {
+            const u32 j = first + 32 * i;
+            acc.add_affine(load_struct(bases + (list ? list[j] : j)));
+        }
+    }
+    store_struct(out + t, acc);
+}
+
 // Curve test hook: op 0: a + b (mixed), 1: 2a + 2b (full XYZZ addition), 2: 2a.
 template <class A, class X>
 DEV void ec_op(u32 op, const A* a, const A* b, X* out, u32 n) {
@@ -702,6 +724,9 @@ CUZK_TREE_KERNEL(g2, fp2_t, 2)
     }                                                                                                    \
     KERNEL msm_sum_ones_##G(const G##_affine* bases, const u8* flags, u32 n, u32 chunk, G##_xyzz* out) { \
         sum_ones<G##_affine, G##_xyzz>(bases, flags, n, chunk, out);                                     \
+    }                                                                                                    \
+    KERNEL msm_sum_list_##G(const G##_affine* bases, const u32* list, u32 n, u32 chunk, G##_xyzz* out) { \
+        sum_list<G##_affine, G##_xyzz>(bases, list, n, chunk, out);                                      \
     }                                                                                                    \
     KERNEL ec_test_##G(u32 op, const G##_affine* a, const G##_affine* b, G##_xyzz* out, u32 n) {         \
         ec_op<G##_affine, G##_xyzz>(op, a, b, out, n);                                                   \
