@@ -2,7 +2,7 @@
 
 For each size: insecure parameters are generated (timed), the MiMC circuit is synthesised (timed),
 then `--reps` rounds each time one proof and, right after it, the bare kernels the proof is made
-of, alone: the seven NTT-type passes of the H polynomial and the MSM engine's calls (blst's tiles and
+of, alone: the NTT-type passes of the H polynomial and the MSM engine's calls (blst's tiles and
 bulk additions, or py-arkworks multiexp; `--engine`, default the prover's) on exactly the scalars the
 prover feeds them. `overhead` = the median over rounds of proof time / sum
 of that round's bare kernels, i.e. what the Python around the kernels costs; interleaving keeps a

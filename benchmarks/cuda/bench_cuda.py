@@ -124,7 +124,10 @@ def with_sppark(row: dict[str, Any], key: str, log_n: int) -> dict[str, Any]:
 def random_fr_words(cp: Any, log_n: int) -> Any:
     """2^log_n random (n, 8) u32 field elements on the device: valid (below r), any values will do
     for timing."""
-    data = cp.random.randint(0, 2**31, size=(1 << log_n, 8), dtype=cp.int64).astype(cp.uint32)
+    if hasattr(cp, "random"):
+        data = cp.random.randint(0, 2**31, size=(1 << log_n, 8), dtype=cp.int64).astype(cp.uint32)
+    else:  # the emulated device's CuPy has no generator
+        data = cp.asarray(np.random.default_rng(log_n).integers(0, 2**31, size=(1 << log_n, 8), dtype=np.uint32))
     data[:, 7] &= 0x0FFFFFFF
     return data
 
@@ -162,6 +165,49 @@ def bench_ntt(cp: Any, sizes: list[int], reps: int) -> list[dict[str, Any]]:
             print(json.dumps({k: v for k, v in row.items() if k != "samples_ms"}), flush=True)
         rows += bench_ntt_pinned(cp, ntt, data, log_n, reps)
         del data
+        ntt.clear_tables()
+        cp.get_default_memory_pool().free_all_blocks()
+    return rows
+
+
+def bench_h(cp: Any, sizes: list[int], reps: int) -> list[dict[str, Any]]:
+    """H's quotient (`DeviceNtt.h_quotient`, canonical in and out as the backend runs it) by six
+    transforms and by bellperson's seven, alternating within each repetition (CUDA events) on the same
+    a, b and c = a·b (every constraint holding: where they do not, the two differ); outputs checked equal."""
+    from cuzk.backends.cuda.module import get_module
+    from cuzk.backends.cuda.ntt import DeviceNtt
+
+    ntt = DeviceNtt(get_module())
+    rows = []
+    for log_n in sizes:
+        n = 1 << log_n
+        a, b = random_fr_words(cp, log_n), random_fr_words(cp, log_n)
+        c = a.copy()
+        ntt.k.launch1d("fr_h_combine", n, (c, b, None, n, None), 256)  # c = a·b: satisfied rows
+        work = [cp.empty_like(a) for _ in range(3)]
+        outs: dict[int, Any] = {}
+        samples: dict[int, list[float]] = {6: [], 7: []}
+        for rep in range(reps + 1):  # the first round warms the tables up and is not counted
+            for transforms in (6, 7):
+                for w, v in zip(work, (a, b, c), strict=True):
+                    w[...] = v
+                ntt.quotient_transforms = transforms
+                start, end = cp.cuda.Event(), cp.cuda.Event()
+                start.record()
+                out = ntt.h_quotient(*work, log_n, canonical=True)
+                end.record()
+                end.synchronize()
+                if rep:
+                    samples[transforms].append(cp.cuda.get_elapsed_time(start, end))
+                else:
+                    outs[transforms] = out.copy()
+        equal = bool((outs[6] == outs[7]).all())
+        for transforms in (6, 7):
+            row = {"op": "h_quotient", "transforms": transforms, "log_n": log_n, **stats_ms(samples[transforms]),
+                   "equal_to_seven": equal}
+            rows.append(row)
+            print(json.dumps({k: v for k, v in row.items() if k != "samples_ms"}), flush=True)
+        del a, b, c, work, outs
         ntt.clear_tables()
         cp.get_default_memory_pool().free_all_blocks()
     return rows
@@ -715,6 +761,7 @@ def main() -> None:
     ap.add_argument("--ntt-plans", default="",
                     help="NTT pass plans timed against the default, log_n:sizes top-down[@block_log];...: "
                          "e.g. 27:9,8,10;27:10,8,9;20:7,7,6@7")
+    ap.add_argument("--h", default="", help="log2 sizes at which H's quotient is timed, six transforms against seven")
     ap.add_argument("--note", default="", help="what code was measured (kept in the JSON)")
     ap.add_argument("--quick", action="store_true", help="small sizes only (a smoke test)")
     ap.add_argument("--out", type=Path, default=None)
@@ -748,6 +795,8 @@ def main() -> None:
         builds = {"current": mod, **{label: cubin_module(path) for label, path, _, _ in parse_ab(args.ab, "")
                                      if path is not None}}
         results["ntt_ab"] = bench_ntt_ab(cp, [int(x) for x in args.ntt_ab.split(",") if x], args.reps, builds)
+    if args.h:
+        results["h"] = bench_h(cp, [int(x) for x in args.h.split(",") if x], args.reps)
     if args.ntt_plans:
         results["ntt_plans"] = bench_ntt_plans(cp, [x for x in args.ntt_plans.split(";") if x], args.reps)
     results["ntt"] = bench_ntt(cp, sizes["ntt"], args.reps)

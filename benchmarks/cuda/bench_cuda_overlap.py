@@ -1,6 +1,6 @@
 """How much of a proof's H transforms an MSM on another stream can hide (issue 30's concurrency lever).
 
-H's seven NTTs and the pointwise step (`DeviceNtt.h_quotient`) sweep memory; the MSMs compute. A
+H's transforms and pointwise step (`DeviceNtt.h_quotient`) sweep memory; the MSMs compute. A
 partition's device phase runs them one after the other on one stream (`cuda/phase.py`), so the
 question before moving the L, A and B MSMs beside H is what the two cost run at once on this card,
 against each alone. With data resident, per size and MSM kind, in interleaved rounds:

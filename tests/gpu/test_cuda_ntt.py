@@ -120,6 +120,53 @@ def test_pass_plans_give_the_same_transforms(kernels, emulated: bool) -> None:
         ntt.dif(kernels.to_device(x.view(np.uint32).reshape(-1, 8)), log_n, root)
 
 
+@pytest.mark.parametrize("max_pass_log", [10, 4])
+def test_fused_subtraction_matches_a_separate_one(kernels, max_pass_log: int) -> None:
+    """`dif`'s post_sub (y - x at each output, after the fused factors) equals the transform followed
+    by that subtraction on the host, one pass or several, and with no pass at all (2^0 points)."""
+    ntt = DeviceNtt(kernels, max_pass_log=max_pass_log)
+    for log_n in (0, 1, 5, 9):
+        root = fr_root_of_unity(log_n)
+        x, y = _random_mont(1 << log_n, 200 + log_n), _random_mont(1 << log_n, 300 + log_n)
+        plain = _run(kernels, ntt, lambda v, L=log_n, w=root: ntt.dif(v, L, w, post_g=3, post_scale=5), x)
+        y_dev = kernels.to_device(y.view(np.uint32).reshape(-1, 8))
+        fused = _run(kernels, ntt, lambda v, L=log_n, w=root, y=y_dev: ntt.dif(v, L, w, post_g=3, post_scale=5,
+                                                                                  post_sub=y), x)
+        assert np.array_equal(fused, fr_vec.sub(y, plain)), log_n
+
+
+@pytest.mark.parametrize("log_n", [1, 2, 6, 11])
+def test_h_quotient_is_the_cpu_provers_on_any_inputs(kernels, log_n: int) -> None:
+    """The six-transform quotient equals the CPU prover's (`prover.quotient`) on random a, b, c, which
+    hold no constraint (so the two agree even on a witness the checks would refuse), Montgomery and
+    canonical, the default root and another of the same order; where c = a·b it also equals
+    bellperson's seven (`quotient_transforms` = 7)."""
+    from cuzk.groth16.prover import Reduction, quotient, quotient_shift
+
+    n = 1 << log_n
+    red = Reduction(quotient_shift(n), divide=True)
+    for root in (fr_root_of_unity(log_n), pow(fr_root_of_unity(log_n), 5, R_MODULUS)):
+        a, b, c = (_random_mont(n, 10 * log_n + i) for i in range(3))
+        for satisfied in (False, True):
+            if satisfied:
+                c = fr_vec.mul(a, b)
+            want = quotient(Domain(log_n, root), red, a.copy(), b.copy(), c.copy())
+            for transforms in ((6, 7) if satisfied else (6,)):
+                for canonical in (False, True):
+                    ntt = DeviceNtt(kernels)
+                    ntt.quotient_transforms = transforms
+                    vecs = [kernels.to_device((fr_vec.from_montgomery(v) if canonical else v).view(np.uint32)
+                                              .reshape(-1, 8)) for v in (a, b, c)]
+                    out = kernels.to_host(ntt.h_quotient(*vecs, log_n, root, canonical=canonical))
+                    got = out.view(np.uint64).reshape(-1, 4)
+                    assert np.array_equal(got, fr_vec.from_montgomery(want) if canonical else want), \
+                        (root, satisfied, transforms, canonical)
+    ntt = DeviceNtt(kernels)
+    vecs = [kernels.to_device(_random_mont(n, i).view(np.uint32).reshape(-1, 8)) for i in range(3)]
+    with pytest.raises(ValueError, match="shift\\^n = -1"):
+        ntt.h_quotient(*vecs, log_n, shift=FR_GENERATOR)
+
+
 def test_inverse_coset_scale_is_fused(kernels) -> None:
     """icoset_ntt's extra scale (the H polynomial's 1/Z) equals scaling the coefficients afterwards."""
     ntt = DeviceNtt(kernels)

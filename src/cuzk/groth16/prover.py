@@ -25,11 +25,13 @@ from cuzk.curve.msm import gather, msm_bases
 from cuzk.curve.points import G1Point, G2Point, Scalar
 from cuzk.errors import CuzkError
 from cuzk.field import fr_vec
-from cuzk.field.constants import FR_GENERATOR, R_MODULUS
+from cuzk.field.constants import R_MODULUS, fr_root_of_unity
 from cuzk.field.ntt import Domain
 from cuzk.groth16.assignment import Assignment
 from cuzk.groth16.keys import HBasis, ProvingKey, VerifyingKey
 from cuzk.groth16.proof import Proof
+
+_HALF = (R_MODULUS + 1) // 2
 
 
 class KeyMismatchError(CuzkError):
@@ -45,9 +47,10 @@ def _padded_montgomery(values: np.ndarray, size: int) -> np.ndarray:
 @dataclass(frozen=True)
 class Reduction:
     """How a key's H scalars come from the per-constraint evaluations a, b, c (ark-groth16's
-    `R1CSToQAP`): A·B − C is evaluated on the coset `shift`·D, then either divided by Z (constant
-    there) and brought back to coefficients (`divide`), or left as evaluations for points that absorb
-    1/Z. The one place that reads `HBasis`: the CPU prover and the device phases both follow it."""
+    `R1CSToQAP`): the coefficients of the quotient (A·B − C) / Z (`divide`), read from A·B on the coset
+    `shift`·D with shift^m = −1 (`quotient_shift`), or A·B − C evaluated on the coset `shift`·D for
+    points that absorb 1/Z. The one place that reads `HBasis`: the CPU prover and the device phases
+    both follow it."""
 
     shift: int
     divide: bool
@@ -57,11 +60,15 @@ class Reduction:
         return m - 1 if self.divide else m
 
 
+def quotient_shift(m: int) -> int:
+    """A coset shift g with g^m = −1 (a root of unity of order 2m), for `compute_h`'s quotient."""
+    return fr_root_of_unity(m.bit_length())
+
+
 def reduction(pk: ProvingKey) -> Reduction:
     """The reduction pk's H query was made for (KeyMismatchError when it lacks what that needs)."""
     if pk.h_basis is HBasis.COEFFICIENTS:
-        # bellperson execute_fft: the coset g·D, where Z is the constant g^m − 1.
-        return Reduction(FR_GENERATOR, divide=True)
+        return Reduction(quotient_shift(pk.domain_size), divide=True)
     # snarkjs: the "odd" coset ω_{2m}·D; the key's points absorb 1/Z.
     if pk.odd_coset_shift is None:
         raise KeyMismatchError("an odd-coset proving key needs its coset shift")
@@ -76,17 +83,24 @@ def compute_h(pk: ProvingKey, asg: Assignment) -> np.ndarray:
                                f"holds {m}")
     red = reduction(pk)
     domain = Domain(m.bit_length() - 1, pk.domain_root)
-    # To coefficients, then evaluations on the coset, where A·B − C is a pointwise product.
-    a, b, c = (domain.coset_ntt_inplace(domain.intt_inplace(_padded_montgomery(v, m)), red.shift)
-               for v in (asg.a, asg.b, asg.c))
+    h = quotient(domain, red, *(_padded_montgomery(v, m) for v in (asg.a, asg.b, asg.c)))
+    return fr_vec.from_montgomery(h[: red.h_length(m)])
+
+
+def quotient(domain: Domain, red: Reduction, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """H's scalars before `h_length` cuts them, Montgomery, from a, b, c padded to the domain
+    (Montgomery, all three overwritten)."""
+    # To coefficients, then evaluations on the coset, where A·B is a pointwise product.
+    a, b = (domain.coset_ntt_inplace(domain.intt_inplace(v), red.shift) for v in (a, b))
     fr_vec.mul_inplace(a, b)
     del b
-    a = fr_vec.sub(a, c)
-    del c
-    if red.divide:
-        z_inv = pow(domain.vanishing_on_coset(red.shift), -1, R_MODULUS)
-        a = domain.icoset_ntt_inplace(fr_vec.mul_scalar(a, z_inv), red.shift)
-    return fr_vec.from_montgomery(a[: red.h_length(m)])
+    if not red.divide:
+        return fr_vec.sub(a, domain.coset_ntt_inplace(domain.intt_inplace(c), red.shift))
+    # A·B = L + x^m·U (deg L < m): on D it is L + U, which is C when every constraint holds, and on the
+    # coset, where x^m = shift^m = −1, it is L − U. So H = (A·B − C) / Z = U = (C − (L − U)) / 2: six
+    # transforms, where evaluating C on the coset as well would take seven (docs/formats.md §3).
+    a = domain.icoset_ntt_inplace(a, red.shift)
+    return fr_vec.mul_scalar(fr_vec.sub(domain.intt_inplace(c), a), _HALF)
 
 
 @dataclass(frozen=True)

@@ -97,6 +97,8 @@ class DeviceNtt:
         #: Points a block holds, log2: a pass of S stages takes min(2^lo, 2^(block_log - S)) columns.
         #: Below MAX_PASS_LOG only to compare smaller blocks (bench_cuda.py --ntt-plans "20:7,7,6@7").
         self.block_log = MAX_PASS_LOG
+        #: The H quotient's transforms: 6 (`h_quotient`), or bellperson's 7 (benchmarks compare).
+        self.quotient_transforms = 6
         self._roots: dict[tuple[int, int], _RootTables] = {}
         self._powers: dict[tuple[int, int, int], _PowerTables] = {}
         self._consts: dict[int, Any] = {}
@@ -182,18 +184,25 @@ class DeviceNtt:
                       shared_mem=elems * 32)
 
     def dif(self, a: Any, log_n: int, root: int, pre_g: int | None = None, post_g: int | None = None,
-            post_scale: int | None = None) -> Any:
+            post_scale: int | None = None, post_sub: Any = None) -> Any:
         """In place: natural-order coefficients -> evaluations at root^i, bit-reversed positions.
 
         Fused factors (no extra sweep over memory): with `pre_g`, the input is first multiplied by
         pre_g^i (a coset shift); with `post_g` / `post_scale`, the output at bit-reversed position p is
         multiplied by post_scale * post_g^bitrev(p), i.e. by the power of its natural index once
         permuted (the shift and 1/n of inverse coset transforms). With both, post_scale is part of
-        post_g's table, so the two cost the product of a power alone.
+        post_g's table, so the two cost the product of a power alone. With `post_sub` (an array of the
+        same shape), the output at p is then post_sub[p] minus it.
         """
         self._check(a, log_n)
+        if post_sub is not None:
+            self._check(post_sub, log_n)
         if log_n == 0:  # no pass to fuse into; g^0 = 1, only a scale can remain
-            return a if post_scale is None else self.mul_powers(a, 0, scale=post_scale)
+            if post_scale is not None:
+                self.mul_powers(a, 0, scale=post_scale)
+            if post_sub is not None:  # post_sub - a = (a * 1 - post_sub) * (-1)
+                self.k.launch1d("fr_h_combine", 1, (a, self._const(1), post_sub, 1, self._const(-1)), _BLOCK)
+            return a
         t = self._root_tables(log_n, root)
         pre = self._power_tables(pre_g, log_n) if pre_g is not None else None
         post, scale = None, None
@@ -208,7 +217,7 @@ class DeviceNtt:
             first, last = i == 0, i == len(passes) - 1
             extra = (pre.lo if first and pre else None, pre.hi if first and pre else None,
                      post.lo if last and post else None, post.hi if last and post else None,
-                     scale if last else None)
+                     scale if last else None, post_sub if last else None)
             self._run_pass("ntt_dif_pass", a, log_n, hi, stages, t, extra)
         return a
 
@@ -288,25 +297,45 @@ class DeviceNtt:
         return self.dit(a, log_n, root)
 
     def h_quotient(self, a: Any, b: Any, c: Any, log_n: int, root: int | None = None,
-                   shift: int = FR_GENERATOR, divide: bool = True, canonical: bool = False) -> Any:
+                   shift: int | None = None, divide: bool = True, canonical: bool = False) -> Any:
         """The H polynomial of Groth16 from the per-constraint evaluations of A, B, C (zero-padded to
         2^log_n, all overwritten). Returns `a`, holding:
 
-        * divide=True (bellperson): the coefficients of (A*B - C) / Z, Z = x^n - 1 being the
-          constant shift^n - 1 on the coset; the top coefficient is zero.
+        * divide=True (bellperson's keys): the coefficients of (A*B - C) / Z, Z = x^n - 1; the top
+          coefficient is zero. `shift` (default: a root of unity of order 2n) must have shift^n = -1:
+          the six transforms of `cuzk.groth16.prover.quotient` (bellperson's seven with
+          `quotient_transforms` = 7, for benchmarks).
         * divide=False (snarkjs odd coset): the evaluations of A*B - C on shift * <root>.
 
-        Inputs and result are Montgomery forms, or with `canonical` plain integers (< r). Every step is
-        linear, so the conversions ride in the scales the transforms apply anyway: read as Montgomery,
-        x is x / R, so the first transforms also scale by R and the last one by 1 / R (four sweeps over
-        memory fewer than converting).
+        Inputs and result are Montgomery forms, or with `canonical` plain integers (< r). Every step but
+        the product is linear, so the conversions ride in the scales the transforms apply anyway: read
+        as Montgomery, x is x / R, so A's and B's first transforms also scale by R and the last one by
+        1 / R (four sweeps over memory fewer than converting); C's never meets a product and needs none.
         """
         root = self.default_root(log_n) if root is None else root
+        n = 1 << log_n
+        if shift is None:
+            if not divide:
+                raise ValueError("divide=False needs the coset shift")
+            shift = fr_root_of_unity(log_n + 1)
         radix = pow(2, 256, R_MODULUS)
+        out_scale = pow(radix, -1, R_MODULUS) if canonical else 1
+        if divide and self.quotient_transforms == 6 and log_n:
+            if pow(shift, n, R_MODULUS) != R_MODULUS - 1:
+                raise ValueError(f"the quotient's coset shift must have shift^n = -1 (n = 2^{log_n})")
+            for v in (a, b):
+                self.to_coset_evaluations(v, log_n, root, shift, radix if canonical else 1)
+            half_n_inv = pow(2 * n, -1, R_MODULUS)
+            root_inv = pow(root, -1, R_MODULUS)
+            # C's coefficients over 2, bit-reversed: (L + U) / 2 where every constraint holds.
+            self.dif(c, log_n, root_inv, post_scale=half_n_inv)
+            self.k.launch1d("fr_h_combine", n, (a, b, None, n, None), _BLOCK)
+            # A*B's coefficients from the coset over 2, (L - U) / 2, subtracted from C's in the last pass.
+            self.dif(a, log_n, root_inv, post_g=pow(shift, -1, R_MODULUS), post_scale=out_scale * half_n_inv,
+                     post_sub=c)
+            return self.bitrev(a, log_n)
         for v in (a, b, c):
             self.to_coset_evaluations(v, log_n, root, shift, radix if canonical else 1)
-        n = 1 << log_n
-        out_scale = pow(radix, -1, R_MODULUS) if canonical else 1
         if divide:
             self.k.launch1d("fr_h_combine", n, (a, b, c, n, None), _BLOCK)
             # 1/Z is a constant on the coset: part of the inverse transform's scale, not a product here.

@@ -4,7 +4,7 @@ streaming one (`cuzk.backends.cuda.streaming`): functions over the device (`Gpu`
 
 1. the compute stream waits only for a, b, c (compiled circuits: a, b, c are computed first by the
    sparse products of kernels/spmv.cu, `cuzk.backends.cuda.spmv`, straight into the H buffers, then
-   checked there: canonical witness, a·b = c per row), computes H (7 NTTs, the key's `Reduction`)
+   checked there: canonical witness, a·b = c per row), computes H (6 NTTs, the key's `Reduction`)
    and the H MSM while another thread stages the witness upload; the other MSMs wait for H, since
    beside H's transforms an MSM takes as long as after them (the transforms' kernels fill the device:
    benchmarks/results/cuda-overlap-h100-2026-12-07.json);

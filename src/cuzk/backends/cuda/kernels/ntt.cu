@@ -171,14 +171,15 @@ DEV fr_t stage_twiddle(const fr_t* inner, u32 inner_log, u32 j, u32 s) {
 // g^i with g^k = pre_lo[k mod 2^14] * pre_hi[k >> 14], i the natural index; on store (last pass only)
 // x_p *= post_scale * h^bitrev_L(p), p the bit-reversed output position, i.e. the natural index of
 // the value once the output is permuted (h^k = post_lo[k mod 2^14] * post_hi[k >> 14]; the host folds
-// a scale into post_lo rather than pass both).
+// a scale into post_lo rather than pass both), and then x_p = post_sub[p] - x_p (the H quotient's last
+// step, ntt.py h_quotient).
 // FIXED_E: the block's element count when known at compile time (0: C << S at run time), so that the
 // trade buffers sit at constant offsets (ntt_dif_pass_1024 / ntt_dit_pass_1024: the passes of 2^10
 // elements a block, all but the smallest transforms' passes).
 template <u32 FIXED_E, u32 FIXED_S = 0>
 DEV void dif_pass(u32 tile, fr_t* data, u32 log_n, u32 lo, u32 S_in, u32 logC_in, u32 inner_log, const fr_t* inner,
                   const fr_t* tw_lo, const fr_t* tw_hi, const fr_t* tw_direct, const fr_t* pre_lo, const fr_t* pre_hi,
-                  const fr_t* post_lo, const fr_t* post_hi, const fr_t* post_scale) {
+                  const fr_t* post_lo, const fr_t* post_hi, const fr_t* post_scale, const fr_t* post_sub) {
     DYN_SMEM(u32, sm);
     // With FIXED_S (and FIXED_E) the stage count and the columns are constants: the stage loop unrolls.
     const u32 S = FIXED_S ? FIXED_S : S_in, logC = FIXED_S ? fixed_log2(FIXED_E) - FIXED_S : logC_in;
@@ -226,6 +227,7 @@ DEV void dif_pass(u32 tile, fr_t* data, u32 log_n, u32 lo, u32 S_in, u32 logC_in
             if (post_scale) x = x * load_struct(post_scale);
             // No k = 0 shortcut: the host may have folded a scale into post_lo (post_lo[0] != 1).
             if (post_lo) x = x * tw_pow(post_lo, post_hi, bit_reverse(p, log_n));
+            if (post_sub) x = load_struct(post_sub + p) - x;
             store_struct(data + p, x);
         }
     }
@@ -234,9 +236,10 @@ DEV void dif_pass(u32 tile, fr_t* data, u32 log_n, u32 lo, u32 S_in, u32 logC_in
 #define NTT_DIF_PARAMS                                                                                      \
     fr_t *data, u32 log_n, u32 lo, u32 S, u32 logC, u32 inner_log, const fr_t *inner, const fr_t *tw_lo,    \
         const fr_t *tw_hi, const fr_t *tw_direct, const fr_t *pre_lo, const fr_t *pre_hi, const fr_t *post_lo, \
-        const fr_t *post_hi, const fr_t *post_scale
-#define NTT_DIF_ARGS \
-    data, log_n, lo, S, logC, inner_log, inner, tw_lo, tw_hi, tw_direct, pre_lo, pre_hi, post_lo, post_hi, post_scale
+        const fr_t *post_hi, const fr_t *post_scale, const fr_t *post_sub
+#define NTT_DIF_ARGS                                                                                          \
+    data, log_n, lo, S, logC, inner_log, inner, tw_lo, tw_hi, tw_direct, pre_lo, pre_hi, post_lo, post_hi, post_scale, \
+        post_sub
 BLOCK_KERNEL LAUNCH_BOUNDS(512) ntt_dif_pass(NTT_DIF_PARAMS) { dif_pass<0>(blockIdx.x, NTT_DIF_ARGS); }
 // The passes of 2^10 elements at three blocks (1536 threads) an SM: 40 registers and a few spilled words
 // beat two blocks at 54 registers without spills on an H200
@@ -383,11 +386,12 @@ KERNEL fr_mul_powers(fr_t* a, u32 n, u32 log_n, const fr_t* g_lo, const fr_t* g_
     store_struct(a + i, x);
 }
 
-// a[i] = (a[i] * b[i] - c[i]) * z_inv (z_inv optional): the quotient of the H polynomial on a coset.
+// a[i] = (a[i] * b[i] - c[i]) * z_inv (c and z_inv optional): the H polynomial's product on a coset.
 KERNEL fr_h_combine(fr_t* a, const fr_t* b, const fr_t* c, u32 n, const fr_t* z_inv) {
     const u32 i = global_tid();
     if (i >= n) return;
-    fr_t x = load_struct(a + i) * load_struct(b + i) - load_struct(c + i);
+    fr_t x = load_struct(a + i) * load_struct(b + i);
+    if (c) x = x - load_struct(c + i);
     if (z_inv) x = x * load_struct(z_inv);
     store_struct(a + i, x);
 }
