@@ -87,15 +87,21 @@ def compute_h(pk: ProvingKey, asg: Assignment) -> np.ndarray:
     return fr_vec.from_montgomery(h[: red.h_length(m)])
 
 
-def quotient(domain: Domain, red: Reduction, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+def quotient(domain: Domain, red: Reduction, a: np.ndarray, b: np.ndarray, c: np.ndarray,
+             transforms: int = 6) -> np.ndarray:
     """H's scalars before `h_length` cuts them, Montgomery, from a, b, c padded to the domain
-    (Montgomery, all three overwritten)."""
+    (Montgomery, all three overwritten). `transforms` = 7: bellperson's way for `divide` (C on the
+    coset too, A·B − C divided by Z there), kept to compare against."""
     # To coefficients, then evaluations on the coset, where A·B is a pointwise product.
     a, b = (domain.coset_ntt_inplace(domain.intt_inplace(v), red.shift) for v in (a, b))
     fr_vec.mul_inplace(a, b)
     del b
-    if not red.divide:
-        return fr_vec.sub(a, domain.coset_ntt_inplace(domain.intt_inplace(c), red.shift))
+    if not red.divide or transforms == 7:
+        a = fr_vec.sub(a, domain.coset_ntt_inplace(domain.intt_inplace(c), red.shift))
+        if not red.divide:
+            return a
+        z_inv = pow(domain.vanishing_on_coset(red.shift), -1, R_MODULUS)
+        return domain.icoset_ntt_inplace(fr_vec.mul_scalar_inplace(a, z_inv), red.shift)
     # A·B = L + x^m·U (deg L < m): on D it is L + U, which is C when every constraint holds, and on the
     # coset, where x^m = shift^m = −1, it is L − U. So H = (A·B − C) / Z = U = (C − (L − U)) / 2: six
     # transforms, where evaluating C on the coset as well would take seven (docs/formats.md §3).
