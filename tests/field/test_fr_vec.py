@@ -84,10 +84,21 @@ def test_mul_inplace(pair: tuple[list[int], list[int]]) -> None:
     assert from_mont(b) == ys
 
 
+@relaxed
+@given(vector_pairs())
+def test_sub_inplace(pair: tuple[list[int], list[int]]) -> None:
+    xs, ys = pair
+    a, b = to_mont(xs), to_mont(ys)
+    assert fr_vec.sub_inplace(a, b) is a
+    assert from_mont(a) == [(x - y) % r for x, y in zip(xs, ys, strict=True)]
+    assert from_mont(b) == ys
+
+
 def test_mul_inplace_refuses_copies() -> None:
     a = to_mont([1, 2, 3, 4])
-    with pytest.raises(ValueError, match="writeable C-contiguous"):
-        fr_vec.mul_inplace(a[::2], a[:2])
+    for op in (fr_vec.mul_inplace, fr_vec.sub_inplace):
+        with pytest.raises(ValueError, match="writeable C-contiguous"):
+            op(a[::2], a[:2])
     frozen = a.copy()
     frozen.flags.writeable = False
     with pytest.raises(ValueError, match="writeable"):

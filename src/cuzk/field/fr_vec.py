@@ -281,6 +281,13 @@ def add_inplace(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return _binary(_OP_ADD, a, b, out=a)
 
 
+def sub_inplace(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a -= b elementwise, writing into ``a`` (a C-contiguous (n, 4) uint64 array)."""
+    _check_writeable(a, "sub_inplace")
+    a, b = _same_length(a, b)
+    return _binary(_OP_SUB, a, b, out=a)
+
+
 def mul_inplace(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """a *= b elementwise, writing into ``a`` (which must be a C-contiguous (n, 4) uint64 array)."""
     _check_writeable(a, "mul_inplace")

@@ -106,7 +106,7 @@ def quotient(domain: Domain, red: Reduction, a: np.ndarray, b: np.ndarray, c: np
     # coset, where x^m = shift^m = −1, it is L − U. So H = (A·B − C) / Z = U = (C − (L − U)) / 2: six
     # transforms, where evaluating C on the coset as well would take seven (docs/formats.md §3).
     a = domain.icoset_ntt_inplace(a, red.shift)
-    return fr_vec.mul_scalar(fr_vec.sub(domain.intt_inplace(c), a), _HALF)
+    return fr_vec.mul_scalar_inplace(fr_vec.sub_inplace(domain.intt_inplace(c), a), _HALF)
 
 
 @dataclass(frozen=True)
