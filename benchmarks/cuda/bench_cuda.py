@@ -170,10 +170,15 @@ def bench_ntt(cp: Any, sizes: list[int], reps: int) -> list[dict[str, Any]]:
     return rows
 
 
+#: bench_h's variants: (label, DeviceNtt.quotient_transforms, DeviceNtt.fuse_coset); "seven" is H as
+#: the backend ran it before the six-transform quotient and the fused coset passes.
+H_VARIANTS = (("six", 6, True), ("six_apart", 6, False), ("seven", 7, False))
+
+
 def bench_h(cp: Any, sizes: list[int], reps: int) -> list[dict[str, Any]]:
-    """H's quotient (`DeviceNtt.h_quotient`, canonical in and out as the backend runs it) by six
-    transforms and by bellperson's seven, alternating within each repetition (CUDA events) on the same
-    a, b and c = a·b (every constraint holding: where they do not, the two differ); outputs checked equal."""
+    """H's quotient (`DeviceNtt.h_quotient`, canonical in and out as the backend runs it) under each of
+    `H_VARIANTS`, alternating within each repetition (CUDA events) on the same a, b and c = a·b (every
+    constraint holding: where they do not, six and seven transforms differ); outputs checked equal."""
     from cuzk.backends.cuda.module import get_module
     from cuzk.backends.cuda.ntt import DeviceNtt
 
@@ -185,26 +190,26 @@ def bench_h(cp: Any, sizes: list[int], reps: int) -> list[dict[str, Any]]:
         c = a.copy()
         ntt.k.launch1d("fr_h_combine", n, (c, b, None, n, None), 256)  # c = a·b: satisfied rows
         work = [cp.empty_like(a) for _ in range(3)]
-        outs: dict[int, Any] = {}
-        samples: dict[int, list[float]] = {6: [], 7: []}
+        outs: dict[str, Any] = {}
+        samples: dict[str, list[float]] = {label: [] for label, _, _ in H_VARIANTS}
         for rep in range(reps + 1):  # the first round warms the tables up and is not counted
-            for transforms in (6, 7):
+            for label, transforms, fuse in H_VARIANTS:
                 for w, v in zip(work, (a, b, c), strict=True):
                     w[...] = v
-                ntt.quotient_transforms = transforms
+                ntt.quotient_transforms, ntt.fuse_coset = transforms, fuse
                 start, end = cp.cuda.Event(), cp.cuda.Event()
                 start.record()
                 out = ntt.h_quotient(*work, log_n, canonical=True)
                 end.record()
                 end.synchronize()
                 if rep:
-                    samples[transforms].append(cp.cuda.get_elapsed_time(start, end))
+                    samples[label].append(cp.cuda.get_elapsed_time(start, end))
                 else:
-                    outs[transforms] = out.copy()
-        equal = bool((outs[6] == outs[7]).all())
-        for transforms in (6, 7):
-            row = {"op": "h_quotient", "transforms": transforms, "log_n": log_n, **stats_ms(samples[transforms]),
-                   "equal_to_seven": equal}
+                    outs[label] = out.copy()
+        for label, transforms, fuse in H_VARIANTS:
+            row = {"op": "h_quotient", "variant": label, "transforms": transforms, "fuse_coset": fuse,
+                   "log_n": log_n, **stats_ms(samples[label]),
+                   "equal_to_seven": bool((outs[label] == outs["seven"]).all())}
             rows.append(row)
             print(json.dumps({k: v for k, v in row.items() if k != "samples_ms"}), flush=True)
         del a, b, c, work, outs
@@ -761,7 +766,8 @@ def main() -> None:
     ap.add_argument("--ntt-plans", default="",
                     help="NTT pass plans timed against the default, log_n:sizes top-down[@block_log];...: "
                          "e.g. 27:9,8,10;27:10,8,9;20:7,7,6@7")
-    ap.add_argument("--h", default="", help="log2 sizes at which H's quotient is timed, six transforms against seven")
+    ap.add_argument("--h", default="", help="log2 sizes at which H's quotient is timed: six transforms (coset passes "
+                                            "fused and apart) against seven")
     ap.add_argument("--note", default="", help="what code was measured (kept in the JSON)")
     ap.add_argument("--quick", action="store_true", help="small sizes only (a smoke test)")
     ap.add_argument("--out", type=Path, default=None)

@@ -135,6 +135,47 @@ def test_fused_subtraction_matches_a_separate_one(kernels, max_pass_log: int) ->
         assert np.array_equal(fused, fr_vec.sub(y, plain)), log_n
 
 
+def test_coset_evaluations_fused_equal_apart(kernels, emulated: bool) -> None:
+    """to_coset_evaluations with the inverse's last pass and the forward's first as one kernel
+    (`fuse_coset`, ntt_dif_dit_pass) equals the two passes apart, bit for bit: one pass or several,
+    unrolled stage counts (8, 9, 10) and generic ones, smaller blocks, a scale; and plans whose two
+    passes over the low bits differ in size fall back to the passes apart."""
+    # (log_n, block_log, (dif plan, dit plan), fused): 2^11's default plan is 6, 5 both ways, so its
+    # inverse ends on 5 bits and its forward starts on 6.
+    cases = [(log_n, None, None, log_n != 11) for log_n in (1, 2, 5, 8, 9, 10, 11, 16)]
+    cases += [(11, 7, None, False), (16, 5, None, True), (11, None, ((4, 3, 4), (4, 3, 4)), True),
+              (11, None, ((6, 5), (6, 5)), False)]
+    if not emulated:
+        cases += [(20, None, None, True), (24, None, None, True), (22, None, None, False)]
+    launches: list[str] = []
+    launch = kernels.launch
+
+    def spy(name: str, *args, **kwargs):  # type: ignore[no-untyped-def]
+        launches.append(name)
+        return launch(name, *args, **kwargs)
+
+    kernels.launch = spy
+    try:
+        for log_n, block_log, plans, fused in cases:
+            root, shift, scale = fr_root_of_unity(log_n), fr_root_of_unity(log_n + 1), 1 + log_n
+            x = _random_mont(1 << log_n, 400 + log_n)
+            outs = []
+            for fuse in (True, False):
+                ntt = DeviceNtt(kernels)
+                ntt.fuse_coset = fuse
+                if block_log is not None:
+                    ntt.block_log = block_log
+                if plans is not None:
+                    ntt.pass_plans[("dif", log_n)], ntt.pass_plans[("dit", log_n)] = plans
+                launches.clear()
+                outs.append(_run(kernels, ntt, lambda v, L=log_n, t=ntt, w=root, g=shift, c=scale:
+                                 t.to_coset_evaluations(v, L, w, g, c), x))
+                assert ("ntt_dif_dit_pass" in launches) == (fuse and fused), (log_n, block_log, plans, fuse)
+            assert np.array_equal(*outs), (log_n, block_log, plans)
+    finally:
+        kernels.launch = launch
+
+
 @pytest.mark.parametrize("log_n", [1, 2, 6, 11])
 def test_h_quotient_is_the_cpu_provers_on_any_inputs(kernels, log_n: int) -> None:
     """The six-transform quotient equals the CPU prover's (`prover.quotient`) on random a, b, c, which

@@ -99,6 +99,9 @@ class DeviceNtt:
         self.block_log = MAX_PASS_LOG
         #: The H quotient's transforms: 6 (`h_quotient`), or bellperson's 7 (benchmarks compare).
         self.quotient_transforms = 6
+        #: to_coset_evaluations runs the inverse's last pass and the forward's first as one kernel where
+        #: their stage counts agree (False: apart; benchmarks compare).
+        self.fuse_coset = True
         self._roots: dict[tuple[int, int], _RootTables] = {}
         self._powers: dict[tuple[int, int, int], _PowerTables] = {}
         self._consts: dict[int, Any] = {}
@@ -290,11 +293,31 @@ class DeviceNtt:
 
         Inverse DIF (leaves coefficients bit-reversed) whose last pass also scales by scale * shift^i / n
         at the bit-reversed positions, then forward DIT (bit-reversed in, natural out): no permutation
-        pass and no separate scaling sweep.
+        pass and no separate scaling sweep; with `fuse_coset`, the two passes over the low bits are one.
         """
         n_inv = pow(1 << log_n, -1, R_MODULUS)
-        self.dif(a, log_n, pow(root, -1, R_MODULUS), post_g=shift, post_scale=n_inv * scale)
-        return self.dit(a, log_n, root)
+        dif_plan, dit_plan = self._passes(log_n, "dif"), self._passes(log_n, "dit")
+        if not (self.fuse_coset and log_n and dif_plan[-1] == dit_plan[0]):
+            self.dif(a, log_n, pow(root, -1, R_MODULUS), post_g=shift, post_scale=n_inv * scale)
+            return self.dit(a, log_n, root)
+        # The inverse's last pass and the forward's first run over the same low bits: one kernel
+        # (kernels/ntt.cu ntt_dif_dit_pass), the points kept in registers between the two.
+        self._check(a, log_n)
+        t_inv, t_fwd = self._root_tables(log_n, pow(root, -1, R_MODULUS)), self._root_tables(log_n, root)
+        post = self._power_tables(shift, log_n, n_inv * scale)
+        hi = log_n
+        for stages in dif_plan[:-1]:
+            hi -= stages
+            self._run_pass("ntt_dif_pass", a, log_n, hi, stages, t_inv, (None,) * 6)
+        stages = dif_plan[-1]
+        self.k.launch("ntt_dif_dit_pass", 1 << (log_n - stages), 1 << (stages - 1),
+                      (a, log_n, stages, t_inv.inner_log, t_inv.inner, t_fwd.inner, post.lo, post.hi, None),
+                      shared_mem=32 << stages)
+        lo = stages
+        for stages in dit_plan[1:]:
+            self._run_pass("ntt_dit_pass", a, log_n, lo, stages, t_fwd)
+            lo += stages
+        return a
 
     def h_quotient(self, a: Any, b: Any, c: Any, log_n: int, root: int | None = None,
                    shift: int | None = None, divide: bool = True, canonical: bool = False) -> Any:

@@ -163,6 +163,33 @@ DEV fr_t stage_twiddle(const fr_t* inner, u32 inner_log, u32 j, u32 s) {
     return load_struct(inner + (j << (inner_log - 1 - s)));
 }
 
+// A pass's stages, on the points a, b of every thread (names in scope: S, map, inner_log, and the trade's
+// sm, T, k). DIF: stages S-1 down to 0, a thread holding rows (tau, tau + 2^(S-1)) at the start and
+// (2 tau, 2 tau + 1) at the end; DIT: stages 0 up to S-1, the other way round.
+#define NTT_DIF_STAGES(INNER)                                                        \
+    UNROLL for (int si = (int)S - 1; si >= 0; --si) {                                \
+        const u32 s = (u32)si;                                                       \
+        BLOCK_THREADS(tid) {                                                         \
+            const u32 j = map.tau(tid) & ((1u << s) - 1);                            \
+            const fr_t x = PT(a, tid), y = PT(b, tid);                               \
+            fr_t d = x - y;                                                          \
+            if (j) d = d * stage_twiddle(INNER, inner_log, j, s);                    \
+            PT(a, tid) = x + y;                                                      \
+            PT(b, tid) = d;                                                          \
+        }                                                                            \
+        if (s > 0) NTT_TRADE(a, b, s - 1);                                           \
+    }
+#define NTT_DIT_STAGES(INNER)                                                                                   \
+    UNROLL for (u32 s = 0; s < S; ++s) {                                                                        \
+        if (s) NTT_TRADE(a, b, s - 1);                                                                          \
+        BLOCK_THREADS(tid) {                                                                                    \
+            const u32 j = map.tau(tid) & ((1u << s) - 1);                                                       \
+            const fr_t x = PT(a, tid), y = j ? PT(b, tid) * stage_twiddle(INNER, inner_log, j, s) : PT(b, tid); \
+            PT(a, tid) = x + y;                                                                                 \
+            PT(b, tid) = x - y;                                                                                 \
+        }                                                                                                       \
+    }
+
 // Natural -> bit-reversed. Launch: 2^(L-S)/C blocks of C*2^(S-1) threads, C*2^S*32 bytes of shared
 // memory; C = 2^logC <= 2^lo. `tile` is the block's share of the pass (its blockIdx.x in the kernels
 // here), an argument so that a kernel may also loop over several with fewer blocks.
@@ -202,18 +229,7 @@ DEV void dif_pass(u32 tile, fr_t* data, u32 log_n, u32 lo, u32 S_in, u32 logC_in
         PT(b, tid) = y;
     }
     u32 k = 0;
-    UNROLL for (int si = (int)S - 1; si >= 0; --si) {
-        const u32 s = (u32)si;
-        BLOCK_THREADS(tid) {
-            const u32 j = map.tau(tid) & ((1u << s) - 1);
-            const fr_t x = PT(a, tid), y = PT(b, tid);
-            fr_t d = x - y;
-            if (j) d = d * stage_twiddle(inner, inner_log, j, s);
-            PT(a, tid) = x + y;
-            PT(b, tid) = d;
-        }
-        if (s > 0) NTT_TRADE(a, b, s - 1);
-    }
+    NTT_DIF_STAGES(inner);
     BLOCK_THREADS(tid) {
         const u32 c = tid & (C - 1), tau = map.tau(tid);
         UNROLL for (u32 h = 0; h < 2; ++h) {
@@ -289,15 +305,7 @@ DEV void dit_pass(u32 tile, fr_t* data, u32 log_n, u32 lo, u32 S_in, u32 logC_in
         }
     }
     u32 k = 0;
-    UNROLL for (u32 s = 0; s < S; ++s) {
-        if (s) NTT_TRADE(a, b, s - 1);
-        BLOCK_THREADS(tid) {
-            const u32 j = map.tau(tid) & ((1u << s) - 1);
-            const fr_t x = PT(a, tid), y = j ? PT(b, tid) * stage_twiddle(inner, inner_log, j, s) : PT(b, tid);
-            PT(a, tid) = x + y;
-            PT(b, tid) = x - y;
-        }
-    }
+    NTT_DIT_STAGES(inner);
     BLOCK_THREADS(tid) {
         const u32 c = tid & (C - 1), tau = map.tau(tid);
         const u64 i0 = base + ((u64)tau << lo) + c;
@@ -314,6 +322,61 @@ BLOCK_KERNEL LAUNCH_BOUNDS2(512, 2) ntt_dit_pass(NTT_DIT_PARAMS) { dit_pass<0>(b
 // See ntt_dif_pass_1024.
 BLOCK_KERNEL LAUNCH_BOUNDS2(512, 3) ntt_dit_pass_1024(NTT_DIT_PARAMS) {
     NTT_PASS_1024_BY_STAGES(dit_pass, blockIdx.x, NTT_DIT_ARGS)
+}
+
+// An inverse DIF's last pass and a forward DIT's first pass over the same bits [0, S) (lo = 0, one
+// column), as one kernel: after the DIF's stages a thread holds rows (2 tau, 2 tau + 1), which is what
+// the DIT's load would give it, so the points stay in registers between the two and the transform to a
+// coset (ntt.py to_coset_evaluations) sweeps memory once less. The DIF's output factors apply in
+// between, at the positions where the DIF would have stored. Launch: 2^(L-S) blocks of 2^(S-1) threads,
+// 2^S * 32 bytes of shared memory.
+template <u32 FIXED_S = 0>
+DEV void dif_dit_pass(u32 tile, fr_t* data, u32 log_n, u32 S_in, u32 inner_log, const fr_t* inner_dif,
+                      const fr_t* inner_dit, const fr_t* post_lo, const fr_t* post_hi, const fr_t* post_scale) {
+    DYN_SMEM(u32, sm);
+    const u32 S = FIXED_S ? FIXED_S : S_in, T = 1u << (S - 1);
+    const u64 base = (u64)tile << S;
+    const pass_map map(S, 0);
+    THREAD_POINT(a);
+    THREAD_POINT(b);
+    BLOCK_THREADS(tid) {
+        const u64 i0 = base + map.tau(tid);
+        PT(a, tid) = load_struct(data + i0);
+        PT(b, tid) = load_struct(data + i0 + T);
+    }
+    u32 k = 0;
+    NTT_DIF_STAGES(inner_dif);
+    BLOCK_THREADS(tid) {
+        const u32 p = (u32)(base + 2 * map.tau(tid));
+        UNROLL for (u32 h = 0; h < 2; ++h) {
+            fr_t x = h ? PT(b, tid) : PT(a, tid);
+            if (post_scale) x = x * load_struct(post_scale);
+            if (post_lo) x = x * tw_pow(post_lo, post_hi, bit_reverse(p + h, log_n));
+            if (h) PT(b, tid) = x;
+            else PT(a, tid) = x;
+        }
+    }
+    NTT_DIT_STAGES(inner_dit);
+    BLOCK_THREADS(tid) {
+        const u64 i0 = base + map.tau(tid);
+        store_struct(data + i0, PT(a, tid));
+        store_struct(data + i0 + T, PT(b, tid));
+    }
+}
+
+#define NTT_DIF_DIT_PARAMS                                                                                      \
+    fr_t *data, u32 log_n, u32 S, u32 inner_log, const fr_t *inner_dif, const fr_t *inner_dit, const fr_t *post_lo, \
+        const fr_t *post_hi, const fr_t *post_scale
+#define NTT_DIF_DIT_ARGS data, log_n, S, inner_log, inner_dif, inner_dit, post_lo, post_hi, post_scale
+// The stage counts of the larger transforms' last pass (2^27: 9, 2^24: 8, 2^20: 10) unrolled, as the
+// 2^10-element passes are (see there).
+BLOCK_KERNEL LAUNCH_BOUNDS(512) ntt_dif_dit_pass(NTT_DIF_DIT_PARAMS) {
+    switch (S) {
+        case 10: dif_dit_pass<10>(blockIdx.x, NTT_DIF_DIT_ARGS); break;
+        case 9: dif_dit_pass<9>(blockIdx.x, NTT_DIF_DIT_ARGS); break;
+        case 8: dif_dit_pass<8>(blockIdx.x, NTT_DIF_DIT_ARGS); break;
+        default: dif_dit_pass<0>(blockIdx.x, NTT_DIF_DIT_ARGS);
+    }
 }
 
 // In-place bit-reversal permutation; each pair is swapped by its smaller index.
