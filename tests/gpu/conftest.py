@@ -76,6 +76,20 @@ def kernels(unit_kernels: Callable[[str], Any]):
     return unit_kernels("curve")
 
 
+@pytest.fixture
+def launched(kernels, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the kernels launched on `kernels` during the test, in order (clear it to start over)."""
+    names: list[str] = []
+    launch = kernels.launch
+
+    def spy(name: str, *args: Any, **kwargs: Any) -> Any:
+        names.append(name)
+        return launch(name, *args, **kwargs)
+
+    monkeypatch.setattr(kernels, "launch", spy)
+    return names
+
+
 @pytest.fixture(scope="session")
 def needs_gpu(emulated: bool) -> None:
     """A `CudaBackend`: on a GPU, or on the emulated device."""

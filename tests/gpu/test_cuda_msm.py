@@ -229,7 +229,7 @@ def test_batched_msm_and_index_map(kernels, emulated: bool) -> None:
 
 
 @pytest.mark.parametrize("group", ["g1", "g2"])
-def test_ones_summed_by_tree_rounds(kernels, emulated: bool, group: str) -> None:
+def test_ones_summed_by_tree_rounds(kernels, launched: list[str], emulated: bool, group: str) -> None:
     """`ones_tree`: the 1s' compacted indices go through the tree rounds as one bucket (the rounds run,
     in several chunks when the group's bytes are few) and msm_sum_list adds what they leave; the sum
     is the plain one's, with repeated, opposite and infinite bases among the 1s."""
@@ -246,27 +246,16 @@ def test_ones_summed_by_tree_rounds(kernels, emulated: bool, group: str) -> None
     eng.tree_min_pairs[group] = 1
     eng.tree_threads[group] = 3
     bases = eng.upload_bases(group, enc(pts))
-    launches: list[str] = []
-    launch = kernels.launch
-
-    def spy(name: str, *args, **kwargs):  # type: ignore[no-untyped-def]
-        launches.append(name)
-        return launch(name, *args, **kwargs)
-
-    kernels.launch = spy
-    try:
-        ones = int((flags == 1).sum())
-        # (ones_tree, tree_group_bytes, chunks): 80 entries a chunk at 40 points' bytes (first round: 40)
-        for ones_tree, group_bytes, chunks in ((0, 6 << 30, 0), (1, 6 << 30, 1),
-                                               (1, 40 * 4 * msm_module.AFFINE_WORDS[group], -(-ones // 80))):
-            eng.ones_tree, eng.tree_group_bytes = ones_tree, group_bytes
-            launches.clear()
-            got = eng.to_points(group, [eng.sum_ones(group, bases, kernels.to_device(flags))])[0]
-            assert got == want, (ones_tree, group_bytes)
-            assert launches.count(f"msm_sum_list_{group}") == chunks
-            assert (launches.count(f"msm_tree_round_{group}") >= chunks) and (chunks > 0) == bool(ones_tree)
-    finally:
-        kernels.launch = launch
+    ones = int((flags == 1).sum())
+    # (ones_tree, tree_group_bytes, chunks): 80 entries a chunk at 40 points' bytes (first round: 40)
+    for ones_tree, group_bytes, chunks in ((0, 6 << 30, 0), (1, 6 << 30, 1),
+                                           (1, 40 * 4 * msm_module.AFFINE_WORDS[group], -(-ones // 80))):
+        eng.ones_tree, eng.tree_group_bytes = ones_tree, group_bytes
+        launched.clear()
+        got = eng.to_points(group, [eng.sum_ones(group, bases, kernels.to_device(flags))])[0]
+        assert got == want, (ones_tree, group_bytes)
+        assert launched.count(f"msm_sum_list_{group}") == chunks
+        assert (launched.count(f"msm_tree_round_{group}") >= chunks) and (chunks > 0) == bool(ones_tree)
 
 
 @pytest.mark.parametrize("group", ["g1", "g2"])

@@ -135,7 +135,7 @@ def test_fused_subtraction_matches_a_separate_one(kernels, max_pass_log: int) ->
         assert np.array_equal(fused, fr_vec.sub(y, plain)), log_n
 
 
-def test_coset_evaluations_fused_equal_apart(kernels, emulated: bool) -> None:
+def test_coset_evaluations_fused_equal_apart(kernels, launched: list[str], emulated: bool) -> None:
     """to_coset_evaluations with the inverse's last pass and the forward's first as one kernel
     (`fuse_coset`, ntt_dif_dit_pass) equals the two passes apart, bit for bit: one pass or several,
     unrolled stage counts (8, 9, 10) and generic ones, smaller blocks, a scale; and plans whose two
@@ -147,33 +147,22 @@ def test_coset_evaluations_fused_equal_apart(kernels, emulated: bool) -> None:
               (11, None, ((6, 5), (6, 5)), False)]
     if not emulated:
         cases += [(20, None, None, True), (24, None, None, True), (22, None, None, False)]
-    launches: list[str] = []
-    launch = kernels.launch
-
-    def spy(name: str, *args, **kwargs):  # type: ignore[no-untyped-def]
-        launches.append(name)
-        return launch(name, *args, **kwargs)
-
-    kernels.launch = spy
-    try:
-        for log_n, block_log, plans, fused in cases:
-            root, shift, scale = fr_root_of_unity(log_n), fr_root_of_unity(log_n + 1), 1 + log_n
-            x = _random_mont(1 << log_n, 400 + log_n)
-            outs = []
-            for fuse in (True, False):
-                ntt = DeviceNtt(kernels)
-                ntt.fuse_coset = fuse
-                if block_log is not None:
-                    ntt.block_log = block_log
-                if plans is not None:
-                    ntt.pass_plans[("dif", log_n)], ntt.pass_plans[("dit", log_n)] = plans
-                launches.clear()
-                outs.append(_run(kernels, ntt, lambda v, L=log_n, t=ntt, w=root, g=shift, c=scale:
-                                 t.to_coset_evaluations(v, L, w, g, c), x))
-                assert ("ntt_dif_dit_pass" in launches) == (fuse and fused), (log_n, block_log, plans, fuse)
-            assert np.array_equal(*outs), (log_n, block_log, plans)
-    finally:
-        kernels.launch = launch
+    for log_n, block_log, plans, fused in cases:
+        root, shift, scale = fr_root_of_unity(log_n), fr_root_of_unity(log_n + 1), 1 + log_n
+        x = _random_mont(1 << log_n, 400 + log_n)
+        outs = []
+        for fuse in (True, False):
+            ntt = DeviceNtt(kernels)
+            ntt.fuse_coset = fuse
+            if block_log is not None:
+                ntt.block_log = block_log
+            if plans is not None:
+                ntt.pass_plans[("dif", log_n)], ntt.pass_plans[("dit", log_n)] = plans
+            launched.clear()
+            outs.append(_run(kernels, ntt, lambda v, L=log_n, t=ntt, w=root, g=shift, c=scale:
+                             t.to_coset_evaluations(v, L, w, g, c), x))
+            assert ("ntt_dif_dit_pass" in launched) == (fuse and fused), (log_n, block_log, plans, fuse)
+        assert np.array_equal(*outs), (log_n, block_log, plans)
 
 
 @pytest.mark.parametrize("log_n", [1, 2, 6, 11])
