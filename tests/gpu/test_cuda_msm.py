@@ -59,7 +59,7 @@ def _sizes(emulated: bool) -> list[int]:
 
 
 @pytest.mark.parametrize("group", ["g1", "g2"])
-@pytest.mark.parametrize("split,ones_tree", [(False, 0), (True, 0), (True, 1)])
+@pytest.mark.parametrize("split,ones_tree", [(False, 0), (True, 0), (True, 1), (True, 2)])
 def test_msm_matches_cpu(kernels, emulated: bool, group: str, split: bool, ones_tree: int) -> None:
     cls, _ = GROUPS[group]
     eng = DeviceMsm(kernels, threads_per_sm=4 if emulated else 1024)
@@ -230,9 +230,9 @@ def test_batched_msm_and_index_map(kernels, emulated: bool) -> None:
 
 @pytest.mark.parametrize("group", ["g1", "g2"])
 def test_ones_summed_by_tree_rounds(kernels, launched: list[str], emulated: bool, group: str) -> None:
-    """`ones_tree`: the 1s' compacted indices go through the tree rounds as one bucket (the rounds run,
-    in several chunks when the group's bytes are few) and msm_sum_list adds what they leave; the sum
-    is the plain one's, with repeated, opposite and infinite bases among the 1s."""
+    """`ones_tree` 1: the 1s' compacted indices go through the tree rounds as one bucket (the rounds run,
+    in several chunks when the group's bytes are few) and msm_sum_list adds what they leave; 2: the list
+    summed alone. The sum is the plain one's, with repeated, opposite and infinite bases among the 1s."""
     cls, enc = GROUPS[group]
     rng = random.Random(f"ones{group}")
     n = 200 if emulated else 5000
@@ -247,15 +247,18 @@ def test_ones_summed_by_tree_rounds(kernels, launched: list[str], emulated: bool
     eng.tree_threads[group] = 3
     bases = eng.upload_bases(group, enc(pts))
     ones = int((flags == 1).sum())
-    # (ones_tree, tree_group_bytes, chunks): 80 entries a chunk at 40 points' bytes (first round: 40)
+    # (ones_tree, tree_group_bytes, chunks): 80 entries a chunk at 40 points' bytes (first round: 40);
+    # ones_tree 2 sums the compacted list without rounds.
     for ones_tree, group_bytes, chunks in ((0, 6 << 30, 0), (1, 6 << 30, 1),
-                                           (1, 40 * 4 * msm_module.AFFINE_WORDS[group], -(-ones // 80))):
+                                           (1, 40 * 4 * msm_module.AFFINE_WORDS[group], -(-ones // 80)),
+                                           (2, 6 << 30, 1)):
         eng.ones_tree, eng.tree_group_bytes = ones_tree, group_bytes
         launched.clear()
         got = eng.to_points(group, [eng.sum_ones(group, bases, kernels.to_device(flags))])[0]
         assert got == want, (ones_tree, group_bytes)
         assert launched.count(f"msm_sum_list_{group}") == chunks
-        assert (launched.count(f"msm_tree_round_{group}") >= chunks) and (chunks > 0) == bool(ones_tree)
+        rounds = launched.count(f"msm_tree_round_{group}")
+        assert rounds >= chunks if ones_tree == 1 else rounds == 0, (ones_tree, rounds)
 
 
 @pytest.mark.parametrize("group", ["g1", "g2"])

@@ -209,9 +209,10 @@ class DeviceMsm:
         #: devices (`working_bytes` counts two rounds of one group).
         self.tree_group_bytes = TREE_GROUP_BYTES
         #: A split MSM's 1s: 0 sums them by mixed additions over every flag (msm_sum_ones, where a
-        #: warp's lanes with a 0 idle beside those adding), 1 compacts their indices first and halves
+        #: warp's lanes with a 0 idle beside those adding); 1 compacts their indices first and halves
         #: the list by the batch-affine tree rounds (one bucket) before summing what is left
-        #: (msm_sum_list): about 6 products an addition against 10, and no idle lanes.
+        #: (msm_sum_list): about 6 products an addition against 10, and no idle lanes; 2 compacts them
+        #: and sums the list by mixed additions alone (no idle lanes; benchmarks compare).
         self.ones_tree = 0
         self._marks: list[tuple[str, Any]] = []
         self.profile = None
@@ -556,17 +557,18 @@ class DeviceMsm:
         if n == 0:
             return self.zero(group)
         if self.ones_tree:
-            return self.sum_listed(group, bases, self.k.flatnonzero(flags == 1).astype(self.xp.uint32))
+            return self.sum_listed(group, bases, self.k.flatnonzero(flags == 1).astype(self.xp.uint32),
+                                   rounds=self.ones_tree == 1)
         chunk = max(1, -(-n // self.acc_threads[group]))
         parts = -(-n // chunk)
         out = self.xp.empty((parts, XYZZ_WORDS[group]), dtype=self.xp.uint32)
         self.k.launch1d(f"msm_sum_ones_{group}", parts, (bases, flags, n, chunk, out), _ACC_BLOCK)
         return Partial(self.sum_points(group, out), (0,))
 
-    def sum_listed(self, group: str, bases: Any, index: Any) -> Partial:
-        """sum_j bases[index[j]]: the tree rounds halve the list as one bucket's while they pay (as an
-        MSM's would), in chunks whose first round writes at most `tree_group_bytes` (the memory a plan
-        gives an MSM's rounds), then msm_sum_list adds what is left."""
+    def sum_listed(self, group: str, bases: Any, index: Any, rounds: bool = True) -> Partial:
+        """sum_j bases[index[j]]: with `rounds`, the tree rounds halve the list as one bucket's while
+        they pay (as an MSM's would), in chunks whose first round writes at most `tree_group_bytes` (the
+        memory a plan gives an MSM's rounds); msm_sum_list adds what is left."""
         xp = self.xp
         count = index.shape[0]
         limit = max(2, 2 * self.tree_group_bytes // (4 * AFFINE_WORDS[group]))
@@ -574,7 +576,9 @@ class DeviceMsm:
         for lo in range(0, count, limit):
             chunk = index[lo:lo + limit]
             m = chunk.shape[0]
-            points, _, off = self._tree_rounds(group, bases, chunk, self.k.to_device(np.array([0, m], np.uint32)))
+            points, off = bases, None
+            if rounds:
+                points, _, off = self._tree_rounds(group, bases, chunk, self.k.to_device(np.array([0, m], np.uint32)))
             listed = chunk if points is bases else None
             total = m if listed is not None else int(self.k.to_host(off[-1:])[0])
             per = max(1, -(-total // self.acc_threads[group]))
