@@ -133,6 +133,11 @@ def sort_chunk(n: int, w: int) -> int:
     return min(max(SORT_MIN_CHUNK, n * w // SORT_BLOCKS), SORT_MAX_CHUNK)
 
 
+def tree_group_entries(group: str, tree_group_bytes: int) -> int:
+    """Entries whose first tree round writes at most `tree_group_bytes` of points (half as many)."""
+    return 2 * tree_group_bytes // (4 * AFFINE_WORDS[group])
+
+
 def working_bytes(group: str, n: int, tree_group_bytes: int = TREE_GROUP_BYTES) -> int:
     """Device memory one MSM batch of n scalars needs beyond bases and scalars: sorted entries,
     counts/offsets/cursors, the shared-memory sort's digits and per-block bases, buckets, segment
@@ -146,7 +151,7 @@ def working_bytes(group: str, n: int, tree_group_bytes: int = TREE_GROUP_BYTES) 
     smem_sort = c <= SMEM_SORT_MAX_WINDOW and n * w <= SMEM_SORT_MAX_PAIRS
     sort = 4 * n * w + 4 * keys * -(-n // sort_chunk(n, w)) if smem_sort else 0
     # A group holds whole windows, so at least one window's n pairs whatever the limit.
-    pairs = min(n * w, max(n, 2 * tree_group_bytes // (4 * AFFINE_WORDS[group])))
+    pairs = min(n * w, max(n, tree_group_entries(group, tree_group_bytes)))
     tree = (3 * pairs // 4 + 2 * keys) * 4 * AFFINE_WORDS[group] + 4 * pairs // 2
     return 4 * n * w + 12 * keys + keys * xyzz + 2 * (1 << 18) * xyzz + 37 * n + sort + tree + (64 << 20)
 
@@ -406,7 +411,7 @@ class DeviceMsm:
         nkeys = w * bucket_keys
         if not self._tree_may_run(group, total):
             return [(0, nkeys, 0, total)]
-        limit = 2 * self.tree_group_bytes // (4 * AFFINE_WORDS[group])
+        limit = tree_group_entries(group, self.tree_group_bytes)
         ends = [int(v) for v in self.k.to_host(offsets[::bucket_keys])]  # w + 1 window starts
         groups, k0 = [], 0
         for i in range(1, w + 1):
@@ -571,7 +576,7 @@ class DeviceMsm:
         memory a plan gives an MSM's rounds); msm_sum_list adds what is left."""
         xp = self.xp
         count = index.shape[0]
-        limit = max(2, 2 * self.tree_group_bytes // (4 * AFFINE_WORDS[group]))
+        limit = max(2, tree_group_entries(group, self.tree_group_bytes))
         parts = []
         for lo in range(0, count, limit):
             chunk = index[lo:lo + limit]
