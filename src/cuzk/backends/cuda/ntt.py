@@ -20,6 +20,7 @@ import numpy as np
 
 from cuzk.field import fr_vec
 from cuzk.field.constants import FR_GENERATOR, R_MODULUS, fr_root_of_unity
+from cuzk.groth16.prover import quotient_shift
 
 #: Largest transform: 2^28 points (u32 indices in the kernels, 8 GiB per vector).
 MAX_LOG_SIZE = 28
@@ -340,7 +341,7 @@ class DeviceNtt:
         if shift is None:
             if not divide:
                 raise ValueError("divide=False needs the coset shift")
-            shift = fr_root_of_unity(log_n + 1)
+            shift = quotient_shift(n)
         radix = pow(2, 256, R_MODULUS)
         out_scale = pow(radix, -1, R_MODULUS) if canonical else 1
         if divide and self.quotient_transforms == 6 and log_n:

@@ -190,6 +190,14 @@ DEV fr_t stage_twiddle(const fr_t* inner, u32 inner_log, u32 j, u32 s) {
         }                                                                                                       \
     }
 
+// A DIF's output factor at bit-reversed position p: post_scale * h^bitrev_L(p) (either part optional; see
+// dif_pass). No k = 0 shortcut: the host may have folded a scale into post_lo (post_lo[0] != 1).
+DEV fr_t post_factors(fr_t x, u32 p, u32 log_n, const fr_t* post_lo, const fr_t* post_hi, const fr_t* post_scale) {
+    if (post_scale) x = x * load_struct(post_scale);
+    if (post_lo) x = x * tw_pow(post_lo, post_hi, bit_reverse(p, log_n));
+    return x;
+}
+
 // Natural -> bit-reversed. Launch: 2^(L-S)/C blocks of C*2^(S-1) threads, C*2^S*32 bytes of shared
 // memory; C = 2^logC <= 2^lo. `tile` is the block's share of the pass (its blockIdx.x in the kernels
 // here), an argument so that a kernel may also loop over several with fewer blocks.
@@ -240,9 +248,7 @@ DEV void dif_pass(u32 tile, fr_t* data, u32 log_n, u32 lo, u32 S_in, u32 logC_in
                 if (kk) x = x * pass_twiddle(tw_lo, tw_hi, tw_direct, kk, log_n - lo - S);
             }
             const u32 p = (u32)(base + ((u64)t << lo) + c);
-            if (post_scale) x = x * load_struct(post_scale);
-            // No k = 0 shortcut: the host may have folded a scale into post_lo (post_lo[0] != 1).
-            if (post_lo) x = x * tw_pow(post_lo, post_hi, bit_reverse(p, log_n));
+            x = post_factors(x, p, log_n, post_lo, post_hi, post_scale);
             if (post_sub) x = load_struct(post_sub + p) - x;
             store_struct(data + p, x);
         }
@@ -349,9 +355,7 @@ DEV void dif_dit_pass(u32 tile, fr_t* data, u32 log_n, u32 S_in, u32 inner_log, 
     BLOCK_THREADS(tid) {
         const u32 p = (u32)(base + 2 * map.tau(tid));
         UNROLL for (u32 h = 0; h < 2; ++h) {
-            fr_t x = h ? PT(b, tid) : PT(a, tid);
-            if (post_scale) x = x * load_struct(post_scale);
-            if (post_lo) x = x * tw_pow(post_lo, post_hi, bit_reverse(p + h, log_n));
+            const fr_t x = post_factors(h ? PT(b, tid) : PT(a, tid), p + h, log_n, post_lo, post_hi, post_scale);
             if (h) PT(b, tid) = x;
             else PT(a, tid) = x;
         }
