@@ -7,6 +7,7 @@ import random
 
 import numpy as np
 import pytest
+from fr_vectors import random_mont
 
 from cuzk.backends.cuda.ntt import DeviceNtt
 from cuzk.circuits.registry import lookup
@@ -18,13 +19,6 @@ from cuzk.groth16.prover import compute_h
 from cuzk.groth16.synthesis import synthesize_for_proving
 
 pytestmark = pytest.mark.gpu
-
-
-def _random_mont(n: int, seed: int) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    a = rng.integers(0, 2**64, size=(n, 4), dtype=np.uint64)
-    a[:, 3] &= np.uint64(2**62 - 1)  # below r
-    return fr_vec.to_montgomery(a)
 
 
 def _sizes(emulated: bool) -> list[int]:
@@ -51,7 +45,7 @@ def test_transforms_match_cpu_domain(kernels, emulated: bool, max_pass_log: int,
         if max_pass_log < 10 and log_n > 11:
             continue
         dom = Domain(log_n)
-        x = _random_mont(1 << log_n, log_n)
+        x = random_mont(1 << log_n, log_n)
         cases = [
             ("ntt", dom.ntt, lambda v, L=log_n: ntt.ntt(v, L)),
             ("intt", dom.intt, lambda v, L=log_n: ntt.intt(v, L)),
@@ -79,7 +73,7 @@ def test_fused_factors_match_separate_sweeps(kernels, max_pass_log: int) -> None
             ntt.dif(v, L, w)
             ntt.mul_powers(v, L, g=h, scale=scale, bitrev=True)
 
-        x = _random_mont(1 << log_n, 100 + log_n)
+        x = random_mont(1 << log_n, 100 + log_n)
         assert np.array_equal(_run(kernels, ntt, fused, x), _run(kernels, ntt, separate, x)), log_n
 
 
@@ -90,7 +84,7 @@ def test_pass_plans_give_the_same_transforms(kernels, emulated: bool) -> None:
     log_n = 11 if emulated else 20
     root = fr_root_of_unity(log_n)
     plans = [(4, 3, 4), (2, 9), (9, 2), (1, 5, 5)] if emulated else [(9, 1, 10), (5, 5, 10), (10, 4, 6)]
-    x = _random_mont(1 << log_n, 77)
+    x = random_mont(1 << log_n, 77)
     base = DeviceNtt(kernels)
     want = {kind: _run(kernels, base, lambda v, k=kind: getattr(base, k)(v, log_n, root), x) for kind in ("dif", "dit")}
     for plan in plans:
@@ -127,7 +121,7 @@ def test_fused_subtraction_matches_a_separate_one(kernels, max_pass_log: int) ->
     ntt = DeviceNtt(kernels, max_pass_log=max_pass_log)
     for log_n in (0, 1, 5, 9):
         root = fr_root_of_unity(log_n)
-        x, y = _random_mont(1 << log_n, 200 + log_n), _random_mont(1 << log_n, 300 + log_n)
+        x, y = random_mont(1 << log_n, 200 + log_n), random_mont(1 << log_n, 300 + log_n)
         plain = _run(kernels, ntt, lambda v, L=log_n, w=root: ntt.dif(v, L, w, post_g=3, post_scale=5), x)
         y_dev = kernels.to_device(y.view(np.uint32).reshape(-1, 8))
         fused = _run(kernels, ntt, lambda v, L=log_n, w=root, y=y_dev: ntt.dif(v, L, w, post_g=3, post_scale=5,
@@ -149,7 +143,7 @@ def test_coset_evaluations_fused_equal_apart(kernels, launched: list[str], emula
         cases += [(20, None, None, True), (24, None, None, True), (22, None, None, False)]
     for log_n, block_log, plans, fused in cases:
         root, shift, scale = fr_root_of_unity(log_n), fr_root_of_unity(log_n + 1), 1 + log_n
-        x = _random_mont(1 << log_n, 400 + log_n)
+        x = random_mont(1 << log_n, 400 + log_n)
         outs = []
         for fuse in (True, False):
             ntt = DeviceNtt(kernels)
@@ -176,7 +170,7 @@ def test_h_quotient_is_the_cpu_provers_on_any_inputs(kernels, log_n: int) -> Non
     n = 1 << log_n
     red = Reduction(quotient_shift(n), divide=True)
     for root in (fr_root_of_unity(log_n), pow(fr_root_of_unity(log_n), 5, R_MODULUS)):
-        a, b, c = (_random_mont(n, 10 * log_n + i) for i in range(3))
+        a, b, c = (random_mont(n, 10 * log_n + i) for i in range(3))
         for satisfied in (False, True):
             if satisfied:
                 c = fr_vec.mul(a, b)
@@ -192,7 +186,7 @@ def test_h_quotient_is_the_cpu_provers_on_any_inputs(kernels, log_n: int) -> Non
                     assert np.array_equal(got, fr_vec.from_montgomery(want) if canonical else want), \
                         (root, satisfied, transforms, canonical)
     ntt = DeviceNtt(kernels)
-    vecs = [kernels.to_device(_random_mont(n, i).view(np.uint32).reshape(-1, 8)) for i in range(3)]
+    vecs = [kernels.to_device(random_mont(n, i).view(np.uint32).reshape(-1, 8)) for i in range(3)]
     with pytest.raises(ValueError, match="shift\\^n = -1"):
         ntt.h_quotient(*vecs, log_n, shift=FR_GENERATOR)
 
@@ -201,7 +195,7 @@ def test_inverse_coset_scale_is_fused(kernels) -> None:
     """icoset_ntt's extra scale (the H polynomial's 1/Z) equals scaling the coefficients afterwards."""
     ntt = DeviceNtt(kernels)
     log_n, scale = 10, 123456789
-    x = _random_mont(1 << log_n, 5)
+    x = random_mont(1 << log_n, 5)
     want = fr_vec.mul_scalar(Domain(log_n).icoset_ntt(x.copy(), 5), scale)
     assert np.array_equal(_run(kernels, ntt, lambda v: ntt.icoset_ntt(v, log_n, 5, scale=scale), x), want)
 
@@ -212,7 +206,7 @@ def test_bit_reversal_matches_numpy(kernels, emulated: bool) -> None:
     ntt = DeviceNtt(kernels)
     for log_n in list(range(0, 13)) + ([] if emulated else [17, 20]):
         n = 1 << log_n
-        x = _random_mont(n, 500 + log_n)
+        x = random_mont(n, 500 + log_n)
         perm = np.array([int(format(i, f"0{log_n}b")[::-1], 2) if log_n else 0 for i in range(n)])
         assert np.array_equal(_run(kernels, ntt, lambda v, L=log_n: ntt.bitrev(v, L), x), x[perm]), log_n
 
@@ -226,7 +220,7 @@ def test_edge_inputs_and_other_roots(kernels) -> None:
     dom = Domain(log_n, root)
     zero = np.zeros((n, 4), np.uint64)
     one = np.tile(fr_vec.mont(1), (n, 1))
-    for x in (zero, one, _random_mont(n, 3)):
+    for x in (zero, one, random_mont(n, 3)):
         assert np.array_equal(_run(kernels, ntt, lambda v: ntt.ntt(v, log_n, root), x), dom.ntt(x.copy()))
         assert np.array_equal(_run(kernels, ntt, lambda v: ntt.icoset_ntt(v, log_n, 5, root), x),
                               dom.icoset_ntt(x.copy(), 5))
@@ -262,7 +256,7 @@ def test_coset_quotient_without_division_canonical(kernels) -> None:
     Montgomery run converted."""
     ntt = DeviceNtt(kernels)
     log_n = 8
-    raw = [fr_vec.from_montgomery(_random_mont(1 << log_n, 40 + i)) for i in range(3)]
+    raw = [fr_vec.from_montgomery(random_mont(1 << log_n, 40 + i)) for i in range(3)]
 
     def run(canonical: bool) -> np.ndarray:
         vecs = [kernels.to_device(np.ascontiguousarray(v).view(np.uint32).reshape(-1, 8)) for v in raw]
