@@ -170,9 +170,11 @@ def bench_ntt(cp: Any, sizes: list[int], reps: int) -> list[dict[str, Any]]:
     return rows
 
 
-#: bench_h's variants: (label, DeviceNtt.quotient_transforms, DeviceNtt.fuse_coset); "seven" is H as
-#: the backend ran it before the six-transform quotient and the fused coset passes.
-H_VARIANTS = (("six", 6, True), ("six_apart", 6, False), ("seven", 7, False))
+#: bench_h's variants: (label, DeviceNtt.quotient_transforms, .fuse_coset, .fuse_product): every fusion,
+#: the product's sweep apart, both apart, and "seven", H as the backend ran it before the six-transform
+#: quotient and the fusions.
+H_VARIANTS = (("six", 6, True, True), ("six_product_apart", 6, True, False), ("six_apart", 6, False, False),
+              ("seven", 7, False, False))
 
 
 def bench_h(cp: Any, sizes: list[int], reps: int) -> list[dict[str, Any]]:
@@ -191,12 +193,12 @@ def bench_h(cp: Any, sizes: list[int], reps: int) -> list[dict[str, Any]]:
         ntt.k.launch1d("fr_h_combine", n, (c, b, None, n, None), 256)  # c = a·b: satisfied rows
         work = [cp.empty_like(a) for _ in range(3)]
         outs: dict[str, Any] = {}
-        samples: dict[str, list[float]] = {label: [] for label, _, _ in H_VARIANTS}
+        samples: dict[str, list[float]] = {label: [] for label, *_ in H_VARIANTS}
         for rep in range(reps + 1):  # the first round warms the tables up and is not counted
-            for label, transforms, fuse in H_VARIANTS:
+            for label, transforms, fuse, fuse_product in H_VARIANTS:
                 for w, v in zip(work, (a, b, c), strict=True):
                     w[...] = v
-                ntt.quotient_transforms, ntt.fuse_coset = transforms, fuse
+                ntt.quotient_transforms, ntt.fuse_coset, ntt.fuse_product = transforms, fuse, fuse_product
                 start, end = cp.cuda.Event(), cp.cuda.Event()
                 start.record()
                 out = ntt.h_quotient(*work, log_n, canonical=True)
@@ -206,8 +208,9 @@ def bench_h(cp: Any, sizes: list[int], reps: int) -> list[dict[str, Any]]:
                     samples[label].append(cp.cuda.get_elapsed_time(start, end))
                 else:
                     outs[label] = out.copy()
-        for label, transforms, fuse in H_VARIANTS:
+        for label, transforms, fuse, fuse_product in H_VARIANTS:
             row = {"op": "h_quotient", "variant": label, "transforms": transforms, "fuse_coset": fuse,
+                   "fuse_product": fuse_product,
                    "log_n": log_n, **stats_ms(samples[label]),
                    "equal_to_seven": bool((outs[label] == outs["seven"]).all())}
             rows.append(row)
@@ -766,8 +769,8 @@ def main() -> None:
     ap.add_argument("--ntt-plans", default="",
                     help="NTT pass plans timed against the default, log_n:sizes top-down[@block_log];...: "
                          "e.g. 27:9,8,10;27:10,8,9;20:7,7,6@7")
-    ap.add_argument("--h", default="", help="log2 sizes at which H's quotient is timed: six transforms (coset passes "
-                                            "fused and apart) against seven")
+    ap.add_argument("--h", default="", help="log2 sizes at which H's quotient is timed: six transforms (fused and "
+                                            "apart, H_VARIANTS) against seven")
     ap.add_argument("--note", default="", help="what code was measured (kept in the JSON)")
     ap.add_argument("--quick", action="store_true", help="small sizes only (a smoke test)")
     ap.add_argument("--out", type=Path, default=None)

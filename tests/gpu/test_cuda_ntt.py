@@ -129,6 +129,22 @@ def test_fused_subtraction_matches_a_separate_one(kernels, max_pass_log: int) ->
         assert np.array_equal(fused, fr_vec.sub(y, plain)), log_n
 
 
+@pytest.mark.parametrize("max_pass_log", [10, 4])
+def test_fused_product_matches_a_separate_one(kernels, max_pass_log: int) -> None:
+    """`dif`'s pre_mul (x * y element-wise before the first pass, with a coset shift beside it) equals
+    the product taken first, one pass or several, and with no pass at all (2^0 points)."""
+    ntt = DeviceNtt(kernels, max_pass_log=max_pass_log)
+    for log_n in (0, 1, 5, 9):
+        root = fr_root_of_unity(log_n)
+        x, y = random_mont(1 << log_n, 400 + log_n), random_mont(1 << log_n, 500 + log_n)
+        plain = _run(kernels, ntt, lambda v, L=log_n, w=root: ntt.dif(v, L, w, pre_g=3, post_scale=5),
+                     fr_vec.mul(x, y))
+        y_dev = kernels.to_device(y.view(np.uint32).reshape(-1, 8))
+        fused = _run(kernels, ntt, lambda v, L=log_n, w=root, y=y_dev: ntt.dif(v, L, w, pre_g=3, post_scale=5,
+                                                                                  pre_mul=y), x)
+        assert np.array_equal(fused, plain), log_n
+
+
 def test_coset_evaluations_fused_equal_apart(kernels, launched: list[str], emulated: bool) -> None:
     """to_coset_evaluations with the inverse's last pass and the forward's first as one kernel
     (`fuse_coset`, ntt_dif_dit_pass) equals the two passes apart, bit for bit: one pass or several,
@@ -175,16 +191,16 @@ def test_h_quotient_is_the_cpu_provers_on_any_inputs(kernels, log_n: int) -> Non
             if satisfied:
                 c = fr_vec.mul(a, b)
             want = quotient(Domain(log_n, root), red, a.copy(), b.copy(), c.copy())
-            for transforms in ((6, 7) if satisfied else (6,)):
+            for transforms, fuse_product in ((6, True), (6, False), (7, False))[:3 if satisfied else 2]:
                 for canonical in (False, True):
                     ntt = DeviceNtt(kernels)
-                    ntt.quotient_transforms = transforms
+                    ntt.quotient_transforms, ntt.fuse_product = transforms, fuse_product
                     vecs = [kernels.to_device((fr_vec.from_montgomery(v) if canonical else v).view(np.uint32)
                                               .reshape(-1, 8)) for v in (a, b, c)]
                     out = kernels.to_host(ntt.h_quotient(*vecs, log_n, root, canonical=canonical))
                     got = out.view(np.uint64).reshape(-1, 4)
                     assert np.array_equal(got, fr_vec.from_montgomery(want) if canonical else want), \
-                        (root, satisfied, transforms, canonical)
+                        (root, satisfied, transforms, fuse_product, canonical)
     ntt = DeviceNtt(kernels)
     vecs = [kernels.to_device(random_mont(n, i).view(np.uint32).reshape(-1, 8)) for i in range(3)]
     with pytest.raises(ValueError, match="shift\\^n = -1"):

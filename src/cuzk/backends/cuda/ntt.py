@@ -103,6 +103,9 @@ class DeviceNtt:
         #: to_coset_evaluations runs the inverse's last pass and the forward's first as one kernel where
         #: their stage counts agree (False: apart; benchmarks compare).
         self.fuse_coset = True
+        #: h_quotient's product A*B in the loads of the last transform's first pass (False: a sweep of
+        #: its own; benchmarks compare).
+        self.fuse_product = True
         self._roots: dict[tuple[int, int], _RootTables] = {}
         self._powers: dict[tuple[int, int, int], _PowerTables] = {}
         self._consts: dict[int, Any] = {}
@@ -188,20 +191,24 @@ class DeviceNtt:
                       shared_mem=elems * 32)
 
     def dif(self, a: Any, log_n: int, root: int, pre_g: int | None = None, post_g: int | None = None,
-            post_scale: int | None = None, post_sub: Any = None) -> Any:
+            post_scale: int | None = None, post_sub: Any = None, pre_mul: Any = None) -> Any:
         """In place: natural-order coefficients -> evaluations at root^i, bit-reversed positions.
 
-        Fused factors (no extra sweep over memory): with `pre_g`, the input is first multiplied by
-        pre_g^i (a coset shift); with `post_g` / `post_scale`, the output at bit-reversed position p is
+        Fused factors (no extra sweep over memory): with `pre_mul` (an array of the same shape), the
+        input is first multiplied by it element-wise; with `pre_g`, by pre_g^i (a coset shift); with
+        `post_g` / `post_scale`, the output at bit-reversed position p is
         multiplied by post_scale * post_g^bitrev(p), i.e. by the power of its natural index once
         permuted (the shift and 1/n of inverse coset transforms). With both, post_scale is part of
         post_g's table, so the two cost the product of a power alone. With `post_sub` (an array of the
         same shape), the output at p is then post_sub[p] minus it.
         """
         self._check(a, log_n)
-        if post_sub is not None:
-            self._check(post_sub, log_n)
-        if log_n == 0:  # no pass to fuse into; g^0 = 1, only a scale can remain
+        for v in (post_sub, pre_mul):
+            if v is not None:
+                self._check(v, log_n)
+        if log_n == 0:  # no pass to fuse into; g^0 = 1, only a product and a scale can remain
+            if pre_mul is not None:
+                self.k.launch1d("fr_h_combine", 1, (a, pre_mul, None, 1, None), _BLOCK)
             if post_scale is not None:
                 self.mul_powers(a, 0, scale=post_scale)
             if post_sub is not None:  # post_sub - a = (a * 1 - post_sub) * (-1)
@@ -220,7 +227,7 @@ class DeviceNtt:
             hi -= stages
             first, last = i == 0, i == len(passes) - 1
             extra = (pre.lo if first and pre else None, pre.hi if first and pre else None,
-                     post.lo if last and post else None, post.hi if last and post else None,
+                     pre_mul if first else None, post.lo if last and post else None, post.hi if last and post else None,
                      scale if last else None, post_sub if last else None)
             self._run_pass("ntt_dif_pass", a, log_n, hi, stages, t, extra)
         return a
@@ -309,7 +316,7 @@ class DeviceNtt:
         hi = log_n
         for stages in dif_plan[:-1]:
             hi -= stages
-            self._run_pass("ntt_dif_pass", a, log_n, hi, stages, t_inv, (None,) * 6)
+            self._run_pass("ntt_dif_pass", a, log_n, hi, stages, t_inv, (None,) * 7)
         stages = dif_plan[-1]
         self.k.launch("ntt_dif_dit_pass", 1 << (log_n - stages), 1 << (stages - 1),
                       (a, log_n, stages, t_inv.inner_log, t_inv.inner, t_fwd.inner, post.lo, post.hi, None),
@@ -353,10 +360,12 @@ class DeviceNtt:
             root_inv = pow(root, -1, R_MODULUS)
             # C's coefficients over 2, bit-reversed: (L + U) / 2 where every constraint holds.
             self.dif(c, log_n, root_inv, post_scale=half_n_inv)
-            self.k.launch1d("fr_h_combine", n, (a, b, None, n, None), _BLOCK)
-            # A*B's coefficients from the coset over 2, (L - U) / 2, subtracted from C's in the last pass.
+            if not self.fuse_product:
+                self.k.launch1d("fr_h_combine", n, (a, b, None, n, None), _BLOCK)
+            # A*B's coefficients from the coset over 2, (L - U) / 2, subtracted from C's in the last pass;
+            # the product A*B rides in the first pass's loads (no sweep of its own).
             self.dif(a, log_n, root_inv, post_g=pow(shift, -1, R_MODULUS), post_scale=out_scale * half_n_inv,
-                     post_sub=c)
+                     post_sub=c, pre_mul=b if self.fuse_product else None)
             return self.bitrev(a, log_n)
         for v in (a, b, c):
             self.to_coset_evaluations(v, log_n, root, shift, radix if canonical else 1)

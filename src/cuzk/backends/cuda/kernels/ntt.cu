@@ -203,7 +203,8 @@ DEV fr_t post_factors(fr_t x, u32 p, u32 log_n, const fr_t* post_lo, const fr_t*
 // here), an argument so that a kernel may also loop over several with fewer blocks.
 // Optional element-wise factors, fused so that coset shifts and the 1/n of inverse transforms cost no
 // sweep of their own (null pointers: none): on load (host passes them to the first pass only) x_i *=
-// g^i with g^k = pre_lo[k mod 2^14] * pre_hi[k >> 14], i the natural index; on store (last pass only)
+// pre_mul[i] (the H quotient's product A*B, ntt.py h_quotient) and x_i *= g^i with g^k = pre_lo[k mod
+// 2^14] * pre_hi[k >> 14], i the natural index; on store (last pass only)
 // x_p *= post_scale * h^bitrev_L(p), p the bit-reversed output position, i.e. the natural index of
 // the value once the output is permuted (h^k = post_lo[k mod 2^14] * post_hi[k >> 14]; the host folds
 // a scale into post_lo rather than pass both), and then x_p = post_sub[p] - x_p (the H quotient's last
@@ -214,7 +215,8 @@ DEV fr_t post_factors(fr_t x, u32 p, u32 log_n, const fr_t* post_lo, const fr_t*
 template <u32 FIXED_E, u32 FIXED_S = 0>
 DEV void dif_pass(u32 tile, fr_t* data, u32 log_n, u32 lo, u32 S_in, u32 logC_in, u32 inner_log, const fr_t* inner,
                   const fr_t* tw_lo, const fr_t* tw_hi, const fr_t* tw_direct, const fr_t* pre_lo, const fr_t* pre_hi,
-                  const fr_t* post_lo, const fr_t* post_hi, const fr_t* post_scale, const fr_t* post_sub) {
+                  const fr_t* pre_mul, const fr_t* post_lo, const fr_t* post_hi, const fr_t* post_scale,
+                  const fr_t* post_sub) {
     DYN_SMEM(u32, sm);
     // With FIXED_S (and FIXED_E) the stage count and the columns are constants: the stage loop unrolls.
     const u32 S = FIXED_S ? FIXED_S : S_in, logC = FIXED_S ? fixed_log2(FIXED_E) - FIXED_S : logC_in;
@@ -229,6 +231,10 @@ DEV void dif_pass(u32 tile, fr_t* data, u32 log_n, u32 lo, u32 S_in, u32 logC_in
         const u32 c = tid & (C - 1), tau = map.tau(tid);
         const u32 i0 = (u32)(base + ((u64)tau << lo) + c), i1 = i0 + ((1u << (S - 1)) << lo);
         fr_t x = load_struct(data + i0), y = load_struct(data + i1);
+        if (pre_mul) {
+            x = x * load_struct(pre_mul + i0);
+            y = y * load_struct(pre_mul + i1);
+        }
         if (pre_lo) {
             if (i0) x = x * tw_pow(pre_lo, pre_hi, i0);
             y = y * tw_pow(pre_lo, pre_hi, i1);
@@ -257,11 +263,11 @@ DEV void dif_pass(u32 tile, fr_t* data, u32 log_n, u32 lo, u32 S_in, u32 logC_in
 
 #define NTT_DIF_PARAMS                                                                                      \
     fr_t *data, u32 log_n, u32 lo, u32 S, u32 logC, u32 inner_log, const fr_t *inner, const fr_t *tw_lo,    \
-        const fr_t *tw_hi, const fr_t *tw_direct, const fr_t *pre_lo, const fr_t *pre_hi, const fr_t *post_lo, \
-        const fr_t *post_hi, const fr_t *post_scale, const fr_t *post_sub
-#define NTT_DIF_ARGS                                                                                          \
-    data, log_n, lo, S, logC, inner_log, inner, tw_lo, tw_hi, tw_direct, pre_lo, pre_hi, post_lo, post_hi, post_scale, \
-        post_sub
+        const fr_t *tw_hi, const fr_t *tw_direct, const fr_t *pre_lo, const fr_t *pre_hi, const fr_t *pre_mul,    \
+        const fr_t *post_lo, const fr_t *post_hi, const fr_t *post_scale, const fr_t *post_sub
+#define NTT_DIF_ARGS                                                                                             \
+    data, log_n, lo, S, logC, inner_log, inner, tw_lo, tw_hi, tw_direct, pre_lo, pre_hi, pre_mul, post_lo, post_hi, \
+        post_scale, post_sub
 BLOCK_KERNEL LAUNCH_BOUNDS(512) ntt_dif_pass(NTT_DIF_PARAMS) { dif_pass<0>(blockIdx.x, NTT_DIF_ARGS); }
 // The passes of 2^10 elements at three blocks (1536 threads) an SM: 40 registers and a few spilled words
 // beat two blocks at 54 registers without spills on an H200
