@@ -412,17 +412,12 @@ DEV void accumulate_smem(const u32* sorted, const u32* offsets, u32 nkeys, u32 t
 // Offsets: bucket k's input run is [off_in[k], off_in[k+1]), its output run [off_out[k], off_out[k+1])
 // with off_out[k+1] - off_out[k] = ceil(run / 2); off_out[0] = 0 and off_out[nkeys] = total.
 
-// Input q of a round: the base its entry names (the first round; sign bit ignored) or point q of `in`.
-template <class A>
-DEV const A* tree_point(const u32* entries, const A* in, u32 q) {
-    return entries ? in + (entries[q] & 0x7fffffffu) : in + q;
-}
+// Input q of a round: the entry of the base it names (the first round: base index | sign << 31) or q
+// itself, point q of `in` (later rounds: no sign).
+DEV u32 tree_entry(const u32* entries, u32 q) { return entries ? entries[q] : q; }
 
 template <class A>
-DEV A tree_source(const u32* entries, const A* in, u32 q) {
-    const A p = load_struct(tree_point(entries, in, q));
-    return entries && (entries[q] >> 31) ? p.neg() : p;
-}
+DEV const A* tree_point(const A* in, u32 e) { return in + (e & 0x7fffffffu); }
 
 // How p1 + p2 is formed: p1 alone (no p2, or p2 at infinity), p2 alone (p1 at infinity), infinity
 // (p2 = -p1), an addition or a doubling; for the last two, d is lambda's denominator (never zero:
@@ -451,13 +446,19 @@ struct tree_pair_t {
     u32 kind;
 };
 
+// Both entries are read, then both points' loads issued, before either point is used: the loads then
+// wait on memory together. Written as one load after the other's use (its sign, a test), nvcc issued the
+// second only once the first had arrived, two memory latencies in a row an output.
 template <class A, class F>
 DEV tree_pair_t<A, F> tree_pair(const u32* entries, const A* in, const u32* off_in, const u32* off_out, u32 k,
                                 u32 j) {
     const u32 q = off_in[k] + 2 * (j - off_out[k]);
     const bool pair = q + 1 < off_in[k + 1];
-    const A p1 = tree_source(entries, in, q);
-    const A p2 = pair ? tree_source(entries, in, q + 1) : p1;
+    const u32 e1 = tree_entry(entries, q), e2 = pair ? tree_entry(entries, q + 1) : e1;
+    A p1 = load_struct(tree_point(in, e1));
+    A p2 = load_struct(tree_point(in, e2));  // p1's again, from L1, when there is no pair
+    if (e1 >> 31) p1 = p1.neg();
+    if (e2 >> 31) p2 = p2.neg();
     F d;
     const u32 kind = tree_kind(p1, p2, pair, d);
     return {p1, p2, d, kind};
@@ -466,15 +467,17 @@ DEV tree_pair_t<A, F> tree_pair(const u32* entries, const A* in, const u32* off_
 // The first pass needs only each addition's denominator. Where both x coordinates are nonzero (neither
 // point is infinity, stored as (0, 0)) and differ, that is x2 - x1, and the y coordinates are not read:
 // two of a G1 point's three 32-byte sectors. Any other case takes both points through tree_kind.
-// Returns whether output j is an addition or a doubling (d set), as tree_pair's kind would.
+// Returns whether output j is an addition or a doubling (d set), as tree_pair's kind would. The two
+// tests are one (`|`, not `||`): with `||` nvcc held x2's load back until x1 had arrived and tested nonzero.
 template <class A, class F>
 DEV bool tree_denominator(const u32* entries, const A* in, const u32* off_in, const u32* off_out, u32 k, u32 j,
                           F& d) {
     const u32 q = off_in[k] + 2 * (j - off_out[k]);
     if (q + 1 >= off_in[k + 1]) return false;
-    const F x1 = load_struct(&tree_point(entries, in, q)->x);
-    const F x2 = load_struct(&tree_point(entries, in, q + 1)->x);
-    if (!x1.is_zero() && !x2.is_zero()) {
+    const u32 e1 = tree_entry(entries, q), e2 = tree_entry(entries, q + 1);
+    const F x1 = load_struct(&tree_point(in, e1)->x);
+    const F x2 = load_struct(&tree_point(in, e2)->x);
+    if (!(x1.is_zero() | x2.is_zero())) {
         d = x2 - x1;
         if (!d.is_zero()) return true;
     }
