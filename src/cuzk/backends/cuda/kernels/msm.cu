@@ -467,18 +467,37 @@ DEV tree_pair_t<A, F> tree_pair(const u32* entries, const A* in, const u32* off_
 // The first pass needs only each addition's denominator. Where both x coordinates are nonzero (neither
 // point is infinity, stored as (0, 0)) and differ, that is x2 - x1, and the y coordinates are not read:
 // two of a G1 point's three 32-byte sectors. Any other case takes both points through tree_kind.
-// Returns whether output j is an addition or a doubling (d set), as tree_pair's kind would. The two
-// tests are one (`|`, not `||`): with `||` nvcc held x2's load back until x1 had arrived and tested nonzero.
+// tree_fetch_x reads output j's x coordinates, both loads issued before either is tested; the pass
+// issues the next output's fetch before it works on this one (tree_round), so that the chain of loads
+// an output waits on (offsets, entries, then the points at random) overlaps the previous output's
+// product rather than following it.
+template <class F>
+struct tree_x_t {
+    bool pair;
+    F x1, x2;
+};
+
 template <class A, class F>
-DEV bool tree_denominator(const u32* entries, const A* in, const u32* off_in, const u32* off_out, u32 k, u32 j,
-                          F& d) {
+DEV tree_x_t<F> tree_fetch_x(const u32* entries, const A* in, const u32* off_in, const u32* off_out, u32 k, u32 j) {
+    tree_x_t<F> r;
     const u32 q = off_in[k] + 2 * (j - off_out[k]);
-    if (q + 1 >= off_in[k + 1]) return false;
-    const u32 e1 = tree_entry(entries, q), e2 = tree_entry(entries, q + 1);
-    const F x1 = load_struct(&tree_point(in, e1)->x);
-    const F x2 = load_struct(&tree_point(in, e2)->x);
-    if (!(x1.is_zero() | x2.is_zero())) {
-        d = x2 - x1;
+    r.pair = q + 1 < off_in[k + 1];
+    if (r.pair) {
+        const u32 e1 = tree_entry(entries, q), e2 = tree_entry(entries, q + 1);
+        r.x1 = load_struct(&tree_point(in, e1)->x);
+        r.x2 = load_struct(&tree_point(in, e2)->x);
+    }
+    return r;
+}
+
+// Whether output j (fetched as x) is an addition or a doubling, d set, as tree_pair's kind would say.
+// The two zero tests are one (`|`, not `||`), so that neither load waits for the other's test.
+template <class A, class F>
+DEV bool tree_denominator(const tree_x_t<F>& x, const u32* entries, const A* in, const u32* off_in,
+                          const u32* off_out, u32 k, u32 j, F& d) {
+    if (!x.pair) return false;
+    if (!(x.x1.is_zero() | x.x2.is_zero())) {
+        d = x.x2 - x.x1;
         if (!d.is_zero()) return true;
     }
     const tree_pair_t<A, F> t = tree_pair<A, F>(entries, in, off_in, off_out, k, j);
@@ -504,11 +523,16 @@ DEV void tree_round(const u32* entries, const A* in, const u32* off_in, const u3
     }
     u32 k = a;
     F acc = F::one();
+    tree_x_t<F> next = tree_fetch_x<A, F>(entries, in, off_in, off_out, k, first);
     for (u32 i = 0; i < count; ++i) {
-        const u32 j = first + 32 * i;
-        while (off_out[k + 1] <= j) ++k;
+        const u32 j = first + 32 * i, kj = k;
+        const tree_x_t<F> x = next;
+        if (i + 1 < count) {  // the next output's loads go out before this one's product
+            while (off_out[k + 1] <= j + 32) ++k;
+            next = tree_fetch_x<A, F>(entries, in, off_in, off_out, k, j + 32);
+        }
         F d;
-        const bool add = tree_denominator<A, F>(entries, in, off_in, off_out, k, j, d);
+        const bool add = tree_denominator<A, F>(x, entries, in, off_in, off_out, kj, j, d);
         store_struct(&out[j].x, acc);
         if (add) acc = acc * d;
     }
