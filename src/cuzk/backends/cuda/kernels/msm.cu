@@ -540,6 +540,8 @@ DEV void tree_round(const u32* entries, const A* in, const u32* off_in, const u3
     for (u32 i = count; i-- > 0;) {
         const u32 j = first + 32 * i;
         while (off_out[k] > j) --k;
+        // Written by this thread in the first pass; loaded here, beside the points, not at its use.
+        const F before = load_struct_early(&out[j].x);
         const tree_pair_t<A, F> t = tree_pair<A, F>(entries, in, off_in, off_out, k, j);
         const A& p1 = t.p1;
         const A& p2 = t.p2;
@@ -563,7 +565,6 @@ DEV void tree_round(const u32* entries, const A* in, const u32* off_in, const u3
                 const F xx = p1.x.sqr();
                 num = xx.dbl() + xx;
             }
-            const F before = out[j].x;  // written by this thread in the first pass (a plain load, not __ldg)
             const F inv_d = inv * before;
             inv = inv * t.d;
             const F lambda = num * inv_d;
