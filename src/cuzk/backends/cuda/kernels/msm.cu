@@ -446,22 +446,37 @@ struct tree_pair_t {
     u32 kind;
 };
 
-// Both entries are read, then both points' loads issued, before either point is used: the loads then
-// wait on memory together. Written as one load after the other's use (its sign, a test), nvcc issued the
-// second only once the first had arrived, two memory latencies in a row an output.
+// The entries of output j, in bucket k: q and q + 1 of the bucket's input list, or q twice when q is
+// its odd last one (no pair).
+struct tree_ents_t {
+    u32 e1, e2;
+    bool pair;
+};
+
+DEV tree_ents_t tree_ents(const u32* entries, const u32* off_in, const u32* off_out, u32 k, u32 j) {
+    const u32 q = off_in[k] + 2 * (j - off_out[k]);
+    const bool pair = q + 1 < off_in[k + 1];
+    const u32 e1 = tree_entry(entries, q);
+    return {e1, pair ? tree_entry(entries, q + 1) : e1, pair};
+}
+
+// The pair's points, loaded (both loads issued before either point is used, so that they wait on
+// memory together: written as one load after the other's use, its sign or a test, nvcc issued the
+// second only once the first had arrived), signed and classified.
+template <class A, class F>
+DEV tree_pair_t<A, F> tree_pair_of(const tree_ents_t& e, A p1, A p2) {
+    if (e.e1 >> 31) p1 = p1.neg();
+    if (e.e2 >> 31) p2 = p2.neg();
+    F d;
+    const u32 kind = tree_kind(p1, p2, e.pair, d);
+    return {p1, p2, d, kind};
+}
+
 template <class A, class F>
 DEV tree_pair_t<A, F> tree_pair(const u32* entries, const A* in, const u32* off_in, const u32* off_out, u32 k,
                                 u32 j) {
-    const u32 q = off_in[k] + 2 * (j - off_out[k]);
-    const bool pair = q + 1 < off_in[k + 1];
-    const u32 e1 = tree_entry(entries, q), e2 = pair ? tree_entry(entries, q + 1) : e1;
-    A p1 = load_struct(tree_point(in, e1));
-    A p2 = load_struct(tree_point(in, e2));  // p1's again, from L1, when there is no pair
-    if (e1 >> 31) p1 = p1.neg();
-    if (e2 >> 31) p2 = p2.neg();
-    F d;
-    const u32 kind = tree_kind(p1, p2, pair, d);
-    return {p1, p2, d, kind};
+    const tree_ents_t e = tree_ents(entries, off_in, off_out, k, j);
+    return tree_pair_of<A, F>(e, load_struct(tree_point(in, e.e1)), load_struct(tree_point(in, e.e2)));
 }
 
 // The first pass needs only each addition's denominator. Where both x coordinates are nonzero (neither
@@ -537,12 +552,21 @@ DEV void tree_round(const u32* entries, const A* in, const u32* off_in, const u3
         if (add) acc = acc * d;
     }
     F inv = acc.inv();
+    // k is the last output's bucket. Each output's points go out as soon as the output starts, from
+    // entries read during the output before, so that an output waits on one memory latency, not on
+    // offsets, entries and then points.
+    tree_ents_t ents = tree_ents(entries, off_in, off_out, k, first + 32 * (count - 1));
     for (u32 i = count; i-- > 0;) {
         const u32 j = first + 32 * i;
-        while (off_out[k] > j) --k;
+        const tree_ents_t e = ents;
         // Written by this thread in the first pass; loaded here, beside the points, not at its use.
         const F before = load_struct_early(&out[j].x);
-        const tree_pair_t<A, F> t = tree_pair<A, F>(entries, in, off_in, off_out, k, j);
+        const A q1 = load_struct(tree_point(in, e.e1)), q2 = load_struct(tree_point(in, e.e2));
+        if (i) {
+            while (off_out[k] > j - 32) --k;
+            ents = tree_ents(entries, off_in, off_out, k, j - 32);
+        }
+        const tree_pair_t<A, F> t = tree_pair_of<A, F>(e, q1, q2);
         const A& p1 = t.p1;
         const A& p2 = t.p2;
         const u32 kind = t.kind;
