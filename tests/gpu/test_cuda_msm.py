@@ -262,6 +262,29 @@ def test_ones_summed_by_tree_rounds(kernels, launched: list[str], emulated: bool
 
 
 @pytest.mark.parametrize("group", ["g1", "g2"])
+def test_sum_ones_chunks(kernels, group: str) -> None:
+    """msm_sum_ones with chunks of 1, 2, 3 and 7 flags and one chunk of all: each lane walks its chunk
+    to its next 1 (G1) or branches on every flag (G2). Flags with no 1, 1s only, a 1 first or last
+    alone, alternating, runs, and infinite bases among the 1s give the CPU's sum."""
+    cls, enc = GROUPS[group]
+    rng = random.Random(f"chunks{group}")
+    n = 41
+    pts = _points(cls, n, 29)
+    pts[5] = cls.identity()
+    bases = DeviceMsm(kernels).upload_bases(group, enc(pts))
+    patterns = {"none": [0] * n, "all": [1] * n, "first": [1] + [0] * (n - 1), "last": [2] * (n - 1) + [1],
+                "alternating": [i % 2 for i in range(n)], "runs": [int(i // 5 % 2 == 0) for i in range(n)],
+                "random": [rng.choice([0, 1, 2]) for _ in range(n)]}
+    for chunk in (1, 2, 3, 7, n):
+        eng = DeviceMsm(kernels)
+        eng.acc_threads[group] = -(-n // chunk)
+        for name, flags in patterns.items():
+            want = cpu_msm(pts, ints_to_limbs([int(f == 1) for f in flags]), group=cls)
+            got = eng.to_points(group, [eng.sum_ones(group, bases, kernels.to_device(np.array(flags, np.uint8)))])[0]
+            assert got == want, (chunk, name)
+
+
+@pytest.mark.parametrize("group", ["g1", "g2"])
 @pytest.mark.parametrize("resident,ones_tree", [(False, 0), (True, 0), (True, 1)])
 def test_merged_tails_give_the_split_msm(kernels, emulated: bool, group: str, resident: bool,
                                          ones_tree: int) -> None:
