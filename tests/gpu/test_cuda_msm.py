@@ -264,7 +264,7 @@ def test_ones_summed_by_tree_rounds(kernels, launched: list[str], emulated: bool
 @pytest.mark.parametrize("group", ["g1", "g2"])
 def test_sum_ones_chunks(kernels, group: str) -> None:
     """msm_sum_ones with chunks of 1, 2, 3 and 7 flags and one chunk of all: each lane walks its chunk
-    to its next 1 (G1) or branches on every flag (G2). Flags with no 1, 1s only, a 1 first or last
+    to its next 1 (G1 with the next point loaded ahead). Flags with no 1, 1s only, a 1 first or last
     alone, alternating, runs, and infinite bases among the 1s give the CPU's sum."""
     cls, enc = GROUPS[group]
     rng = random.Random(f"chunks{group}")

@@ -661,12 +661,12 @@ DEV void window_sums(const X* U, const X* V, u32 W, u32 nbitsP, u32 logL, X* out
 }
 
 // Partial sums of the bases whose scalar is exactly 1 (flags from msm_classify), `chunk` per thread.
-// G1 (sum_ahead): each lane walks its chunk to its next 1 before the warp adds, so that every lane adds
-// in every iteration until its chunk ends (a loop over flags, each a lane's branch, leaves the lanes
-// holding a 0 idle while the others add: about half of them in a PoRep witness), and it loads the next
-// 1's point before adding this one, so that the load's latency overlaps the addition. G2 keeps the loop
-// over flags: there the walk, with or without the load ahead, made nvcc spill more of the addition's
-// state (sm_90: stack 240 -> 328-392 bytes, the loop's local-memory instructions 111 -> 140-426).
+// Each lane walks its chunk to its next 1 before the warp adds, so that every lane adds in every
+// iteration until its chunk ends: a loop over flags, each a lane's branch, leaves the lanes holding a 0
+// idle while the others add (about half of them in a PoRep witness). G1 (sum_ahead) also loads the
+// next 1's point before adding this one, so that the load's latency overlaps the addition; a G2 point
+// held across the addition spills (nvcc sm_90: stack 240 -> 392 bytes). G2's walk alone: stack 240 ->
+// 192 bytes, the loop's local-memory instructions 111 -> 140, next to an addition's ten Fp2 products.
 template <class A>
 DEV constexpr bool sum_ahead() { return sizeof(A) <= 96; }
 
@@ -692,8 +692,12 @@ DEV void sum_ones(const A* bases, const u8* flags, u32 n, u32 chunk, X* out) {
             j = next;
         }
     } else {
-        for (; j < j1; ++j)
-            if (flags[j] == 1) acc.add_affine(load_struct(bases + j));
+        for (;;) {
+            while (j < j1 && flags[j] != 1) ++j;
+            if (j >= j1) break;
+            acc.add_affine(load_struct(bases + j));
+            ++j;
+        }
     }
     store_struct(out + q, acc);
 }
