@@ -91,8 +91,12 @@ typedef xyzz_t<fp2_t> g2_xyzz;
 // Whole-struct loads and stores as 16-byte vectors (the struct must be 16-byte aligned in device
 // memory, which every cuzk buffer is: CuPy allocations are 256-byte aligned and strides are
 // multiples of 16). A plain struct copy would be split into 4-byte accesses.
-template <class T>
-DEV T load_struct(const T* p) {
+// EARLY: each vector through L2 (ld.global.cg: coherent with what this kernel stored earlier, which
+// __ldg's read-only path is not) by volatile asm, so that the compiler issues it where it is written: a
+// plain load used on one branch only was sunk into that branch, its latency then in the way of the work
+// after it (tree_round's second pass).
+template <bool EARLY, class T>
+DEV T load_vectors(const T* p) {
 #ifdef CUZK_HOST_EMU
     return *p;
 #else
@@ -100,30 +104,22 @@ DEV T load_struct(const T* p) {
     T r;
     const uint4* src = reinterpret_cast<const uint4*>(p);
     uint4* dst = reinterpret_cast<uint4*>(&r);
-    UNROLL for (int i = 0; i < (int)(sizeof(T) / 16); ++i) dst[i] = __ldg(src + i);
+    UNROLL for (int i = 0; i < (int)(sizeof(T) / 16); ++i) {
+        if constexpr (EARLY)
+            asm volatile("ld.global.cg.v4.u32 {%0, %1, %2, %3}, [%4];"
+                         : "=r"(dst[i].x), "=r"(dst[i].y), "=r"(dst[i].z), "=r"(dst[i].w) : "l"(src + i));
+        else
+            dst[i] = __ldg(src + i);
+    }
     return r;
 #endif
 }
 
-// The same load through L2 (ld.global.cg: coherent with what this kernel stored earlier, which __ldg's
-// read-only path is not) as volatile asm, so that the compiler issues it where it is written: a plain
-// load used on one branch only was sunk into that branch, its latency then in the way of the work
-// after it (tree_round's second pass).
 template <class T>
-DEV T load_struct_early(const T* p) {
-#ifdef CUZK_HOST_EMU
-    return *p;
-#else
-    static_assert(sizeof(T) % 16 == 0, "struct size must be a multiple of 16 bytes");
-    T r;
-    const uint4* src = reinterpret_cast<const uint4*>(p);
-    uint4* dst = reinterpret_cast<uint4*>(&r);
-    UNROLL for (int i = 0; i < (int)(sizeof(T) / 16); ++i)
-        asm volatile("ld.global.cg.v4.u32 {%0, %1, %2, %3}, [%4];"
-                     : "=r"(dst[i].x), "=r"(dst[i].y), "=r"(dst[i].z), "=r"(dst[i].w) : "l"(src + i));
-    return r;
-#endif
-}
+DEV T load_struct(const T* p) { return load_vectors<false>(p); }
+
+template <class T>
+DEV T load_struct_early(const T* p) { return load_vectors<true>(p); }
 
 template <class T>
 DEV void store_struct(T* p, const T& v) {
