@@ -92,9 +92,9 @@ typedef xyzz_t<fp2_t> g2_xyzz;
 // memory, which every cuzk buffer is: CuPy allocations are 256-byte aligned and strides are
 // multiples of 16). A plain struct copy would be split into 4-byte accesses.
 // EARLY: each vector through L2 (ld.global.cg: coherent with what this kernel stored earlier, which
-// __ldg's read-only path is not) by volatile asm, so that the compiler issues it where it is written: a
-// plain load used on one branch only was sunk into that branch, its latency then in the way of the work
-// after it (tree_round's second pass).
+// __ldg's read-only path is not) by volatile asm, so that the compiler issues it where it is written:
+// nvcc sinks a plain load used on one branch only into that branch, its latency then in the way of the
+// work after it (tree_round's second pass).
 template <bool EARLY, class T>
 DEV T load_vectors(const T* p) {
 #ifdef CUZK_HOST_EMU

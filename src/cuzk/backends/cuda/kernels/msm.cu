@@ -460,9 +460,9 @@ DEV tree_ents_t tree_ents(const u32* entries, const u32* off_in, const u32* off_
     return {e1, pair ? tree_entry(entries, q + 1) : e1, pair};
 }
 
-// The pair's points, loaded (both loads issued before either point is used, so that they wait on
-// memory together: written as one load after the other's use, its sign or a test, nvcc issued the
-// second only once the first had arrived), signed and classified.
+// The pair's points, loaded by the caller (both loads issued before either point is used, so that they
+// wait on memory together: nvcc issues a load written after the other point's sign or test only once
+// that point has arrived), signed and classified.
 template <class A, class F>
 DEV tree_pair_t<A, F> tree_pair_of(const tree_ents_t& e, A p1, A p2) {
     if (e.e1 >> 31) p1 = p1.neg();
@@ -494,13 +494,12 @@ struct tree_x_t {
 
 template <class A, class F>
 DEV tree_x_t<F> tree_fetch_x(const u32* entries, const A* in, const u32* off_in, const u32* off_out, u32 k, u32 j) {
+    const tree_ents_t e = tree_ents(entries, off_in, off_out, k, j);
     tree_x_t<F> r;
-    const u32 q = off_in[k] + 2 * (j - off_out[k]);
-    r.pair = q + 1 < off_in[k + 1];
-    if (r.pair) {
-        const u32 e1 = tree_entry(entries, q), e2 = tree_entry(entries, q + 1);
-        r.x1 = load_struct(&tree_point(in, e1)->x);
-        r.x2 = load_struct(&tree_point(in, e2)->x);
+    r.pair = e.pair;
+    if (e.pair) {
+        r.x1 = load_struct(&tree_point(in, e.e1)->x);
+        r.x2 = load_struct(&tree_point(in, e.e2)->x);
     }
     return r;
 }
@@ -664,9 +663,8 @@ DEV void window_sums(const X* U, const X* V, u32 W, u32 nbitsP, u32 logL, X* out
 // Each lane walks its chunk to its next 1 before the warp adds, so that every lane adds in every
 // iteration until its chunk ends: a loop over flags, each a lane's branch, leaves the lanes holding a 0
 // idle while the others add (about half of them in a PoRep witness). G1 (sum_ahead) also loads the
-// next 1's point before adding this one, so that the load's latency overlaps the addition; a G2 point
-// held across the addition spills (nvcc sm_90: stack 240 -> 392 bytes). G2's walk alone: stack 240 ->
-// 192 bytes, the loop's local-memory instructions 111 -> 140, next to an addition's ten Fp2 products.
+// next 1's point before adding this one, so that the load's latency overlaps the addition; G2 does not,
+// as a G2 point held across the addition spills (nvcc's figures: benchmarks/HISTORY.md).
 template <class A>
 DEV constexpr bool sum_ahead() { return sizeof(A) <= 96; }
 
@@ -716,16 +714,17 @@ DEV void sum_list(const A* bases, const u32* list, u32 n, u32 chunk, X* out) {
         const u32 first = (u32)first64;
         const u32 left = (n - first + 31) >> 5;
         const u32 count = left < chunk ? left : chunk;
-        A p;
-        if (sum_ahead<A>()) p = load_struct(bases + (list ? list[first] : first));
-        for (u32 i = 0; i < count; ++i) {
-            if constexpr (sum_ahead<A>()) {
-                const u32 j = first + 32 * (i + 1);
+        if constexpr (sum_ahead<A>()) {
+            A p = load_struct(bases + (list ? list[first] : first));
+            for (u32 i = 1; i <= count; ++i) {
+                const u32 j = first + 32 * i;
                 A pn;
-                if (i + 1 < count) pn = load_struct(bases + (list ? list[j] : j));
+                if (i < count) pn = load_struct(bases + (list ? list[j] : j));
                 acc.add_affine(p);
                 p = pn;
-            } else {
+            }
+        } else {
+            for (u32 i = 0; i < count; ++i) {
                 const u32 j = first + 32 * i;
                 acc.add_affine(load_struct(bases + (list ? list[j] : j)));
             }
