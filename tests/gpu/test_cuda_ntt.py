@@ -115,34 +115,23 @@ def test_pass_plans_give_the_same_transforms(kernels, emulated: bool) -> None:
 
 
 @pytest.mark.parametrize("max_pass_log", [10, 4])
-def test_fused_subtraction_matches_a_separate_one(kernels, max_pass_log: int) -> None:
-    """`dif`'s post_sub (y - x at each output, after the fused factors) equals the transform followed
-    by that subtraction on the host, one pass or several, and with no pass at all (2^0 points)."""
+@pytest.mark.parametrize("vector", ["post_sub", "pre_mul"])
+def test_fused_vector_matches_a_separate_step(kernels, max_pass_log: int, vector: str) -> None:
+    """`dif`'s element-wise vector y equals its step taken apart, one pass or several, and with no pass
+    at all (2^0 points): post_sub (y - x at each output, after the fused factors) the transform and then
+    the subtraction on the host; pre_mul (x * y before the first pass, a coset shift beside it) the
+    product taken first."""
     ntt = DeviceNtt(kernels, max_pass_log=max_pass_log)
+    factors = {"post_g": 3, "post_scale": 5} if vector == "post_sub" else {"pre_g": 3, "post_scale": 5}
+    seed = 200 if vector == "post_sub" else 400
     for log_n in (0, 1, 5, 9):
         root = fr_root_of_unity(log_n)
-        x, y = random_mont(1 << log_n, 200 + log_n), random_mont(1 << log_n, 300 + log_n)
-        plain = _run(kernels, ntt, lambda v, L=log_n, w=root: ntt.dif(v, L, w, post_g=3, post_scale=5), x)
+        x, y = random_mont(1 << log_n, seed + log_n), random_mont(1 << log_n, seed + 100 + log_n)
+        plain = _run(kernels, ntt, lambda v, L=log_n, w=root: ntt.dif(v, L, w, **factors),
+                     x if vector == "post_sub" else fr_vec.mul(x, y))
         y_dev = kernels.to_device(y.view(np.uint32).reshape(-1, 8))
-        fused = _run(kernels, ntt, lambda v, L=log_n, w=root, y=y_dev: ntt.dif(v, L, w, post_g=3, post_scale=5,
-                                                                                  post_sub=y), x)
-        assert np.array_equal(fused, fr_vec.sub(y, plain)), log_n
-
-
-@pytest.mark.parametrize("max_pass_log", [10, 4])
-def test_fused_product_matches_a_separate_one(kernels, max_pass_log: int) -> None:
-    """`dif`'s pre_mul (x * y element-wise before the first pass, with a coset shift beside it) equals
-    the product taken first, one pass or several, and with no pass at all (2^0 points)."""
-    ntt = DeviceNtt(kernels, max_pass_log=max_pass_log)
-    for log_n in (0, 1, 5, 9):
-        root = fr_root_of_unity(log_n)
-        x, y = random_mont(1 << log_n, 400 + log_n), random_mont(1 << log_n, 500 + log_n)
-        plain = _run(kernels, ntt, lambda v, L=log_n, w=root: ntt.dif(v, L, w, pre_g=3, post_scale=5),
-                     fr_vec.mul(x, y))
-        y_dev = kernels.to_device(y.view(np.uint32).reshape(-1, 8))
-        fused = _run(kernels, ntt, lambda v, L=log_n, w=root, y=y_dev: ntt.dif(v, L, w, pre_g=3, post_scale=5,
-                                                                                  pre_mul=y), x)
-        assert np.array_equal(fused, plain), log_n
+        fused = _run(kernels, ntt, lambda v, L=log_n, w=root, y=y_dev: ntt.dif(v, L, w, **factors, **{vector: y}), x)
+        assert np.array_equal(fused, fr_vec.sub(y, plain) if vector == "post_sub" else plain), log_n
 
 
 def test_coset_evaluations_fused_equal_apart(kernels, launched: list[str], emulated: bool) -> None:
